@@ -1,0 +1,97 @@
+# fish completion for leaserun(1)
+
+# The options, for argparse: it stops at the lease name.
+function __fish_leaserun_rest
+    set -l tokens (commandline -opc) (commandline -ct)
+    set -e tokens[1]
+    argparse -s n/nonblock nb w/wait= timeout= E/conflict-exit-code= \
+        c/command= U/url= url-file= t/ttl= renew= signal= k/kill-after= \
+        foreground v/verbose q/quiet log-format= status break \
+        V/version h/help -- $tokens 2>/dev/null
+    or return 1
+    string join0 -- $argv
+end
+
+# True while the word being completed is an option or the lease name.
+function __fish_leaserun_before_name
+    set -l rest (__fish_leaserun_rest | string split0)
+    or return 0
+    test (count $rest) -le 1
+end
+
+# True once the lease name is given (not for --status / --break).
+function __fish_leaserun_after_name
+    set -l rest (__fish_leaserun_rest | string split0)
+    or return 1
+    test (count $rest) -ge 2
+    and not contains -- --status (commandline -opc)
+    and not contains -- --break (commandline -opc)
+end
+
+# Lease names already used in the file store's directory: DIR of a
+# file:///DIR URL in LEASERUN_URL, else the default.
+function __fish_leaserun_names
+    set -l dir
+    switch "$LEASERUN_URL"
+        case 'file:///?*'
+            set dir (string replace -r '^file://' '' -- $LEASERUN_URL)
+        case '' 'file://' 'file:///'
+            if test (id -u) -eq 0
+                set dir /run/lock/leaserun
+            else if string match -q '/*' -- "$XDG_RUNTIME_DIR"
+                set dir $XDG_RUNTIME_DIR/leaserun
+            else
+                set dir /tmp/leaserun-(id -u)
+            end
+        case '*'
+            return
+    end
+    for f in $dir/*.lock
+        string replace -r '\.lock$' '' -- (basename $f)
+    end
+end
+
+# After NAME: an optional --, then the command, or -c STRING.
+function __fish_leaserun_command
+    set -l rest (__fish_leaserun_rest | string split0)
+    set -e rest[1]
+    if contains -- $rest[1] -c --command
+        test (count $rest) -eq 2
+        and __fish_complete_command
+        return
+    end
+    if test "$rest[1]" = --
+        set -e rest[1]
+    else if test (count $rest) -eq 1
+        and string match -q -- '-*' $rest[1]
+        string split ' ' -- '-- -c --command'
+        return
+    end
+    __fish_complete_subcommand --commandline $rest
+end
+
+set -l signals HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE \
+    ALRM TERM CONT TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS
+
+complete -c leaserun -f
+complete -c leaserun -n __fish_leaserun_before_name -a '(__fish_leaserun_names)' -d 'lease name'
+complete -c leaserun -n __fish_leaserun_after_name -a '(__fish_leaserun_command)'
+
+complete -c leaserun -n __fish_leaserun_before_name -s n -l nonblock -d 'fail (exit 1) rather than wait'
+complete -c leaserun -n __fish_leaserun_before_name -s w -l wait -x -d 'wait at most DURATION for the lease'
+complete -c leaserun -n __fish_leaserun_before_name -s E -l conflict-exit-code -x -a '(seq 0 255)' -d 'exit code when not acquired'
+complete -c leaserun -n __fish_leaserun_before_name -s c -l command -x -a '(__fish_complete_command)' -d 'run STRING with /bin/sh -c'
+complete -c leaserun -n __fish_leaserun_before_name -s U -l url -x -a 'file:///' -d 'the store URL'
+complete -c leaserun -n __fish_leaserun_before_name -l url-file -r -F -d 'read the store URL from PATH'
+complete -c leaserun -n __fish_leaserun_before_name -s t -l ttl -x -d 'lease time to live (default 10s)'
+complete -c leaserun -n __fish_leaserun_before_name -l renew -x -d 'renew interval (default TTL/3)'
+complete -c leaserun -n __fish_leaserun_before_name -l signal -x -a "$signals" -d 'signal to stop the command when the lease is at risk'
+complete -c leaserun -n __fish_leaserun_before_name -s k -l kill-after -x -d 'send --signal this long before the lease deadline'
+complete -c leaserun -n __fish_leaserun_before_name -l foreground -d 'keep the command in our process group'
+complete -c leaserun -n __fish_leaserun_before_name -s v -l verbose -d 'log each lifecycle step (twice: more)'
+complete -c leaserun -n __fish_leaserun_before_name -s q -l quiet -d 'log only failures of leaserun itself'
+complete -c leaserun -n __fish_leaserun_before_name -l log-format -x -a 'text json' -d 'log line format'
+complete -c leaserun -n __fish_leaserun_before_name -l status -d 'show who holds NAME'
+complete -c leaserun -n __fish_leaserun_before_name -l break -d "remove the current holder's lease"
+complete -c leaserun -n __fish_leaserun_before_name -s V -l version -d 'show the version and stores'
+complete -c leaserun -n __fish_leaserun_before_name -s h -l help -d 'show the help'

@@ -1,0 +1,139 @@
+/*
+ * backend.h - the contract between leaserun's core and a lease store.
+ *
+ * A store is one const struct lr_store_ops.  The file store is built into
+ * the binary; every network store is a module (redis.so, pg.so, ...) that
+ * exports the symbol LR_STORE_SYMBOL and that the core dlopen()s only when
+ * a URL names one of its schemes.
+ *
+ * Rules every store keeps:
+ *  - Every call is synchronous and returns by its absolute deadline, a
+ *    CLOCK_BOOTTIME time in milliseconds (see lr_now_ms()).
+ *  - A store never prints, exits, owns the loop, forks a command or sleeps
+ *    without a deadline.  It reports what went wrong in struct lr_err, in
+ *    words fit for a user: what failed and, where known, why.
+ *  - A store never puts a password into an error message.
+ *  - "Not ours" on renew is LR_LOST (certain loss), never LR_ERROR.
+ *  - close() accepts a store that open() only half built, and NULL.
+ */
+#ifndef LEASERUN_BACKEND_H
+#define LEASERUN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "url.h"
+
+/* Bump when struct lr_store_ops or anything it points to changes. */
+#define LR_STORE_ABI 1
+#define LR_STORE_SYMBOL "lr_store_ops"
+
+enum lr_status {
+	LR_OK = 0, /* done */
+	LR_BUSY,   /* acquire: someone else holds it */
+	LR_LOST,   /* the grant is certainly gone (not ours any more) */
+	LR_TIMEOUT, /* the deadline passed before the store answered */
+	LR_ERROR,  /* anything else: unreachable, auth, protocol, bad URL */
+};
+
+#define LR_ERRLEN 256
+struct lr_err {
+	char msg[LR_ERRLEN];
+};
+
+/* Capabilities. */
+#define LR_CAP_TTL 0x1   /* the grant expires by itself unless renewed */
+#define LR_CAP_BREAK 0x2 /* brk() can remove someone else's grant */
+
+/* What the core asks for; valid from open() until close(). */
+struct lr_store_req {
+	const char *url;         /* as given; may hold a password: never log */
+	const struct lr_url *u;  /* the same, parsed */
+	const char *name;        /* lease name, already validated */
+	const char *token;       /* our owner token; NULL for --status/--break */
+	int64_t ttl_ms;          /* requested TTL */
+	const char *host;        /* our host name, for holder information */
+	long pid;                /* our pid, for holder information */
+	int64_t since_ms;        /* wall-clock (CLOCK_REALTIME) ms, for display */
+	/* Warnings the user should see (a guard that cannot refuse). */
+	void (*warn)(void *ctx, const char *msg);
+	void *warn_ctx;
+};
+
+/* Filled by a successful acquire(). */
+struct lr_grant {
+	uint64_t fence;  /* strictly increasing per name */
+	int64_t ttl_ms;  /* the TTL the store actually granted; 0 = as asked */
+};
+
+/* Filled by inspect().  Unknown fields keep the values below. */
+struct lr_info {
+	int held;               /* 1 held, 0 free */
+	char host[256];         /* "" unknown */
+	long pid;               /* 0 unknown */
+	int64_t since_ms;       /* wall-clock ms; 0 unknown */
+	int64_t ttl_left_ms;    /* -1: no TTL or unknown */
+	uint64_t fence;         /* 0 unknown */
+};
+
+struct lr_store;
+
+struct lr_store_ops {
+	unsigned abi;                   /* LR_STORE_ABI */
+	const char *name;               /* "file", "redis", ... */
+	const char *const *schemes;     /* NULL-terminated */
+	unsigned caps;                  /* LR_CAP_* */
+	/* Environment variables this store may read secrets from; the core
+	 * removes them from the child's environment.  May be NULL. */
+	const char *const *secret_env;
+
+	/* Connect, authenticate, check the server is fit.  On any status but
+	 * LR_OK, *out may still hold a half-built store for close(). */
+	enum lr_status (*open)(const struct lr_store_req *req, int64_t deadline,
+			       struct lr_store **out, struct lr_err *err);
+	/* One attempt.  LR_OK fills *g; LR_BUSY if held by someone else. */
+	enum lr_status (*acquire)(struct lr_store *st, int64_t deadline,
+				  struct lr_grant *g, struct lr_err *err);
+	/* Optional.  The fd the loop should poll now (it may change between
+	 * calls), or -1; *events gets POLLIN/POLLOUT. */
+	int (*wait_fd)(struct lr_store *st, short *events);
+	/* Optional.  Run when wait_fd() is ready.  While waiting: LR_OK means
+	 * "try acquire() now", LR_BUSY "nothing yet".  While holding: LR_OK
+	 * "nothing wrong", LR_LOST certain loss, LR_ERROR/LR_TIMEOUT
+	 * suspicion (the core renews at once). */
+	enum lr_status (*process)(struct lr_store *st, short revents,
+				  int64_t deadline, struct lr_err *err);
+	/* Extend only our own grant; check the lock itself, not only the
+	 * connection.  "Not ours" is LR_LOST. */
+	enum lr_status (*renew)(struct lr_store *st, int64_t deadline,
+				struct lr_err *err);
+	/* Give back only our own grant.  LR_LOST if it was not ours any
+	 * more (nothing was deleted). */
+	enum lr_status (*release)(struct lr_store *st, int64_t deadline,
+				  struct lr_err *err);
+	/* Who holds req->name. */
+	enum lr_status (*inspect)(struct lr_store *st, int64_t deadline,
+				  struct lr_info *info, struct lr_err *err);
+	/* Admin: remove the current grant of req->name whoever holds it.
+	 * Optional (NULL when the store cannot). */
+	enum lr_status (*brk)(struct lr_store *st, int64_t deadline,
+			      struct lr_err *err);
+	void (*close)(struct lr_store *st);
+};
+
+/* backend.c: find the store for a URL scheme, loading its module if
+ * needed.  Returns NULL and fills err when there is none. */
+const struct lr_store_ops *lr_store_find(const char *scheme,
+					 struct lr_err *err);
+/* Calls fn for each store this binary can load, for --version. */
+void lr_store_each(void (*fn)(const char *name, int loadable, void *ctx),
+		   void *ctx);
+
+/* Helpers for stores (util.c). */
+int64_t lr_now_ms(void);             /* CLOCK_BOOTTIME, ms */
+int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
+void lr_err_set(struct lr_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+const char *lr_status_name(enum lr_status s);
+
+#endif

@@ -1,0 +1,596 @@
+/*
+ * be-file.c - the built-in store: flock(2) on DIR/NAME.lock.
+ *
+ * The lease lives with our open file description; the kernel frees it
+ * when we die, so it has no TTL.  The lock file holds a fencing counter,
+ * bumped under the lock, and the holder's host, pid and start time:
+ *
+ *	fence=42
+ *	host=web1
+ *	pid=1234
+ *	since=1764477067123
+ *
+ * Waiting: one attempt is flock(LOCK_NB).  When it is busy we fork a
+ * helper that blocks in flock(LOCK_EX) on the same open file description
+ * (so the lock it gets is ours) and writes one byte to a pipe; the pipe is
+ * our wait fd.  The hand-over is then as fast as flock's own.
+ *
+ * Loss: the lock file deleted, renamed or replaced while we hold it means
+ * a newcomer can lock a new file with the same name.  An inotify watch on
+ * our file is our wait fd while holding, so that is seen at once; renew()
+ * checks the same thing.  --break replaces the file with a fresh copy that
+ * keeps the counter, which the holder sees as loss.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "be-file.h"
+
+#define NFS_MAGIC 0x6969
+#define CIFS_MAGIC 0xFF534D42
+#define SMB2_MAGIC 0xFE534D42
+
+struct lr_store {
+	const struct lr_store_req *req;
+	char path[PATH_MAX];
+	int fd;          /* the lock file, or -1 */
+	int locked;      /* we hold the flock */
+	dev_t dev;       /* of the file we locked */
+	ino_t ino;
+	int notify;      /* inotify fd while holding, or -1 */
+	pid_t helper;    /* blocking-flock helper while waiting, or 0 */
+	int helper_rd;   /* its pipe, or -1 */
+};
+
+int lr_file_default_dir(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(buf, len, "/run/lock/leaserun");
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/leaserun", xdg);
+	else
+		n = snprintf(buf, len, "/tmp/leaserun-%u", (unsigned)geteuid());
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* Makes the default directory if needed and checks nobody else owns it
+ * (it may sit in a world-writable /tmp). */
+static enum lr_status default_dir(char *dir, size_t len, int create,
+				  struct lr_err *err)
+{
+	struct stat st;
+
+	if (lr_file_default_dir(dir, len) < 0) {
+		lr_err_set(err, "the default lock directory name is too long");
+		return LR_ERROR;
+	}
+	if (create && mkdir(dir, geteuid() == 0 ? 0755 : 0700) < 0 &&
+	    errno != EEXIST) {
+		lr_err_set(err, "cannot create lock directory %s: %s", dir,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (lstat(dir, &st) < 0) {
+		if (!create && errno == ENOENT)
+			return LR_OK;
+		lr_err_set(err, "cannot use lock directory %s: %s", dir,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022)) {
+		lr_err_set(err, "refusing lock directory %s: not a directory "
+				"owned by uid %u and writable only by it",
+			   dir, (unsigned)geteuid());
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static enum lr_status file_open(const struct lr_store_req *req,
+				int64_t deadline, struct lr_store **out,
+				struct lr_err *err)
+{
+	struct lr_store *st;
+	char dir[PATH_MAX];
+	struct statfs sfs;
+	enum lr_status rc;
+	int n;
+
+	*out = st = calloc(1, sizeof(*st));
+	if (!st) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	st->req = req;
+	st->fd = st->notify = st->helper_rd = -1;
+
+	if (req->u->hosts[0] && strcmp(req->u->hosts, "localhost") != 0) {
+		lr_err_set(err, "a file:// URL names a local directory, not a "
+				"host (%s)",
+			   req->u->hosts);
+		return LR_ERROR;
+	}
+	if (req->u->nparams) {
+		lr_err_set(err, "the file store takes no URL options ('%s')",
+			   req->u->params[0].key);
+		return LR_ERROR;
+	}
+	if (req->u->path[0] && strcmp(req->u->path, "/") != 0) {
+		if (snprintf(dir, sizeof(dir), "%s", req->u->path) >=
+		    (int)sizeof(dir)) {
+			lr_err_set(err, "lock directory name too long");
+			return LR_ERROR;
+		}
+	} else {
+		rc = default_dir(dir, sizeof(dir), req->token != NULL, err);
+		if (rc != LR_OK)
+			return rc;
+	}
+	if (statfs(dir, &sfs) < 0) {
+		if (errno == ENOENT && !req->token)
+			goto path; /* --status of a store never used */
+		lr_err_set(err, "cannot use lock directory %s: %s", dir,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (sfs.f_type == NFS_MAGIC || sfs.f_type == (typeof(sfs.f_type))CIFS_MAGIC ||
+	    sfs.f_type == (typeof(sfs.f_type))SMB2_MAGIC) {
+		lr_err_set(err, "refusing lock directory %s: it is on a "
+				"network file system, where flock(2) does not "
+				"exclude other hosts; use a network store",
+			   dir);
+		return LR_ERROR;
+	}
+path:
+	n = snprintf(st->path, sizeof(st->path), "%s/%s.lock", dir, req->name);
+	if (n < 0 || (size_t)n >= sizeof(st->path)) {
+		lr_err_set(err, "lock file name too long");
+		return LR_ERROR;
+	}
+	(void)deadline;
+	return LR_OK;
+}
+
+/* Reads the lock file into buf (NUL-terminated). */
+static void read_body(int fd, char *buf, size_t len)
+{
+	ssize_t n = pread(fd, buf, len - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static const char *field(const char *body, const char *key, char *val,
+			 size_t len)
+{
+	size_t klen = strlen(key);
+	const char *p = body;
+
+	while (p && *p) {
+		if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+			size_t n = strcspn(p + klen + 1, "\n");
+
+			if (n >= len)
+				n = len - 1;
+			memcpy(val, p + klen + 1, n);
+			val[n] = '\0';
+			return val;
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return NULL;
+}
+
+static uint64_t body_fence(const char *body)
+{
+	char v[32];
+
+	if (!field(body, "fence", v, sizeof(v)))
+		return 0;
+	return strtoull(v, NULL, 10);
+}
+
+static int write_body(int fd, const char *body)
+{
+	size_t n = strlen(body);
+
+	if (pwrite(fd, body, n, 0) != (ssize_t)n || ftruncate(fd, (off_t)n) < 0)
+		return -1;
+	return 0;
+}
+
+/* Is the file at our path still the one we locked? */
+static int still_ours(struct lr_store *st)
+{
+	struct stat a, b;
+
+	if (fstat(st->fd, &a) < 0 || a.st_nlink == 0)
+		return 0;
+	if (stat(st->path, &b) < 0)
+		return 0;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static void helper_stop(struct lr_store *st)
+{
+	if (st->helper > 0) {
+		kill(st->helper, SIGKILL);
+		while (waitpid(st->helper, NULL, 0) < 0 && errno == EINTR)
+			;
+		st->helper = 0;
+	}
+	if (st->helper_rd >= 0) {
+		close(st->helper_rd);
+		st->helper_rd = -1;
+	}
+}
+
+static void unlock_close(struct lr_store *st)
+{
+	helper_stop(st);
+	if (st->notify >= 0) {
+		close(st->notify);
+		st->notify = -1;
+	}
+	if (st->fd >= 0) {
+		if (st->locked)
+			flock(st->fd, LOCK_UN);
+		close(st->fd);
+		st->fd = -1;
+	}
+	st->locked = 0;
+}
+
+/* Starts a helper blocking in flock() on our open file description. */
+static enum lr_status helper_start(struct lr_store *st, struct lr_err *err)
+{
+	pid_t parent = getpid();
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		lr_err_set(err, "cannot wait for %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	st->helper = fork();
+	if (st->helper < 0) {
+		close(p[0]);
+		close(p[1]);
+		st->helper = 0;
+		lr_err_set(err, "cannot wait for %s: fork: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (st->helper == 0) {
+		char c = 'x';
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		close(p[0]);
+		if (flock(st->fd, LOCK_EX) < 0)
+			c = 'e';
+		if (write(p[1], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	st->helper_rd = p[0];
+	return LR_BUSY;
+}
+
+/* After flock succeeded: check the file, bump the fence, write holder. */
+static enum lr_status locked(struct lr_store *st, struct lr_grant *g,
+			     struct lr_err *err)
+{
+	char body[512];
+	struct stat sb;
+	uint64_t fence;
+
+	st->locked = 1;
+	if (!still_ours(st)) {
+		/* Replaced while we waited: start over on the new file. */
+		unlock_close(st);
+		return LR_TIMEOUT;
+	}
+	if (fstat(st->fd, &sb) < 0) {
+		lr_err_set(err, "cannot stat %s: %s", st->path, strerror(errno));
+		return LR_ERROR;
+	}
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
+	read_body(st->fd, body, sizeof(body));
+	fence = body_fence(body) + 1;
+	snprintf(body, sizeof(body),
+		 "fence=%" PRIu64 "\nhost=%s\npid=%ld\nsince=%" PRId64 "\n",
+		 fence, st->req->host, st->req->pid, st->req->since_ms);
+	if (write_body(st->fd, body) < 0) {
+		lr_err_set(err, "cannot write %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	st->notify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (st->notify < 0 ||
+	    inotify_add_watch(st->notify, st->path,
+			      IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF) < 0) {
+		lr_err_set(err, "cannot watch %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	/* The watch was added by name: make sure it is on our file. */
+	if (!still_ours(st)) {
+		lr_err_set(err, "lock file %s was replaced", st->path);
+		return LR_LOST;
+	}
+	g->fence = fence;
+	g->ttl_ms = 0;
+	return LR_OK;
+}
+
+static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
+				   struct lr_grant *g, struct lr_err *err)
+{
+	enum lr_status rc;
+	int tries;
+
+	for (tries = 0; tries < 16; tries++) {
+		if (st->helper_rd >= 0) {
+			struct pollfd pfd = { st->helper_rd, POLLIN, 0 };
+			char c;
+
+			if (poll(&pfd, 1, 0) <= 0)
+				return LR_BUSY;
+			if (read(st->helper_rd, &c, 1) != 1 || c != 'x') {
+				helper_stop(st);
+				lr_err_set(err, "cannot lock %s", st->path);
+				return LR_ERROR;
+			}
+			helper_stop(st);
+			rc = locked(st, g, err);
+		} else {
+			if (st->fd < 0) {
+				st->fd = open(st->path,
+					      O_RDWR | O_CREAT | O_CLOEXEC |
+						      O_NOFOLLOW | O_NOCTTY,
+					      0644);
+				if (st->fd < 0) {
+					lr_err_set(err, "cannot open %s: %s",
+						   st->path, strerror(errno));
+					return LR_ERROR;
+				}
+			}
+			if (flock(st->fd, LOCK_EX | LOCK_NB) < 0) {
+				if (errno != EWOULDBLOCK) {
+					lr_err_set(err, "cannot lock %s: %s",
+						   st->path, strerror(errno));
+					return LR_ERROR;
+				}
+				return helper_start(st, err);
+			}
+			rc = locked(st, g, err);
+		}
+		if (rc != LR_TIMEOUT)
+			return rc;
+		if (lr_now_ms() >= deadline)
+			break;
+	}
+	return LR_BUSY;
+}
+
+static int file_wait_fd(struct lr_store *st, short *events)
+{
+	*events = POLLIN;
+	if (st->locked)
+		return st->notify;
+	return st->helper_rd;
+}
+
+static enum lr_status file_renew(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	(void)deadline;
+	if (!st->locked || !still_ours(st)) {
+		lr_err_set(err, "lock file %s was deleted or replaced",
+			   st->path);
+		return LR_LOST;
+	}
+	return LR_OK;
+}
+
+static enum lr_status file_process(struct lr_store *st, short revents,
+				   int64_t deadline, struct lr_err *err)
+{
+	char buf[4096];
+
+	if (!st->locked)
+		return LR_OK; /* the helper finished: acquire() reads it */
+	while (read(st->notify, buf, sizeof(buf)) > 0)
+		;
+	return file_renew(st, deadline, err);
+}
+
+static enum lr_status file_release(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	char body[512], fence[32];
+	enum lr_status rc = LR_OK;
+
+	(void)deadline;
+	if (!st->locked)
+		return LR_OK;
+	if (!still_ours(st)) {
+		lr_err_set(err, "lock file %s was deleted or replaced",
+			   st->path);
+		rc = LR_LOST;
+	} else {
+		/* Keep the counter, drop the holder. */
+		read_body(st->fd, body, sizeof(body));
+		if (!field(body, "fence", fence, sizeof(fence)))
+			strcpy(fence, "0");
+		snprintf(body, sizeof(body), "fence=%s\n", fence);
+		write_body(st->fd, body);
+	}
+	unlock_close(st);
+	return rc;
+}
+
+/* Is there a flock on dev:ino?  Reads /proc/locks, which is what
+ * lslocks does; it takes no lock, so --status never gets in the way. */
+static int flock_held(dev_t dev, ino_t ino)
+{
+	char line[256];
+	FILE *f = fopen("/proc/locks", "re");
+	int held = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long i;
+		char type[16];
+		long pid;
+
+		if (strstr(line, "->"))
+			continue; /* a waiter, not a holder */
+		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", type, &pid,
+			   &maj, &min, &i) != 5)
+			continue;
+		if (strcmp(type, "FLOCK") == 0 && maj == major(dev) &&
+		    min == minor(dev) && i == (unsigned long long)ino) {
+			held = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return held;
+}
+
+static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
+				   struct lr_info *info, struct lr_err *err)
+{
+	char body[512], v[256];
+	struct stat sb;
+	int fd, held;
+
+	(void)deadline;
+	fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return LR_OK; /* never taken: free */
+		lr_err_set(err, "cannot open %s: %s", st->path, strerror(errno));
+		return LR_ERROR;
+	}
+	if (fstat(fd, &sb) < 0) {
+		lr_err_set(err, "cannot stat %s: %s", st->path, strerror(errno));
+		close(fd);
+		return LR_ERROR;
+	}
+	read_body(fd, body, sizeof(body));
+	close(fd);
+	held = flock_held(sb.st_dev, sb.st_ino);
+	if (held < 0) {
+		lr_err_set(err, "cannot read /proc/locks: %s", strerror(errno));
+		return LR_ERROR;
+	}
+	info->held = held;
+	info->fence = body_fence(body);
+	if (!held)
+		return LR_OK;
+	if (field(body, "host", v, sizeof(v)))
+		snprintf(info->host, sizeof(info->host), "%s", v);
+	if (field(body, "pid", v, sizeof(v)))
+		info->pid = strtol(v, NULL, 10);
+	if (field(body, "since", v, sizeof(v)))
+		info->since_ms = strtoll(v, NULL, 10);
+	return LR_OK;
+}
+
+/* Replaces the lock file by a fresh one that keeps the counter: the
+ * holder sees its file replaced (loss) and newcomers lock the new one. */
+static enum lr_status file_break(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	char tmp[PATH_MAX + 32], body[512], out[64];
+	int fd, n;
+
+	(void)deadline;
+	fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return LR_OK;
+		lr_err_set(err, "cannot open %s: %s", st->path, strerror(errno));
+		return LR_ERROR;
+	}
+	read_body(fd, body, sizeof(body));
+	close(fd);
+	n = snprintf(tmp, sizeof(tmp), "%s.break.%ld", st->path,
+		     (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		lr_err_set(err, "lock file name too long");
+		return LR_ERROR;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		  0644);
+	if (fd < 0) {
+		lr_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
+		return LR_ERROR;
+	}
+	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body));
+	if (write_body(fd, out) < 0 || close(fd) < 0 ||
+	    rename(tmp, st->path) < 0) {
+		lr_err_set(err, "cannot replace %s: %s", st->path,
+			   strerror(errno));
+		unlink(tmp);
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static void file_close(struct lr_store *st)
+{
+	if (!st)
+		return;
+	unlock_close(st);
+	free(st);
+}
+
+static const char *const file_schemes[] = { "file", NULL };
+
+const struct lr_store_ops lr_file_ops = {
+	.abi = LR_STORE_ABI,
+	.name = "file",
+	.schemes = file_schemes,
+	.caps = LR_CAP_BREAK,
+	.open = file_open,
+	.acquire = file_acquire,
+	.wait_fd = file_wait_fd,
+	.process = file_process,
+	.renew = file_renew,
+	.release = file_release,
+	.inspect = file_inspect,
+	.brk = file_break,
+	.close = file_close,
+};

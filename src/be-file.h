@@ -1,0 +1,15 @@
+/*
+ * be-file.h - the built-in file store, shared with the test-only fault
+ * store that wraps it.
+ */
+#ifndef LEASERUN_BE_FILE_H
+#define LEASERUN_BE_FILE_H
+
+#include "backend.h"
+
+extern const struct lr_store_ops lr_file_ops;
+
+/* The directory used when the URL names none (design.md). */
+int lr_file_default_dir(char *buf, size_t len);
+
+#endif

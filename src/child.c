@@ -1,0 +1,221 @@
+/*
+ * child.c - fork/exec discipline for the command.
+ *
+ * The child gets its own process group (so the whole tree can be
+ * signalled), PR_SET_PDEATHSIG(SIGKILL) checked against getppid() (so
+ * kill -9 of leaserun cannot leave it running past the lease), an empty
+ * signal mask, and only the fds that were open when leaserun started.
+ * Signals leaserun inherited as ignored stay ignored, as with any exec.
+ * Exec failures travel back on a close-on-exec pipe, as posix_spawn does.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "util.h"
+
+size_t lr_child_open_fds(int *fds, size_t max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = 0, i, j;
+	int self;
+
+	if (!d) {
+		/* No /proc: keep what fcntl says is open below 256. */
+		for (i = 3; i < 256 && n < max; i++)
+			if (fcntl((int)i, F_GETFD) >= 0)
+				fds[n++] = (int)i;
+		return n;
+	}
+	self = dirfd(d);
+	while ((e = readdir(d)) && n < max) {
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = atoi(e->d_name);
+		if (fd >= 3 && fd != self)
+			fds[n++] = fd;
+	}
+	closedir(d);
+	for (i = 1; i < n; i++) /* insertion sort: n is tiny */
+		for (j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+			int t = fds[j];
+
+			fds[j] = fds[j - 1];
+			fds[j - 1] = t;
+		}
+	return n;
+}
+
+static void close_from(unsigned lo, unsigned hi)
+{
+	if (lo > hi)
+		return;
+#ifdef HAVE_CLOSE_RANGE
+	if (close_range(lo, hi, 0) == 0)
+		return;
+#endif
+	for (; lo <= hi && lo < 65536; lo++)
+		close((int)lo);
+}
+
+/* In the child: close every fd >= 3 but the kept ones. */
+static void close_ours(const int *keep, size_t nkeep)
+{
+	unsigned lo = 3;
+	size_t i;
+
+	for (i = 0; i < nkeep; i++) {
+		if ((unsigned)keep[i] > lo)
+			close_from(lo, (unsigned)keep[i] - 1);
+		/* The user's fds lose FD_CLOEXEC only if they had it off. */
+		lo = (unsigned)keep[i] + 1;
+	}
+	close_from(lo, ~0U);
+}
+
+pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
+		     int *errnum)
+{
+	pid_t parent = getpid(), pid;
+	int p[2], e = 0;
+	ssize_t n;
+
+	*code = 0;
+	*errnum = 0;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		*code = LR_EXIT_FAILED;
+		*errnum = errno;
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		*code = LR_EXIT_FAILED;
+		*errnum = errno;
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		close(p[0]);
+		if (!spec->foreground)
+			setpgid(0, 0);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+		    getppid() != parent)
+			_exit(LR_EXIT_FAILED);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		{
+			/* Keep the exec pipe open across close_ours(). */
+			int keep[256];
+			size_t i, k = 0, placed = 0;
+
+			for (i = 0; i < spec->nkeep && k < 255; i++) {
+				if (!placed && p[1] < spec->keep_fds[i]) {
+					keep[k++] = p[1];
+					placed = 1;
+				}
+				keep[k++] = spec->keep_fds[i];
+			}
+			if (!placed)
+				keep[k++] = p[1];
+			close_ours(keep, k);
+		}
+		execvpe(spec->argv[0], spec->argv, spec->envp);
+		e = errno;
+		if (write(p[1], &e, sizeof(e)) < 0) {
+			/* the parent sees a short read and assumes 127 */
+		}
+		_exit(e == ENOENT || e == ENOTDIR ? LR_EXIT_NOTFOUND
+						  : LR_EXIT_NOEXEC);
+	}
+	close(p[1]);
+	if (!spec->foreground)
+		setpgid(pid, pid); /* no race with our first kill(-pid) */
+	do
+		n = read(p[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	if (n == 0)
+		return pid; /* exec succeeded: the pipe closed on exec */
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	*errnum = n == sizeof(e) ? e : EIO;
+	*code = *errnum == ENOENT || *errnum == ENOTDIR ? LR_EXIT_NOTFOUND
+							: LR_EXIT_NOEXEC;
+	return -1;
+}
+
+int lr_child_signal(pid_t pid, int foreground, int sig)
+{
+	return kill(foreground ? pid : -pid, sig);
+}
+
+int lr_child_group_alive(pid_t pid, int foreground)
+{
+	if (foreground)
+		return 0;
+	return kill(-pid, 0) == 0 || errno == EPERM;
+}
+
+pid_t lr_child_guard_start(pid_t pgid, int *fd)
+{
+	pid_t guard;
+	int p[2];
+
+	*fd = -1;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	guard = fork();
+	if (guard < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (guard == 0) {
+		char c;
+		ssize_t n;
+
+		/* Our other fds stay open here until the group is killed,
+		 * so a lock file or a store session we held outlives it. */
+		close(p[1]);
+		do
+			n = read(p[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0)
+			kill(-pgid, SIGKILL); /* leaserun died */
+		_exit(0);
+	}
+	close(p[0]);
+	*fd = p[1];
+	return guard;
+}
+
+void lr_child_guard_stop(pid_t guard, int fd)
+{
+	if (guard <= 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (write(fd, "x", 1) != 1) {
+		/* it is gone already */
+	}
+	close(fd);
+	while (waitpid(guard, NULL, 0) < 0 && errno == EINTR)
+		;
+}

@@ -1,0 +1,708 @@
+/*
+ * leaserun - run a command while holding a named lease in a shared store.
+ *
+ * This file is the command line: options, usage, the child's environment,
+ * --status and --break, and the mapping of results to words and exit
+ * codes.  It is the only part that exits.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+#include "backend.h"
+#include "child.h"
+#include "log.h"
+#include "supervise.h"
+#include "url.h"
+#include "util.h"
+
+extern char **environ;
+
+/* Signals forwarded to the command (unless inherited as ignored). */
+static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+				 SIGUSR2, SIGWINCH, SIGCONT, SIGALRM };
+
+enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_FOREGROUND,
+       OPT_LOG_FORMAT, OPT_STATUS, OPT_BREAK };
+
+static const struct option longopts[] = {
+	{ "nonblock", no_argument, NULL, 'n' },
+	{ "nb", no_argument, NULL, 'n' },
+	{ "wait", required_argument, NULL, 'w' },
+	{ "timeout", required_argument, NULL, 'w' },
+	{ "conflict-exit-code", required_argument, NULL, 'E' },
+	{ "command", required_argument, NULL, 'c' },
+	{ "url", required_argument, NULL, 'U' },
+	{ "url-file", required_argument, NULL, OPT_URL_FILE },
+	{ "ttl", required_argument, NULL, 't' },
+	{ "renew", required_argument, NULL, OPT_RENEW },
+	{ "signal", required_argument, NULL, OPT_SIGNAL },
+	{ "kill-after", required_argument, NULL, 'k' },
+	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+	{ "status", no_argument, NULL, OPT_STATUS },
+	{ "break", no_argument, NULL, OPT_BREAK },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct opts {
+	int nonblock;
+	int64_t wait_ms; /* -1: for ever */
+	int conflict_code;
+	const char *command;
+	const char *url;
+	const char *url_file;
+	int64_t ttl_ms, renew_ms, grace_ms; /* -1: derive from ttl */
+	int stop_signal;
+	int foreground;
+	int verbosity;
+	int json;
+	int mode; /* 0 run, OPT_STATUS, OPT_BREAK */
+	const char *name;
+	char **argv;
+};
+
+struct run {
+	struct opts *o;
+	const struct lr_store_ops *ops;
+	struct lr_url *u;
+	int *keep;
+	size_t nkeep;
+};
+
+static void usage(void)
+{
+	fputs("Usage:\n"
+	      " leaserun [options] NAME COMMAND [ARG...]\n"
+	      " leaserun [options] NAME -c 'shell command'\n"
+	      " leaserun [options] --status NAME\n"
+	      " leaserun [options] --break NAME\n"
+	      "\n"
+	      "Run a command while holding the named lease in a shared store;\n"
+	      "renew it while the command runs, stop the command if it is lost,\n"
+	      "release it when the command exits.\n"
+	      "\n"
+	      "Options:\n"
+	      " -n, --nonblock                fail (exit 1) rather than wait\n"
+	      " -w, --wait DURATION           wait at most DURATION for the lease\n"
+	      " -E, --conflict-exit-code N    exit code when not acquired (default 1)\n"
+	      " -c, --command STRING          run STRING with /bin/sh -c\n"
+	      " -U, --url URL                 the store (default file:// in the\n"
+	      "                               local lock directory)\n"
+	      "     --url-file PATH           read the store URL from PATH\n"
+	      " -t, --ttl DURATION            lease time to live (default 10s)\n"
+	      "     --renew DURATION          renew interval (default TTL/3)\n"
+	      "     --signal SIG              signal to stop the command when the\n"
+	      "                               lease is at risk (default TERM)\n"
+	      " -k, --kill-after DURATION     send --signal this long before the\n"
+	      "                               lease deadline, SIGKILL 100ms before\n"
+	      "                               it (default TTL/5)\n"
+	      "     --foreground              keep the command in our process group\n"
+	      "                               (for commands that read the terminal)\n"
+	      " -v, --verbose                 log each lifecycle step (twice: more)\n"
+	      " -q, --quiet                   log only failures of leaserun itself\n"
+	      "     --log-format text|json    log line format (default text)\n"
+	      "     --status                  show who holds NAME; exit 0 if held,\n"
+	      "                               1 if free\n"
+	      "     --break                   remove the current holder's lease\n"
+	      " -V, --version                 show the version and stores\n"
+	      " -h, --help                    show this help\n"
+	      "\n"
+	      "Durations take ms, s, m or h; a bare number is seconds.\n"
+	      "Options also come from LEASERUN_URL, LEASERUN_URL_FILE,\n"
+	      "LEASERUN_TTL, LEASERUN_RENEW, LEASERUN_WAIT, LEASERUN_KILL_AFTER,\n"
+	      "LEASERUN_SIGNAL, LEASERUN_CONFLICT_EXIT_CODE, LEASERUN_LOG_FORMAT.\n"
+	      "\n"
+	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
+	      "lease was lost and the command stopped; 125 if leaserun failed;\n"
+	      "126/127 if the command could not be run or was not found.\n"
+	      "\n"
+	      "See leaserun(1).\n",
+	      stdout);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	lr_log(LR_LOG_ERROR, "error", "%s", buf);
+	exit(LR_EXIT_FAILED);
+}
+
+static void usage_error(const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "leaserun: %s (see leaserun --help)\n", buf);
+	exit(LR_EXIT_FAILED);
+}
+
+static int64_t duration(const char *what, const char *s)
+{
+	int64_t ms;
+
+	if (lr_duration_parse(s, &ms) < 0)
+		usage_error("invalid %s '%s': expected a duration such as "
+			    "500ms, 10s, 5m or 1h",
+			    what, s);
+	return ms;
+}
+
+static int signal_arg(const char *what, const char *s)
+{
+	int sig = lr_signal_parse(s);
+
+	if (sig < 0 || sig == SIGSTOP || sig == SIGCHLD)
+		usage_error("invalid %s '%s': expected a signal name or number",
+			    what, s);
+	return sig;
+}
+
+static int code_arg(const char *what, const char *s)
+{
+	int n = lr_int_parse(s, 255);
+
+	if (n < 0)
+		usage_error("invalid %s '%s': expected 0 to 255", what, s);
+	return n;
+}
+
+static void log_format(struct opts *o, const char *what, const char *s)
+{
+	if (strcmp(s, "text") == 0)
+		o->json = 0;
+	else if (strcmp(s, "json") == 0)
+		o->json = 1;
+	else
+		usage_error("invalid %s '%s': expected text or json", what, s);
+}
+
+/* Defaults from the environment; options given later override them. */
+static void env_defaults(struct opts *o)
+{
+	const char *v;
+
+	if ((v = getenv("LEASERUN_URL")) && *v)
+		o->url = v;
+	if ((v = getenv("LEASERUN_URL_FILE")) && *v)
+		o->url_file = v;
+	if ((v = getenv("LEASERUN_TTL")) && *v)
+		o->ttl_ms = duration("LEASERUN_TTL", v);
+	if ((v = getenv("LEASERUN_RENEW")) && *v)
+		o->renew_ms = duration("LEASERUN_RENEW", v);
+	if ((v = getenv("LEASERUN_WAIT")) && *v)
+		o->wait_ms = duration("LEASERUN_WAIT", v);
+	if ((v = getenv("LEASERUN_KILL_AFTER")) && *v)
+		o->grace_ms = duration("LEASERUN_KILL_AFTER", v);
+	if ((v = getenv("LEASERUN_SIGNAL")) && *v)
+		o->stop_signal = signal_arg("LEASERUN_SIGNAL", v);
+	if ((v = getenv("LEASERUN_CONFLICT_EXIT_CODE")) && *v)
+		o->conflict_code = code_arg("LEASERUN_CONFLICT_EXIT_CODE", v);
+	if ((v = getenv("LEASERUN_LOG_FORMAT")) && *v)
+		log_format(o, "LEASERUN_LOG_FORMAT", v);
+}
+
+static void print_store(const char *name, int loadable, void *ctx)
+{
+	(void)ctx;
+	printf("  %-6s %s\n", name,
+	       loadable ? "available" : "not installed");
+}
+
+static void version(void)
+{
+	printf("leaserun %s\nstores:\n", PACKAGE_VERSION);
+	lr_store_each(print_store, NULL);
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	int c;
+
+	o->wait_ms = -1;
+	o->ttl_ms = o->renew_ms = o->grace_ms = -1;
+	o->conflict_code = 1;
+	o->stop_signal = SIGTERM;
+	env_defaults(o);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:vqVh", longopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			o->nonblock = 1;
+			break;
+		case 'w':
+			o->wait_ms = duration("--wait", optarg);
+			break;
+		case 'E':
+			o->conflict_code = code_arg("--conflict-exit-code",
+						    optarg);
+			break;
+		case 'c':
+			o->command = optarg;
+			break;
+		case 'U':
+			o->url = optarg;
+			o->url_file = NULL;
+			break;
+		case OPT_URL_FILE:
+			o->url_file = optarg;
+			o->url = NULL;
+			break;
+		case 't':
+			o->ttl_ms = duration("--ttl", optarg);
+			break;
+		case OPT_RENEW:
+			o->renew_ms = duration("--renew", optarg);
+			break;
+		case OPT_SIGNAL:
+			o->stop_signal = signal_arg("--signal", optarg);
+			break;
+		case 'k':
+			o->grace_ms = duration("--kill-after", optarg);
+			break;
+		case OPT_FOREGROUND:
+			o->foreground = 1;
+			break;
+		case 'v':
+			o->verbosity = o->verbosity < 0 ? 1 : o->verbosity + 1;
+			break;
+		case 'q':
+			o->verbosity = -1;
+			break;
+		case OPT_LOG_FORMAT:
+			log_format(o, "--log-format", optarg);
+			break;
+		case OPT_STATUS:
+		case OPT_BREAK:
+			if (o->mode && o->mode != c)
+				usage_error("--status and --break exclude "
+					    "each other");
+			o->mode = c;
+			break;
+		case 'V':
+			version();
+			exit(0);
+		case 'h':
+			usage();
+			exit(0);
+		case ':':
+			usage_error("option '%s' needs an argument",
+				    argv[optind - 1]);
+		default:
+			if (optopt)
+				usage_error("unknown option '-%c'", optopt);
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		usage_error("no lease name given");
+	o->name = argv[optind++];
+	/* "NAME -c STRING" and "NAME -- COMMAND", as flock allows. */
+	if (optind < argc && (strcmp(argv[optind], "-c") == 0 ||
+			      strcmp(argv[optind], "--command") == 0)) {
+		if (o->command)
+			usage_error("-c given twice");
+		if (optind + 1 >= argc)
+			usage_error("option '%s' needs an argument",
+				    argv[optind]);
+		if (optind + 2 < argc)
+			usage_error("-c STRING takes no further arguments "
+				    "('%s')",
+				    argv[optind + 2]);
+		o->command = argv[optind + 1];
+		optind += 2;
+	} else if (optind < argc && strcmp(argv[optind], "--") == 0) {
+		optind++;
+	}
+	o->argv = argv + optind;
+
+	if (o->mode) {
+		if (argv[optind] || o->command)
+			usage_error("%s takes only a lease name",
+				    o->mode == OPT_STATUS ? "--status"
+							  : "--break");
+	} else if (o->command && argv[optind]) {
+		usage_error("give either -c STRING or a command, not both");
+	} else if (!o->command && !argv[optind]) {
+		usage_error("no command given");
+	}
+}
+
+static void finish_timing(struct opts *o)
+{
+	const char *why;
+
+	if (o->ttl_ms < 0)
+		o->ttl_ms = 10000;
+	if (o->renew_ms < 0)
+		o->renew_ms = o->ttl_ms / 3;
+	if (o->grace_ms < 0)
+		o->grace_ms = o->ttl_ms / 5 > 150 ? o->ttl_ms / 5 : 150;
+	why = lr_timing_check(o->ttl_ms, o->renew_ms, o->grace_ms);
+	if (why)
+		usage_error("%s", why);
+	if (o->nonblock)
+		o->wait_ms = 0;
+	else if (o->wait_ms == 0)
+		o->wait_ms = 0; /* -w 0: one attempt, as flock */
+}
+
+/* Reads the URL from a file: first line, surrounding blanks trimmed. */
+static char *read_url_file(const char *path)
+{
+	char buf[4096], *s, *e;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		die("cannot read URL file %s: %s", path, strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		die("cannot read URL file %s: %s", path, strerror(errno));
+	buf[n] = '\0';
+	s = buf + strspn(buf, " \t\r\n");
+	e = s + strcspn(s, "\r\n");
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	*e = '\0';
+	if (!*s)
+		die("URL file %s is empty", path);
+	s = strdup(s);
+#ifdef HAVE_EXPLICIT_BZERO
+	explicit_bzero(buf, sizeof(buf));
+#endif
+	if (!s)
+		die("out of memory");
+	return s;
+}
+
+static void warn_cb(void *ctx, const char *msg)
+{
+	(void)ctx;
+	lr_log(LR_LOG_WARN, "guard", "%s", msg);
+}
+
+static int is_secret(const struct lr_store_ops *ops, const char *var)
+{
+	static const char *const ours[] = { "LEASERUN_URL=",
+					    "LEASERUN_URL_FILE=",
+					    "LEASERUN_NAME=",
+					    "LEASERUN_FENCE=", NULL };
+	const char *const *p;
+	size_t n;
+
+	for (p = ours; *p; p++)
+		if (strncmp(var, *p, strlen(*p)) == 0)
+			return 1;
+	for (p = ops->secret_env; p && *p; p++) {
+		n = strlen(*p);
+		if (strncmp(var, *p, n) == 0 && var[n] == '=')
+			return 1;
+	}
+	return 0;
+}
+
+static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
+{
+	struct run *r = ctx;
+	struct lr_child_spec spec;
+	static char sh_name[] = "/bin/sh", sh_c[] = "-c";
+	char **env, name[256 + 16], fence[64], *url, *sh[4];
+	size_t n = 0, i;
+	int errnum;
+	pid_t pid;
+
+	for (i = 0; environ[i]; i++)
+		;
+	env = calloc(i + 4, sizeof(*env));
+	url = malloc(strlen(r->u->redacted) + 16);
+	if (!env || !url) {
+		free(env);
+		free(url);
+		lr_log(LR_LOG_ERROR, "error", "out of memory");
+		*code = LR_EXIT_FAILED;
+		return -1;
+	}
+	for (i = 0; environ[i]; i++)
+		if (!is_secret(r->ops, environ[i]))
+			env[n++] = environ[i];
+	snprintf(name, sizeof(name), "LEASERUN_NAME=%s", r->o->name);
+	snprintf(fence, sizeof(fence), "LEASERUN_FENCE=%" PRIu64, g->fence);
+	sprintf(url, "LEASERUN_URL=%s", r->u->redacted);
+	env[n++] = name;
+	env[n++] = fence;
+	env[n++] = url;
+	env[n] = NULL;
+
+	spec.argv = r->o->argv;
+	if (r->o->command) {
+		sh[0] = sh_name;
+		sh[1] = sh_c;
+		sh[2] = (char *)r->o->command;
+		sh[3] = NULL;
+		spec.argv = sh;
+	}
+	spec.envp = env;
+	spec.foreground = r->o->foreground;
+	spec.keep_fds = r->keep;
+	spec.nkeep = r->nkeep;
+	pid = lr_child_spawn(&spec, code, &errnum);
+	if (pid < 0)
+		lr_log(LR_LOG_ERROR, "error", "cannot run '%s': %s",
+		       spec.argv[0], strerror(errnum));
+	free(env);
+	free(url);
+	return pid;
+}
+
+static void print_time(const char *label, int64_t ms)
+{
+	char buf[64];
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	printf("%-8s %s (%llds ago)\n", label, buf,
+	       (long long)((lr_wall_ms() - ms) / 1000));
+}
+
+static int status(struct run *r, struct lr_store *st)
+{
+	struct lr_info info;
+	struct lr_err err = { "" };
+	enum lr_status rc;
+
+	memset(&info, 0, sizeof(info));
+	info.ttl_left_ms = -1;
+	rc = r->ops->inspect(st, lr_now_ms() + r->o->ttl_ms, &info, &err);
+	if (rc != LR_OK)
+		die("cannot inspect %s on %s: %s", r->o->name, r->u->redacted,
+		    err.msg[0] ? err.msg : lr_status_name(rc));
+	printf("%-8s %s\n%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
+	       r->u->redacted, "state:", info.held ? "held" : "free");
+	if (info.held) {
+		if (info.host[0] || info.pid)
+			printf("%-8s %s%spid %ld\n", "holder:", info.host,
+			       info.host[0] ? " " : "", info.pid);
+		if (info.since_ms)
+			print_time("since:", info.since_ms);
+		if (info.ttl_left_ms >= 0)
+			printf("%-8s %lldms left\n", "ttl:",
+			       (long long)info.ttl_left_ms);
+		else
+			printf("%-8s none (held while the holder lives)\n",
+			       "ttl:");
+	}
+	if (info.fence)
+		printf("%-8s %" PRIu64 "%s\n", "fence:", info.fence,
+		       info.held ? "" : " (last granted)");
+	return info.held ? 0 : 1;
+}
+
+/* Dies of sig as the child did (without a core dump); exit(128+sig) if
+ * that signal cannot kill us. */
+static void __attribute__((noreturn)) die_of(int sig, int code)
+{
+	struct rlimit rl = { 0, 0 };
+	sigset_t set;
+
+	fflush(stdout);
+	setrlimit(RLIMIT_CORE, &rl);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	exit(code);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct run r;
+	struct lr_store_req req;
+	struct lr_store *st = NULL;
+	struct lr_err err = { "" };
+	struct lr_sup_cfg cfg;
+	struct lr_sup_result res;
+	sigset_t set, old;
+	char host[256], why[256], *url_buf = NULL, token[37];
+	const char *reason;
+	int keep[256], sigfd, code, sig;
+	size_t i;
+	uuid_t uu;
+	enum lr_status rc;
+
+	/* Block what we handle first thing, before any library (a store's
+	 * client may start threads) can get a signal delivered. */
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+		struct sigaction sa;
+
+		if (sigaction(forwarded[i], NULL, &sa) == 0 &&
+		    sa.sa_handler == SIG_IGN)
+			continue; /* inherited as ignored: not forwarded */
+		sigaddset(&set, forwarded[i]);
+	}
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	sigdelset(&set, SIGPIPE);
+
+	memset(&o, 0, sizeof(o));
+	memset(&r, 0, sizeof(r));
+	r.o = &o;
+	r.keep = keep;
+	r.nkeep = lr_child_open_fds(keep, sizeof(keep) / sizeof(keep[0]));
+
+	parse(argc, argv, &o);
+	lr_log_setup(o.verbosity, o.json, NULL);
+	if ((reason = lr_name_check(o.name)))
+		usage_error("invalid lease name: %s", reason);
+	finish_timing(&o);
+	lr_log_setup(o.verbosity, o.json, o.name);
+
+	if (o.url_file)
+		o.url = url_buf = read_url_file(o.url_file);
+	if (!o.url)
+		o.url = "file://";
+	if (lr_url_parse(o.url, &r.u, why, sizeof(why)) < 0)
+		usage_error("invalid store URL: %s", why);
+	if (r.u->password && o.url != url_buf && o.url != getenv("LEASERUN_URL"))
+		lr_log(LR_LOG_WARN, "guard",
+		       "a password on the command line is visible in ps; use "
+		       "LEASERUN_URL or --url-file");
+	r.ops = lr_store_find(r.u->scheme, &err);
+	if (!r.ops)
+		die("%s", err.msg);
+
+	if (gethostname(host, sizeof(host)) < 0)
+		strcpy(host, "unknown");
+	host[sizeof(host) - 1] = '\0';
+	uuid_generate_random(uu);
+	uuid_unparse_lower(uu, token);
+
+	memset(&req, 0, sizeof(req));
+	req.url = o.url;
+	req.u = r.u;
+	req.name = o.name;
+	req.token = o.mode ? NULL : token;
+	req.ttl_ms = o.ttl_ms;
+	req.host = host;
+	req.pid = (long)getpid();
+	req.since_ms = lr_wall_ms();
+	req.warn = warn_cb;
+
+	rc = r.ops->open(&req, lr_now_ms() + (o.ttl_ms > 5000 ? o.ttl_ms : 5000),
+			 &st, &err);
+	if (rc != LR_OK) {
+		r.ops->close(st);
+		die("cannot open %s: %s", r.u->redacted,
+		    err.msg[0] ? err.msg : lr_status_name(rc));
+	}
+
+	if (o.mode == OPT_STATUS) {
+		code = status(&r, st);
+		r.ops->close(st);
+		lr_url_free(r.u);
+		free(url_buf);
+		return code;
+	}
+	if (o.mode == OPT_BREAK) {
+		if (!r.ops->brk) {
+			r.ops->close(st);
+			die("the %s store cannot break a lease", r.ops->name);
+		}
+		rc = r.ops->brk(st, lr_now_ms() + o.ttl_ms, &err);
+		r.ops->close(st);
+		if (rc != LR_OK)
+			die("cannot break %s: %s", o.name,
+			    err.msg[0] ? err.msg : lr_status_name(rc));
+		lr_log(LR_LOG_NOTICE, "broken", "lease broken");
+		lr_url_free(r.u);
+		free(url_buf);
+		return 0;
+	}
+
+	sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sigfd < 0)
+		die("signalfd: %s", strerror(errno));
+	/* Orphaned members of the command's group come back to us, so we
+	 * can tell when the whole group is gone. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.ops = r.ops;
+	cfg.st = st;
+	cfg.sigfd = sigfd;
+	cfg.ttl_ms = o.ttl_ms;
+	cfg.renew_ms = o.renew_ms;
+	cfg.grace_ms = o.grace_ms;
+	cfg.wait_ms = o.wait_ms;
+	cfg.stop_signal = o.stop_signal;
+	cfg.foreground = o.foreground;
+	cfg.spawn = spawn;
+	cfg.ctx = &r;
+	lr_supervise(&cfg, &res);
+	r.ops->close(st);
+	close(sigfd);
+	lr_url_free(r.u);
+	free(url_buf);
+
+	switch (res.outcome) {
+	case LR_OUT_CONFLICT:
+		lr_log(LR_LOG_NOTICE, "conflict",
+		       o.wait_ms == 0 ? "held by another; not waiting"
+				      : "held by another; gave up waiting");
+		break;
+	case LR_OUT_LOST:
+		lr_log(LR_LOG_WARN, "stopped",
+		       "the command was stopped because the lease was lost");
+		break;
+	case LR_OUT_FAILED:
+		if (res.die_signal)
+			die_of(res.die_signal, 128 + res.die_signal);
+		lr_log(LR_LOG_ERROR, "error", "%s", res.err.msg);
+		break;
+	case LR_OUT_CHILD:
+		if (res.code)
+			return res.code;
+		break;
+	}
+	code = lr_exit_code(res.outcome, res.wstatus, o.conflict_code, &sig);
+	if (sig)
+		die_of(sig, code);
+	return code;
+}

@@ -1,0 +1,55 @@
+/*
+ * store-util.c - helpers every store may use: clocks, errors, names.
+ * Linked into the core and into each store module.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "backend.h"
+
+int64_t lr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t lr_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void lr_err_set(struct lr_err *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+}
+
+const char *lr_status_name(enum lr_status s)
+{
+	switch (s) {
+	case LR_OK:
+		return "ok";
+	case LR_BUSY:
+		return "busy";
+	case LR_LOST:
+		return "lost";
+	case LR_TIMEOUT:
+		return "timeout";
+	case LR_ERROR:
+		return "error";
+	}
+	return "?";
+}

@@ -1,0 +1,648 @@
+/*
+ * supervise.c - the one event loop.
+ *
+ * One blocking point: poll() over the signalfd, a CLOCK_BOOTTIME timerfd
+ * armed at the nearest deadline, and the store's fd.  Every wake-up first
+ * fires the deadlines that have passed (the kill deadline first), then
+ * handles what became readable, so a process resumed after SIGSTOP acts on
+ * the clock before it believes anything else.
+ *
+ * States and events:
+ *
+ *   WAITING   acquire until OK (-> HELD, the command starts), busy with -n
+ *             or past -w (conflict), or an error (fail).
+ *   HELD      renew every R; a failure -> AT_RISK.
+ *   AT_RISK   retry with jitter (about R/3) until D; OK -> HELD.
+ *   STOPPING  the stop signal went to the group at D - grace; SIGKILL at
+ *             D - kappa; renewals go on while it shuts down.
+ *   LOST      certain loss (or D - kappa reached): the group was SIGKILLed
+ *             at once; wait for it to be gone.  Exit 124.
+ *   DRAINING  the command exited but its group has not: stop the rest
+ *             (signal, then SIGKILL after the grace), keep renewing.
+ *   DONE      the group is gone: release (unless lost) and return.
+ *
+ * Timing (design.md): all times are CLOCK_BOOTTIME ms.  A renew or acquire
+ * that succeeds moves the deadline to D = t_send + TTL*(1-rho) - epsilon,
+ * where t_send was taken just before the request went out; failures and
+ * late replies never move it.  A store call's own deadline is never later
+ * than the next stop deadline, so a hung store cannot delay a stop.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "log.h"
+#include "supervise.h"
+
+enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE };
+enum event {
+	EV_ACQUIRE,   /* time to try acquire (again) */
+	EV_WAIT_OVER, /* -w ran out */
+	EV_RENEW,     /* time to renew */
+	EV_GRACE,     /* D - grace reached */
+	EV_KILL,      /* D - kappa reached */
+	EV_DRAIN_KILL, /* leftover group members had their grace */
+	EV_STORE,     /* the store's fd is ready */
+	EV_SIGNAL,    /* a signal to forward (or to die of while waiting) */
+	EV_CHILD,     /* SIGCHLD: reap */
+};
+
+static const char *const state_names[] = { "waiting", "held", "at-risk",
+	"stopping", "lost", "draining", "done" };
+
+#define NEVER INT64_MAX
+
+struct sup {
+	const struct lr_sup_cfg *cfg;
+	struct lr_sup_result *res;
+	enum state state;
+	int64_t ttl;           /* effective TTL */
+	int64_t D;             /* the lease deadline */
+	int64_t t_acquire;     /* next acquire attempt */
+	int64_t t_wait_over;   /* -w deadline */
+	int64_t t_renew;       /* next renew */
+	int64_t t_grace, t_kill, t_drain_kill;
+	int64_t backoff;       /* acquire retry interval */
+	int waiting_logged;
+	pid_t pid;             /* the command, 0 before / after */
+	pid_t guard;           /* kills the group if we are killed */
+	int guard_fd;
+	int reaped;            /* the command's status is in res */
+	int stopped;           /* we stopped it: the outcome is 124 */
+	int certain_loss;      /* do not release */
+	int signo;             /* EV_SIGNAL: which */
+	short revents;         /* EV_STORE: what */
+	unsigned seed;
+};
+
+int64_t lr_deadline(int64_t t_send, int64_t ttl_ms)
+{
+	return t_send + ttl_ms - ttl_ms * LR_RHO_PERMILLE / 1000 -
+	       LR_EPSILON_MS;
+}
+
+const char *lr_timing_check(int64_t ttl_ms, int64_t renew_ms,
+			    int64_t grace_ms)
+{
+	if (ttl_ms < 500)
+		return "the TTL must be at least 500ms";
+	if (renew_ms < 10)
+		return "the renew interval must be at least 10ms";
+	if (renew_ms >= ttl_ms)
+		return "the renew interval must be shorter than the TTL";
+	if (grace_ms <= LR_KAPPA_MS)
+		return "the kill-after grace must be longer than 100ms";
+	if (grace_ms + LR_KAPPA_MS + renew_ms > lr_deadline(0, ttl_ms))
+		return "the kill-after grace plus the renew interval leave no "
+		       "time to stop the command before the TTL runs out "
+		       "(need grace + renew + 100ms < TTL*0.99)";
+	return NULL;
+}
+
+static int64_t jitter(struct sup *s, int64_t base)
+{
+	/* base * [0.75, 1.25) */
+	return base * 3 / 4 + (int64_t)(rand_r(&s->seed) % (base / 2 + 1));
+}
+
+static void set_state(struct sup *s, enum state st)
+{
+	lr_log(LR_LOG_DEBUG, "state", "%s -> %s", state_names[s->state],
+	       state_names[st]);
+	s->state = st;
+}
+
+/* Moves D after a success whose request left at t_send. */
+static void extend(struct sup *s, int64_t t_send)
+{
+	int64_t d = lr_deadline(t_send, s->ttl);
+
+	if (d > s->D)
+		s->D = d;
+	s->t_renew = t_send + s->cfg->renew_ms;
+	if (s->state != STOPPING) {
+		s->t_grace = s->D - s->cfg->grace_ms;
+		s->t_kill = s->D - LR_KAPPA_MS;
+	}
+}
+
+/* The deadline for a store call made now: never past the next stop. */
+static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
+{
+	int64_t d = now + cap;
+
+	if (s->state == HELD || s->state == AT_RISK || s->state == DRAINING) {
+		if (s->t_grace < d)
+			d = s->t_grace;
+	} else if (s->state == STOPPING) {
+		if (s->t_kill < d)
+			d = s->t_kill;
+	}
+	return d > now ? d : now;
+}
+
+static void kill_group(struct sup *s, int sig)
+{
+	if (s->pid > 0)
+		lr_child_signal(s->pid, s->cfg->foreground, sig);
+}
+
+static void lose(struct sup *s, const char *why)
+{
+	lr_log(LR_LOG_WARN, "lost", "lease lost: %s; killing the command",
+	       why);
+	s->stopped = 1;
+	kill_group(s, SIGKILL);
+	set_state(s, LOST);
+	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
+}
+
+static void fail(struct sup *s, const struct lr_err *err)
+{
+	s->res->outcome = LR_OUT_FAILED;
+	s->res->err = *err;
+	set_state(s, DONE);
+}
+
+static void try_acquire(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_grant g = { 0, 0 };
+	struct lr_err err = { "" };
+	int64_t t_send = lr_now_ms(), cap = s->ttl;
+	enum lr_status rc;
+
+	if (s->t_wait_over != NEVER && s->t_wait_over - now < cap)
+		cap = s->t_wait_over - now > 1000 ? s->t_wait_over - now : 1000;
+	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
+	now = lr_now_ms();
+	switch (rc) {
+	case LR_OK:
+		s->ttl = g.ttl_ms > 0 ? g.ttl_ms : c->ttl_ms;
+		s->D = 0;
+		extend(s, t_send);
+		if (s->D - now < c->grace_ms + LR_KAPPA_MS + c->renew_ms) {
+			/* Too little validity left to run safely. */
+			lr_log(LR_LOG_INFO, "retry",
+			       "acquired with only %lldms left; giving it "
+			       "back and trying again",
+			       (long long)(s->D - now));
+			c->ops->release(c->st, now + 1000, &err);
+			s->t_acquire = now + jitter(s, s->backoff);
+			return;
+		}
+		s->res->fence = g.fence;
+		lr_log(LR_LOG_INFO, "acquired", "acquired, fence %llu",
+		       (unsigned long long)g.fence);
+		s->pid = c->spawn(c->ctx, &g, &s->res->code);
+		if (s->pid < 0) {
+			s->pid = 0;
+			s->reaped = 1;
+			s->res->outcome = LR_OUT_CHILD;
+			set_state(s, DONE);
+			return;
+		}
+		lr_log(LR_LOG_INFO, "started", "command started, pid %ld",
+		       (long)s->pid);
+		if (!c->foreground) {
+			s->guard = lr_child_guard_start(s->pid, &s->guard_fd);
+			if (s->guard < 0) {
+				lr_log(LR_LOG_WARN, "guard",
+				       "cannot start the group guard (%s): "
+				       "kill -9 of leaserun would leave the "
+				       "command's children running",
+				       strerror(errno));
+				s->guard = 0;
+			}
+		}
+		s->t_acquire = s->t_wait_over = NEVER;
+		set_state(s, HELD);
+		return;
+	case LR_BUSY:
+		if (c->wait_ms == 0) {
+			s->res->outcome = LR_OUT_CONFLICT;
+			set_state(s, DONE);
+			return;
+		}
+		if (!s->waiting_logged) {
+			lr_log(LR_LOG_INFO, "waiting", "held by another; waiting");
+			s->waiting_logged = 1;
+		}
+		s->t_acquire = now + jitter(s, s->backoff);
+		if (s->backoff < 1000)
+			s->backoff *= 2;
+		return;
+	case LR_LOST:
+	case LR_TIMEOUT:
+	case LR_ERROR:
+		if (!err.msg[0])
+			lr_err_set(&err, "the store did not answer in time");
+		fail(s, &err);
+		return;
+	}
+}
+
+static void try_renew(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	int64_t t_send = lr_now_ms(), t1;
+	enum lr_status rc;
+
+	rc = c->ops->renew(c->st, call_deadline(s, t_send, c->renew_ms), &err);
+	t1 = lr_now_ms();
+	switch (rc) {
+	case LR_OK:
+		extend(s, t_send);
+		lr_log(LR_LOG_DEBUG, "renewed", "renewed in %lldms, %lldms left",
+		       (long long)(t1 - t_send), (long long)(s->D - t1));
+		if (s->state == AT_RISK) {
+			lr_log(LR_LOG_INFO, "renewed", "renewed again");
+			set_state(s, HELD);
+		}
+		return;
+	case LR_LOST:
+		s->certain_loss = 1;
+		lose(s, err.msg[0] ? err.msg : "the store says it is not ours");
+		return;
+	case LR_BUSY:
+	case LR_TIMEOUT:
+	case LR_ERROR:
+		lr_log(LR_LOG_WARN, "renew-failed",
+		       "renew failed (%s); %lldms left",
+		       err.msg[0] ? err.msg : lr_status_name(rc),
+		       (long long)(s->D - t1));
+		if (s->state == HELD)
+			set_state(s, AT_RISK);
+		s->t_renew = t1 + jitter(s, c->renew_ms / 3);
+		return;
+	}
+	(void)now;
+}
+
+/* Reaps everything (we are a subreaper) and notes the command's end. */
+static void reap(struct sup *s)
+{
+	int ws;
+	pid_t p;
+
+	while ((p = waitpid(-1, &ws, WNOHANG)) > 0) {
+		if (p == s->guard)
+			s->guard = 0; /* it died: nothing to stop */
+		if (p == s->pid && !s->reaped) {
+			s->reaped = 1;
+			s->res->wstatus = ws;
+			lr_log(LR_LOG_INFO, "exited",
+			       WIFSIGNALED(ws) ? "command killed by signal %d"
+					       : "command exited with status %d",
+			       WIFSIGNALED(ws) ? WTERMSIG(ws)
+					       : WEXITSTATUS(ws));
+		}
+	}
+}
+
+/* After the command is reaped: is the rest of its group gone? */
+static void after_exit(struct sup *s, int64_t now)
+{
+	if (lr_child_group_alive(s->pid, s->cfg->foreground)) {
+		if (s->state == LOST) {
+			kill_group(s, SIGKILL);
+			return;
+		}
+		if (s->state != DRAINING) {
+			lr_log(LR_LOG_INFO, "draining",
+			       "command exited; stopping what is left of its "
+			       "process group");
+			kill_group(s, s->cfg->stop_signal);
+			kill_group(s, SIGCONT);
+			s->t_drain_kill = now + s->cfg->grace_ms;
+			set_state(s, DRAINING);
+		}
+		return;
+	}
+	s->res->outcome = s->stopped ? LR_OUT_LOST : LR_OUT_CHILD;
+	set_state(s, DONE);
+}
+
+/* The state x event table.  Returns -1 for a pair that cannot happen. */
+static int handle(struct sup *s, enum event ev, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	enum lr_status rc;
+
+	switch (ev) {
+	case EV_ACQUIRE:
+		if (s->state != WAITING)
+			return -1;
+		try_acquire(s, now);
+		return 0;
+	case EV_WAIT_OVER:
+		if (s->state != WAITING)
+			return -1;
+		s->res->outcome = LR_OUT_CONFLICT;
+		set_state(s, DONE);
+		return 0;
+	case EV_RENEW:
+		switch (s->state) {
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case DRAINING:
+			try_renew(s, now);
+			return 0;
+		case WAITING:
+		case LOST:
+		case DONE:
+			return -1;
+		}
+		return -1;
+	case EV_GRACE:
+		switch (s->state) {
+		case HELD: /* the renew that should have moved D is late */
+		case AT_RISK:
+		case DRAINING:
+			lr_log(LR_LOG_WARN, "at-risk",
+			       "cannot renew: %lldms left; sending signal %d "
+			       "to the command",
+			       (long long)(s->D - now), c->stop_signal);
+			s->stopped = 1;
+			kill_group(s, c->stop_signal);
+			kill_group(s, SIGCONT);
+			if (s->state != DRAINING)
+				set_state(s, STOPPING);
+			s->t_grace = NEVER; /* t_kill stays where D put it */
+			return 0;
+		case WAITING:
+		case STOPPING:
+		case LOST:
+		case DONE:
+			return -1;
+		}
+		return -1;
+	case EV_KILL:
+		switch (s->state) {
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case DRAINING:
+			lose(s, "the deadline passed without a renewal");
+			return 0;
+		case WAITING:
+		case LOST:
+		case DONE:
+			return -1;
+		}
+		return -1;
+	case EV_DRAIN_KILL:
+		if (s->state != DRAINING)
+			return -1;
+		kill_group(s, SIGKILL);
+		s->t_drain_kill = NEVER;
+		return 0;
+	case EV_STORE:
+		rc = c->ops->process(c->st, s->revents,
+				     call_deadline(s, now, c->renew_ms), &err);
+		switch (s->state) {
+		case WAITING:
+			if (rc != LR_BUSY)
+				s->t_acquire = now;
+			return 0;
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case DRAINING:
+			if (rc == LR_LOST) {
+				s->certain_loss = 1;
+				lose(s, err.msg[0] ? err.msg
+						   : "the store reports it gone");
+			} else if (rc == LR_ERROR || rc == LR_TIMEOUT) {
+				s->t_renew = now; /* suspicion: check now */
+			}
+			return 0;
+		case LOST:
+		case DONE:
+			return 0; /* nothing more to learn */
+		}
+		return -1;
+	case EV_SIGNAL:
+		switch (s->state) {
+		case WAITING:
+			if (s->signo == SIGWINCH || s->signo == SIGCONT)
+				return 0;
+			s->res->outcome = LR_OUT_FAILED;
+			s->res->die_signal = s->signo;
+			lr_err_set(&s->res->err, "stopped by signal %d while "
+						 "waiting", s->signo);
+			set_state(s, DONE);
+			return 0;
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case DRAINING:
+			lr_log(LR_LOG_DEBUG, "signal", "forwarding signal %d",
+			       s->signo);
+			kill_group(s, s->signo);
+			return 0;
+		case LOST:
+		case DONE:
+			return 0;
+		}
+		return -1;
+	case EV_CHILD:
+		reap(s);
+		switch (s->state) {
+		case WAITING:
+			return 0; /* a store's helper */
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case LOST:
+		case DRAINING:
+			if (s->reaped)
+				after_exit(s, now);
+			return 0;
+		case DONE:
+			return 0;
+		}
+		return -1;
+	}
+	return -1;
+}
+
+static void arm(int tfd, int64_t at)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (at != NEVER) {
+		if (at < 1)
+			at = 1;
+		its.it_value.tv_sec = at / 1000;
+		its.it_value.tv_nsec = (long)(at % 1000) * 1000000;
+	}
+	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
+{
+	struct sup s;
+	int tfd;
+
+	memset(res, 0, sizeof(*res));
+	memset(&s, 0, sizeof(s));
+	s.cfg = cfg;
+	s.res = res;
+	s.state = WAITING;
+	s.ttl = cfg->ttl_ms;
+	s.t_acquire = lr_now_ms();
+	s.t_wait_over = cfg->wait_ms > 0 ? s.t_acquire + cfg->wait_ms : NEVER;
+	s.t_renew = s.t_grace = s.t_kill = s.t_drain_kill = NEVER;
+	s.backoff = 50;
+	s.seed = (unsigned)getpid() ^ (unsigned)s.t_acquire;
+	s.guard_fd = -1;
+
+	tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (tfd < 0) {
+		lr_err_set(&res->err, "timerfd_create: %s", strerror(errno));
+		res->outcome = LR_OUT_FAILED;
+		return;
+	}
+
+	while (s.state != DONE) {
+		struct pollfd pfd[3];
+		int64_t now = lr_now_ms(), next;
+		enum event ev;
+		int nfd, sfd = -1, r;
+		short want = 0;
+
+		/* Deadlines first, the most urgent first. */
+		if (now >= s.t_kill)
+			ev = EV_KILL;
+		else if (now >= s.t_grace)
+			ev = EV_GRACE;
+		else if (now >= s.t_drain_kill)
+			ev = EV_DRAIN_KILL;
+		else if (now >= s.t_wait_over)
+			ev = EV_WAIT_OVER;
+		else if (now >= s.t_renew)
+			ev = EV_RENEW;
+		else if (now >= s.t_acquire)
+			ev = EV_ACQUIRE;
+		else
+			goto wait;
+		if (handle(&s, ev, now) < 0)
+			goto internal;
+		continue;
+wait:
+		next = s.t_kill;
+		if (s.t_grace < next)
+			next = s.t_grace;
+		if (s.t_drain_kill < next)
+			next = s.t_drain_kill;
+		if (s.t_wait_over < next)
+			next = s.t_wait_over;
+		if (s.t_renew < next)
+			next = s.t_renew;
+		if (s.t_acquire < next)
+			next = s.t_acquire;
+		/* A leftover group member may have no parent of ours to tell
+		 * us it went: look again now and then. */
+		if (s.state == DRAINING && now + 100 < next)
+			next = now + 100;
+		arm(tfd, next);
+
+		pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
+		pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };
+		nfd = 2;
+		if (cfg->ops->wait_fd && s.state != LOST)
+			sfd = cfg->ops->wait_fd(cfg->st, &want);
+		if (sfd >= 0) {
+			pfd[2] = (struct pollfd){ sfd, want, 0 };
+			nfd = 3;
+		}
+		r = poll(pfd, (nfds_t)nfd, -1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			lr_err_set(&res->err, "poll: %s", strerror(errno));
+			res->outcome = LR_OUT_FAILED;
+			break;
+		}
+		now = lr_now_ms();
+		if (pfd[1].revents) {
+			uint64_t n;
+
+			if (read(tfd, &n, sizeof(n)) < 0) {
+				/* spurious or cancelled: deadlines rechecked */
+			}
+			if (s.state == DRAINING && s.reaped)
+				after_exit(&s, now);
+		}
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(cfg->sigfd, &si, sizeof(si)) ==
+			       (ssize_t)sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD) {
+					ev = EV_CHILD;
+				} else {
+					ev = EV_SIGNAL;
+					s.signo = (int)si.ssi_signo;
+				}
+				if (handle(&s, ev, now) < 0)
+					goto internal;
+				if (s.state == DONE)
+					break;
+			}
+		}
+		if (nfd == 3 && pfd[2].revents && s.state != DONE &&
+		    cfg->ops->process) {
+			/* Deadlines that passed while we slept come first. */
+			now = lr_now_ms();
+			if (now < s.t_kill) {
+				s.revents = pfd[2].revents;
+				if (handle(&s, EV_STORE, now) < 0)
+					goto internal;
+			}
+		}
+	}
+	goto out;
+internal:
+	lr_err_set(&res->err, "internal error: no transition from state %s",
+		   state_names[s.state]);
+	res->outcome = LR_OUT_FAILED;
+	if (s.pid > 0 && !s.reaped)
+		kill_group(&s, SIGKILL);
+out:
+	lr_child_guard_stop(s.guard, s.guard_fd);
+	/* Release only after the whole group is gone, and only what may
+	 * still be ours; the store compares the token. */
+	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&
+			  res->code)) {
+		if (!s.certain_loss) {
+			struct lr_err err = { "" };
+			int64_t now = lr_now_ms();
+			enum lr_status rc;
+
+			rc = cfg->ops->release(cfg->st, now + 5000, &err);
+			if (rc == LR_OK)
+				lr_log(LR_LOG_INFO, "released", "released");
+			else
+				lr_log(LR_LOG_WARN, "release-failed",
+				       "could not release: %s",
+				       err.msg[0] ? err.msg
+						  : lr_status_name(rc));
+		}
+	}
+	close(tfd);
+}

@@ -1,0 +1,52 @@
+/*
+ * supervise.h - the one event loop: acquire, run, renew, stop, release.
+ */
+#ifndef LEASERUN_SUPERVISE_H
+#define LEASERUN_SUPERVISE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend.h"
+#include "util.h"
+
+#define LR_RHO_PERMILLE 10 /* ρ = 0.01: allowed clock rate error */
+#define LR_EPSILON_MS 2    /* ε: fixed margin */
+#define LR_KAPPA_MS 100    /* κ: SIGKILL this long before the deadline */
+
+struct lr_sup_cfg {
+	const struct lr_store_ops *ops;
+	struct lr_store *st;
+	int sigfd;           /* signalfd of the signals below */
+	int64_t ttl_ms;      /* requested TTL */
+	int64_t renew_ms;    /* R */
+	int64_t grace_ms;    /* stop signal this long before the deadline */
+	int64_t wait_ms;     /* -1: wait for ever; 0: -n */
+	int stop_signal;     /* --signal */
+	int foreground;
+	/* Called once the lease is held: spawns the command and returns its
+	 * pid, or -1 with *code (125/126/127) after reporting why. */
+	pid_t (*spawn)(void *ctx, const struct lr_grant *g, int *code);
+	void *ctx;
+};
+
+struct lr_sup_result {
+	enum lr_outcome outcome;
+	int wstatus;       /* LR_OUT_CHILD: the child's wait status */
+	int code;          /* LR_OUT_CHILD with no child: 125/126/127 */
+	int die_signal;    /* told to stop while waiting: die of this */
+	uint64_t fence;
+	struct lr_err err; /* LR_OUT_FAILED: why */
+};
+
+/* Runs the whole lifecycle.  Never exits; logs lifecycle events. */
+void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res);
+
+/* The effective deadline after a successful send at t_send. */
+int64_t lr_deadline(int64_t t_send, int64_t ttl_ms);
+
+/* Checks an option set can keep the timing rules; NULL or a reason. */
+const char *lr_timing_check(int64_t ttl_ms, int64_t renew_ms,
+			    int64_t grace_ms);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * util.c - pure helpers for the core: durations, names, signals, exit
+ * codes.  Nothing here prints or exits.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+
+#include "util.h"
+
+int lr_duration_parse(const char *s, int64_t *ms)
+{
+	int64_t whole = 0, frac = 0, fscale = 1, unit;
+	const char *p = s;
+	int digits = 0;
+
+	if (!s)
+		return -1;
+	while (isdigit((unsigned char)*p)) {
+		if (whole > INT64_MAX / 10 - 10)
+			return -1;
+		whole = whole * 10 + (*p++ - '0');
+		digits++;
+	}
+	if (*p == '.') {
+		p++;
+		while (isdigit((unsigned char)*p)) {
+			if (fscale < 1000000000) {
+				frac = frac * 10 + (*p - '0');
+				fscale *= 10;
+			}
+			p++;
+			digits++;
+		}
+	}
+	if (!digits)
+		return -1;
+	if (*p == '\0' || strcmp(p, "s") == 0)
+		unit = 1000;
+	else if (strcmp(p, "ms") == 0)
+		unit = 1;
+	else if (strcmp(p, "m") == 0)
+		unit = 60 * 1000;
+	else if (strcmp(p, "h") == 0)
+		unit = 3600 * 1000;
+	else
+		return -1;
+	/* Cap at about 100 years: anything more is a typo. */
+	if (whole > (int64_t)100 * 365 * 24 * 3600 * 1000 / unit)
+		return -1;
+	*ms = whole * unit + frac * unit / fscale;
+	return 0;
+}
+
+void lr_duration_format(int64_t ms, char *buf, size_t len)
+{
+	if (ms % 3600000 == 0 && ms)
+		snprintf(buf, len, "%lldh", (long long)(ms / 3600000));
+	else if (ms % 60000 == 0 && ms)
+		snprintf(buf, len, "%lldm", (long long)(ms / 60000));
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%llds", (long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%lldms", (long long)ms);
+}
+
+const char *lr_name_check(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n == 0)
+		return "the lease name is empty";
+	if (n > LR_NAME_MAX)
+		return "the lease name is longer than 200 bytes";
+	if (name[0] == '.' || name[0] == '-')
+		return "the lease name must not start with '.' or '-'";
+	for (i = 0; i < n; i++) {
+		int c = (unsigned char)name[i];
+
+		if (!(isalnum(c) || c == '.' || c == '_' || c == '-' ||
+		      c == ':' || c == '@') ||
+		    c > 127)
+			return "the lease name may hold only letters, digits "
+			       "and . _ - : @";
+	}
+	return NULL;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} signals[] = {
+	{ "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT },
+	{ "ILL", SIGILL },   { "TRAP", SIGTRAP }, { "ABRT", SIGABRT },
+	{ "BUS", SIGBUS },   { "FPE", SIGFPE },   { "KILL", SIGKILL },
+	{ "USR1", SIGUSR1 }, { "SEGV", SIGSEGV }, { "USR2", SIGUSR2 },
+	{ "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+	{ "CHLD", SIGCHLD }, { "CONT", SIGCONT }, { "STOP", SIGSTOP },
+	{ "TSTP", SIGTSTP }, { "TTIN", SIGTTIN }, { "TTOU", SIGTTOU },
+	{ "URG", SIGURG },   { "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+	{ "VTALRM", SIGVTALRM }, { "PROF", SIGPROF }, { "WINCH", SIGWINCH },
+	{ "IO", SIGIO },     { "PWR", SIGPWR },   { "SYS", SIGSYS },
+};
+
+int lr_signal_parse(const char *s)
+{
+	size_t i;
+	int n;
+
+	if (isdigit((unsigned char)s[0])) {
+		n = lr_int_parse(s, 64);
+		return n >= 1 && n < NSIG ? n : -1;
+	}
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (strcasecmp(s, signals[i].name) == 0)
+			return signals[i].sig;
+	return -1;
+}
+
+int lr_int_parse(const char *s, int max)
+{
+	long v;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)s[0]))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v > max)
+		return -1;
+	return (int)v;
+}
+
+int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig)
+{
+	*sig = 0;
+	switch (o) {
+	case LR_OUT_CHILD:
+		if (WIFEXITED(wstatus))
+			return WEXITSTATUS(wstatus);
+		if (WIFSIGNALED(wstatus)) {
+			*sig = WTERMSIG(wstatus);
+			return 128 + *sig;
+		}
+		return LR_EXIT_FAILED;
+	case LR_OUT_CONFLICT:
+		return conflict_code;
+	case LR_OUT_LOST:
+		return LR_EXIT_LOST;
+	case LR_OUT_FAILED:
+		return LR_EXIT_FAILED;
+	}
+	return LR_EXIT_FAILED;
+}

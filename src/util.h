@@ -1,0 +1,44 @@
+/*
+ * util.h - small pure helpers for the core: durations, names, signals.
+ */
+#ifndef LEASERUN_UTIL_H
+#define LEASERUN_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LR_NAME_MAX 200
+
+/* "1500ms", "10s", "5m", "1h", "2.5" (seconds).  Returns 0 and sets *ms,
+ * or -1 for anything else (negative, empty, overflow, junk). */
+int lr_duration_parse(const char *s, int64_t *ms);
+/* Formats ms as the shortest exact form ("1500ms", "10s", "5m"). */
+void lr_duration_format(int64_t ms, char *buf, size_t len);
+
+/* A lease name: 1..LR_NAME_MAX bytes of [A-Za-z0-9._:@-], not starting
+ * with '.' or '-'.  Returns NULL if valid, else a reason. */
+const char *lr_name_check(const char *name);
+
+/* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
+int lr_signal_parse(const char *s);
+/* A non-negative decimal int no larger than max; -1 otherwise. */
+int lr_int_parse(const char *s, int max);
+
+/* Exit status mapping (see design.md, "Exit status"). */
+enum lr_outcome {
+	LR_OUT_CHILD,    /* child finished while the lease was held */
+	LR_OUT_CONFLICT, /* not acquired */
+	LR_OUT_LOST,     /* lease lost, child stopped */
+	LR_OUT_FAILED,   /* leaserun failed */
+};
+#define LR_EXIT_LOST 124
+#define LR_EXIT_FAILED 125
+#define LR_EXIT_NOEXEC 126
+#define LR_EXIT_NOTFOUND 127
+
+/* Returns the exit code for an outcome.  For LR_OUT_CHILD, wstatus is the
+ * child's wait status: its exit code, or for a death by signal N the value
+ * 128+N and *sig = N (the caller re-raises it).  *sig is 0 otherwise. */
+int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig);
+
+#endif

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# The child: process group, signals, fds, environment, death of leaserun.
+
+load helpers
+
+setup() {
+	lockdir_setup
+	T=$BATS_TEST_TMPDIR
+}
+
+# A command that traps SIG in itself and in a grandchild, each writing a
+# file when it arrives.  Both report ready first.
+# A command that traps SIG in itself and in a grandchild: each writes a file
+# when it arrives and goes on running, so neither can race the other.  The
+# grandchild is perl, which can catch INT and QUIT that sh ignores in its
+# background jobs.
+trap_script() {
+	cat <<SCRIPT
+trap 'echo child > $T/child.got' $1
+perl -e '\$SIG{$1} = sub { open my \$f, ">", "$T/grand.got"; print \$f "grand"; close \$f };
+	open my \$r, ">", "$T/grand.ready"; print \$r "ready"; close \$r; sleep 1 while 1' &
+echo \$\$ > $T/child.ready
+while :; do sleep 0.05; done
+SCRIPT
+}
+
+forwards() {
+	local sig=$1
+	rm -f "$T"/*.got "$T"/*.ready
+	(with_default_signals "$LEASERUN" job -c "$(trap_script "$sig")") &
+	local pid=$!
+	wait_until 5 exists "$T/child.ready"
+	wait_until 5 exists "$T/grand.ready"
+	kill -s "$sig" "$pid"
+	wait_until 5 exists "$T/child.got"
+	wait_until 5 exists "$T/grand.got"
+	kill -KILL -- "-$(cat "$T/child.ready")"
+	wait "$pid" || true
+}
+
+@test "TERM reaches the child and its grandchildren" { forwards TERM; }
+@test "INT reaches the child and its grandchildren" { forwards INT; }
+@test "HUP reaches the child and its grandchildren" { forwards HUP; }
+@test "QUIT reaches the child and its grandchildren" { forwards QUIT; }
+@test "USR1 reaches the child and its grandchildren" { forwards USR1; }
+@test "USR2 reaches the child and its grandchildren" { forwards USR2; }
+@test "WINCH reaches the child and its grandchildren" { forwards WINCH; }
+@test "ALRM reaches the child and its grandchildren" { forwards ALRM; }
+@test "CONT reaches the child and its grandchildren" { forwards CONT; }
+
+@test "a signal inherited as ignored is not forwarded" {
+	# perl (Debian's essential perl-base) may catch a signal its parent
+	# ignored, which a POSIX shell may not.
+	bash -c 'trap "" USR1; exec "$LEASERUN" job perl -e '\''
+		$SIG{USR1} = sub { open my $f, ">", "'"$T"'/child.got"; print $f "got"; exit 0 };
+		open my $r, ">", "'"$T"'/child.ready"; print $r "ready"; close $r;
+		sleep 1 while 1;'\''' &
+	pid=$!
+	wait_until 5 exists "$T/child.ready" || [ -e "$T/child.ready" ]
+	kill -USR1 "$pid"
+	sleep 0.5
+	[ ! -e "$T/child.got" ]
+	kill -TERM "$pid"
+	wait "$pid" || true
+}
+
+@test "kill -9 of leaserun leaves no child running" {
+	"$LEASERUN" job sh -c 'sleep 60 & echo $! > '"$T"'/grand.pid; echo $$ > '"$T"'/child.pid; wait' &
+	pid=$!
+	wait_until 5 exists "$T/child.pid"
+	child=$(cat "$T/child.pid")
+	grand=$(cat "$T/grand.pid")
+	alive "$child"
+	alive "$grand"
+	kill -9 "$pid"
+	wait_until 3 dead "$child"
+	wait_until 3 dead "$grand"
+	# And the lease is free again.
+	run lr -n job true
+	assert_success
+}
+
+@test "the child runs in its own process group" {
+	"$LEASERUN" job sh -c 'ps -o pgid= -p $$ > '"$T"'/pgid; echo $$ > '"$T"'/pid' &
+	pid=$!
+	wait "$pid"
+	assert_equal "$(tr -d ' ' < "$T/pgid")" "$(cat "$T/pid")"
+}
+
+@test "--foreground keeps the child in leaserun's process group" {
+	lr --foreground job sh -c 'ps -o pgid= -p $$ > '"$T"'/pgid; ps -o pgid= -p $PPID > '"$T"'/ppgid'
+	assert_equal "$(tr -d ' ' < "$T/pgid")" "$(tr -d ' ' < "$T/ppgid")"
+}
+
+@test "the child sees no fd of ours, only those it was given" {
+	run bash -c 'exec 7>"$BATS_TEST_TMPDIR/seven"; "$LEASERUN" job sh -c "ls /proc/self/fd"' 
+	assert_success
+	# sh's own listing fd is 3 at most; ours would be more.
+	fds=$(echo "$output" | sort -n | tr '\n' ' ')
+	bash -c 'exec 7>/dev/null; ls /proc/self/fd' > "$T/want"
+	assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
+}
+
+@test "the child starts with a clean signal mask" {
+	run lr job sh -c 'grep SigBlk /proc/self/status'
+	assert_success
+	assert_output --regexp 'SigBlk:[[:space:]]+0+$'
+}
+
+@test "the child gets the lease name, the fence and the URL, never the token" {
+	run lr job env
+	assert_success
+	assert_line "LEASERUN_NAME=job"
+	assert_line --regexp '^LEASERUN_FENCE=[1-9][0-9]*$'
+	assert_line "LEASERUN_URL=file://$LOCKDIR"
+	token=$(echo "$output" | grep -Ei '[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-' || true)
+	assert_equal "$token" ""
+}
+
+@test "the child never sees the URL file's path or its secrets" {
+	echo "file://$LOCKDIR" > "$T/url"
+	LEASERUN_URL= LEASERUN_URL_FILE="$T/url" run lr job env
+	assert_success
+	refute_line --partial "LEASERUN_URL_FILE"
+}

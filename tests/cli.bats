@@ -1,0 +1,180 @@
+#!/usr/bin/env bats
+# The command line: every usage error is one line on stderr and exit 125,
+# and leaves nothing behind.
+
+load helpers
+
+setup() {
+	lockdir_setup
+}
+
+# refuses CMD...: exit 125, exactly one line on stderr, nothing in LOCKDIR.
+refuses() {
+	run --separate-stderr "$LEASERUN" "$@"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" '^leaserun: '
+	assert_equal "$output" ""
+	assert_equal "$(ls -A "$LOCKDIR")" ""
+}
+
+@test "--help prints the usage on stdout and exits 0" {
+	run lr --help
+	assert_success
+	assert_line --index 0 "Usage:"
+	assert_output --partial "--nonblock"
+}
+
+@test "--version names the built-in file store" {
+	run lr --version
+	assert_success
+	assert_line --index 0 --regexp '^leaserun [0-9]'
+	assert_line --regexp '^  file +available$'
+}
+
+@test "a bad duration is refused" {
+	refuses -t 10x job true
+	assert_regex "$stderr" "invalid --ttl '10x'"
+	refuses -w -1 job true
+	refuses --renew '' job true
+	refuses -k 1y job true
+}
+
+@test "a bad duration in the environment is refused and named" {
+	LEASERUN_TTL=soon refuses job true
+	assert_regex "$stderr" "LEASERUN_TTL"
+}
+
+@test "a bad URL is refused" {
+	refuses -U 'not a url' job true
+	assert_regex "$stderr" "invalid store URL"
+	refuses -U 'redis://h/%zz' job true
+}
+
+@test "an unknown store scheme is refused with the known ones" {
+	refuses -U 'gopher://x' job true
+	assert_regex "$stderr" "unknown store 'gopher'"
+}
+
+@test "a store that is not installed says how to get it" {
+	LEASERUN_MODULE_DIR="$LOCKDIR/none" refuses -U 'redis://127.0.0.1:1' job true
+	assert_regex "$stderr" "this leaserun has no redis store: install it or build with --with-redis"
+}
+
+@test "a store module built for another interface version is refused" {
+	mkdir "$LOCKDIR.mods"
+	cp "$LR_BUILDDIR/.libs/stale.so" "$LOCKDIR.mods/redis.so"
+	LEASERUN_MODULE_DIR="$LOCKDIR.mods" refuses -U 'redis://127.0.0.1:1' job true
+	assert_regex "$stderr" "built for another leaserun \(interface 0, need 1\)"
+}
+
+@test "an empty name is refused" {
+	refuses '' true
+	assert_regex "$stderr" "empty"
+}
+
+@test "an over-long name is refused" {
+	refuses "$(printf 'a%.0s' {1..201})" true
+	assert_regex "$stderr" "longer than 200"
+}
+
+@test "a name that could leave the lock directory is refused" {
+	refuses ../x true
+	refuses a/b true
+	refuses / true
+	refuses .. true
+	refuses '-x' true
+	refuses "$(printf 'a\nb')" true
+}
+
+@test "a missing command is refused" {
+	refuses job
+	assert_regex "$stderr" "no command given"
+	refuses job --
+}
+
+@test "a missing name is refused" {
+	refuses
+	assert_regex "$stderr" "no lease name"
+}
+
+@test "an unknown option is refused" {
+	refuses --frobnicate job true
+	assert_regex "$stderr" "unknown option '--frobnicate'"
+	refuses -Z job true
+	assert_regex "$stderr" "unknown option '-Z'"
+}
+
+@test "an option without its argument is refused" {
+	refuses -w
+	refuses --wait
+	refuses job -c
+}
+
+@test "a command and -c together are refused" {
+	refuses -c 'true' job true
+	refuses job -c 'true' extra
+	refuses -c 'true' job -c 'true'
+}
+
+@test "options after the name belong to the command, as with flock" {
+	run lr job sh -c 'echo "$0"' -w
+	assert_success
+	assert_output "-w"
+}
+
+@test "--status and --break take only a name" {
+	refuses --status job true
+	refuses --break job true
+	refuses --status --break job
+}
+
+@test "a timing that cannot stop the command in time is refused" {
+	refuses -t 10s -k 7s job true
+	assert_regex "$stderr" "no time to stop the command"
+	refuses -t 10s --renew 10s job true
+	refuses -t 100ms job true
+	refuses -t 0 job true
+	refuses --renew 0 job true
+	refuses -k 0 job true
+}
+
+@test "a bad signal or exit code is refused" {
+	refuses --signal NOPE job true
+	refuses --signal STOP job true
+	refuses -E 256 job true
+	refuses -E x job true
+	refuses --log-format xml job true
+}
+
+@test "options after the name belong to the command" {
+	run lr job echo -n hello
+	assert_success
+	assert_output "hello"
+}
+
+@test "NAME -- COMMAND works as with flock" {
+	run lr job -- echo hi
+	assert_success
+	assert_output "hi"
+}
+
+@test "-c runs the string with /bin/sh" {
+	run lr job -c 'echo "$((6 * 7))"'
+	assert_success
+	assert_output "42"
+}
+
+@test "a password given on the command line is warned about and never printed" {
+	run --separate-stderr lr -U 'file://u:hunter2@/nonexistent' job true
+	assert_equal "$status" 125
+	refute_regex "$stderr" "hunter2"
+	assert_regex "$stderr" "visible in ps"
+}
+
+@test "the URL can come from a file" {
+	echo "file://$LOCKDIR" > "$LOCKDIR.url"
+	LEASERUN_URL= run lr --url-file "$LOCKDIR.url" job true
+	assert_success
+	[ -e "$LOCKDIR/job.lock" ]
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env bats
+# The interface is written down four times: --help, the man page, and the
+# bash, zsh and fish completions.  These tests fail when one of them
+# drifts, and when the README's quick start stops naming real commands.
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup() {
+	: "${LEASERUN:?LEASERUN must name the leaserun binary (make check sets it)}"
+	: "${LR_SRCDIR:?LR_SRCDIR must name the source directory (make check sets it)}"
+	MAN="$LR_SRCDIR/man/leaserun.1"
+	BASH_COMP="$LR_SRCDIR/completions/leaserun"
+	ZSH_COMP="$LR_SRCDIR/completions/_leaserun"
+	FISH_COMP="$LR_SRCDIR/completions/leaserun.fish"
+	# A caller's settings must not change what the quick start does.
+	unset LEASERUN_URL_FILE LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT \
+		LEASERUN_KILL_AFTER LEASERUN_SIGNAL LEASERUN_CONFLICT_EXIT_CODE \
+		LEASERUN_LOG_FORMAT
+}
+
+# --- extraction: one option per line, e.g. "--wait" or "-w" -------------
+
+# Option lines of --help: " -w, --wait DURATION" or "     --renew ...".
+help_options() {
+	"$LEASERUN" --help |
+		sed -nE 's/^ +(-[A-Za-z], +)?(--[a-z][a-z-]*).*/\1 \2/p' |
+		tr -d ',' | tr ' ' '\n' | sed '/^$/d'
+}
+
+# The ".It Fl" entries of the man page's OPTIONS section:
+# ".It Fl w , Fl -wait Ar duration".
+man_options() {
+	awk '/^\.Sh /{ in_opts = ($0 == ".Sh OPTIONS") } in_opts' "$MAN" |
+		grep -E '^\.It Fl ' |
+		grep -oE '(^\.It | )Fl -?[A-Za-z][A-Za-z-]*' |
+		sed -E 's/^(\.It )? ?Fl /-/'
+}
+
+# The OPTS="..." list of the bash completion.
+bash_options() {
+	sed -n '/OPTS="/,/"$/p' "$BASH_COMP" |
+		sed -E 's/.*OPTS="//; s/"$//' | tr -s ' \t' '\n' | sed '/^$/d'
+}
+
+# The option specs of the zsh completion's _arguments call:
+# "'(excl)'{-w+,--wait=}'[...]..." and "'(excl)--url-file=[...]...".
+zsh_options() {
+	sed -n '/^_arguments/,$p' "$ZSH_COMP" | sed 1d |
+		sed -E "s/^[[:space:]]+//; s/^'//; s/^\([^)]*\)//; s/^\*//; s/^'//" |
+		sed -nE 's/^\{([^}]*)\}.*/\1/p; t; s/^(--?[A-Za-z][A-Za-z-]*).*/\1/p' |
+		tr ',' '\n' | sed -E 's/[+=]$//'
+}
+
+# The -s and -l of every "complete -c leaserun" line of the fish completion.
+fish_options() {
+	grep -E '^complete -c leaserun ' "$FISH_COMP" |
+		grep -oE -- ' -[sl] [A-Za-z][A-Za-z-]*' |
+		sed -E 's/^ -s /-/; s/^ -l /--/'
+}
+
+longs() { grep -E '^--' | sort -u; }
+shorts() { grep -E '^-[A-Za-z]$' | sort -u; }
+
+# same_set WHAT NAME LIST: LIST (one per line) is exactly the --help set.
+same_set() {
+	local what=$1 name=$2 list=$3 want
+	if [ "$what" = long ]; then
+		want=$(help_options | longs)
+	else
+		want=$(help_options | shorts)
+	fi
+	run diff -u --label "--help" --label "$name" <(echo "$want") \
+		<(echo "$list")
+	if [ "$status" -ne 0 ]; then
+		echo "the $what options of $name differ from --help:"
+		echo "$output"
+		return 1
+	fi
+}
+
+# --- tests -----------------------------------------------------------------
+
+@test "the man page is clean under mandoc -Tlint" {
+	command -v mandoc >/dev/null || fail "mandoc is not installed (apt-get install mandoc)"
+	run mandoc -Tlint -W warning "$MAN"
+	assert_success
+	assert_output ""
+}
+
+@test "--help lists the options the tests compare" {
+	# Guards the extraction: an empty list would match an empty list.
+	run bash -c "$(declare -f help_options); help_options"
+	assert_success
+	assert_line -- "--nonblock"
+	assert_line -- "-n"
+	assert_line -- "--url-file"
+	assert_line -- "--help"
+	[ "$(help_options | longs | wc -l)" -ge 15 ] ||
+		fail "found only $(help_options | longs | wc -l) long options in --help"
+	[ "$(help_options | shorts | wc -l)" -ge 10 ] ||
+		fail "found only $(help_options | shorts | wc -l) short options in --help"
+}
+
+@test "the man page's OPTIONS list exactly the long options of --help" {
+	same_set long "man/leaserun.1" "$(man_options | longs)"
+}
+
+@test "the man page's OPTIONS list exactly the short options of --help" {
+	same_set short "man/leaserun.1" "$(man_options | shorts)"
+}
+
+@test "the bash completion offers exactly the long options of --help" {
+	same_set long "completions/leaserun" "$(bash_options | longs)"
+}
+
+@test "the bash completion offers exactly the short options of --help" {
+	same_set short "completions/leaserun" "$(bash_options | shorts)"
+}
+
+@test "the zsh completion offers exactly the long options of --help" {
+	same_set long "completions/_leaserun" "$(zsh_options | longs)"
+}
+
+@test "the zsh completion offers exactly the short options of --help" {
+	same_set short "completions/_leaserun" "$(zsh_options | shorts)"
+}
+
+@test "the fish completion offers exactly the long options of --help" {
+	same_set long "completions/leaserun.fish" "$(fish_options | longs)"
+}
+
+@test "the fish completion offers exactly the short options of --help" {
+	same_set short "completions/leaserun.fish" "$(fish_options | shorts)"
+}
+
+@test "the completion files are valid shell" {
+	run bash -n "$BASH_COMP"
+	assert_success
+	if command -v zsh >/dev/null; then
+		run zsh -n "$ZSH_COMP"
+		assert_success
+	fi
+	if command -v fish >/dev/null; then
+		run fish -n "$FISH_COMP"
+		assert_success
+	fi
+}
+
+@test "every LEASERUN_ variable named in --help is in the man page's ENVIRONMENT" {
+	local vars env v missing=
+	vars=$("$LEASERUN" --help | grep -oE 'LEASERUN_[A-Z_]+' | sort -u)
+	[ -n "$vars" ] || fail "--help names no LEASERUN_ variable"
+	env=$(awk '/^\.Sh /{ in_env = ($0 == ".Sh ENVIRONMENT") } in_env' "$MAN" |
+		sed -nE 's/^\.It Ev (LEASERUN_[A-Z_]+).*/\1/p')
+	for v in $vars; do
+		grep -qx "$v" <<<"$env" || missing="$missing $v"
+	done
+	[ -z "$missing" ] || fail "not in the man page's ENVIRONMENT:$missing"
+}
+
+# The first two fenced code blocks of the README, one line each.
+quick_start() {
+	awk '/^```/ { if (inb) { inb = 0; n++; if (n == 2) exit } else inb = 1; next }
+	     inb { print n + 0 "\t" $0 }' "$LR_SRCDIR/README"
+}
+
+@test "the README's quick start is two one-line commands under its heading" {
+	run awk '/^```/ { print NR ": " $0; n++; if (n == 4) exit }
+		/^## Quick start/ { print NR ": heading" }' "$LR_SRCDIR/README"
+	assert_line --index 0 --regexp '^[0-9]+: heading$'
+	assert_line --index 1 --regexp '^[0-9]+: ```sh$'
+	assert_line --index 3 --regexp '^[0-9]+: ```sh$'
+	run quick_start
+	assert_success
+	assert_equal "${#lines[@]}" 2
+	assert_line --index 0 --regexp $'^0\t.*'
+	assert_line --index 1 --regexp $'^1\t.*make -j2 check$'
+}
+
+@test "the README's quick-start commands exist" {
+	local line step word n=0
+	while IFS=$'\t' read -r _ line; do
+		# Each step of "a && b && c": its command word must exist.
+		while read -r step; do
+			word=${step%% *}
+			case $word in
+			./leaserun) ;; # run for real below
+			./configure) [ -f "$LR_SRCDIR/configure.ac" ] ||
+				fail "quick start runs ./configure, but there is no configure.ac" ;;
+			*/*) [ -x "$LR_SRCDIR/$word" ] ||
+				fail "quick start runs $word, which is not an executable file in the source tree" ;;
+			*) command -v "$word" >/dev/null ||
+				fail "quick start runs $word, which is not installed" ;;
+			esac
+			n=$((n + 1))
+		done <<<"${line// && /$'\n'}"
+	done < <(quick_start)
+	[ "$n" -ge 5 ] || fail "found only $n steps in the quick start"
+}
+
+@test "the README's first quick-start command runs a job under a lease" {
+	local line cmd
+	line=$(quick_start | sed -n '1s/^[^\t]*\t//p')
+	cmd=${line##*&& }
+	[[ $cmd == ./leaserun\ * ]] || fail "the first quick-start command does not end by running ./leaserun: $cmd"
+	mkdir "$BATS_TEST_TMPDIR/locks"
+	export LEASERUN_URL="file://$BATS_TEST_TMPDIR/locks"
+	run bash -c "${cmd/#.\/leaserun/\"\$LEASERUN\"}"
+	assert_success
+	assert_line "running with fence 1"
+	assert_line --partial "acquired, fence 1"
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bats
+# Every row of the exit table (design.md, "Exit status").
+
+load helpers
+
+setup() {
+	lockdir_setup
+}
+
+@test "the command's exit status is leaserun's" {
+	run lr job true
+	assert_success
+	run lr job sh -c 'exit 3'
+	assert_equal "$status" 3
+	run lr job -c 'exit 200'
+	assert_equal "$status" 200
+}
+
+@test "a command killed by a signal is re-raised: the caller sees the same death" {
+	run bash -c '"$LEASERUN" job sh -c "kill -USR1 \$\$"; echo "status=$?"'
+	assert_output --partial "status=$((128 + 10))"
+	# Re-raised means leaserun itself died of the signal, not exit(138).
+	run bash -c '"$LEASERUN" job sh -c "kill -TERM \$\$" & wait $!; echo "status=$?"'
+	assert_output --partial "status=143"
+}
+
+@test "a re-raised fatal signal does not dump core" {
+	cd "$BATS_TEST_TMPDIR"
+	# The command itself may not dump (ulimit -c 0 in it); leaserun may.
+	run bash -c 'ulimit -c unlimited; "$LEASERUN" job sh -c "ulimit -c 0; kill -QUIT \$\$"; echo "status=$?"'
+	assert_output --partial "status=131"
+	refute_output --partial "core dumped"
+	run bash -c 'ls core* 2>/dev/null | wc -l'
+	assert_output 0
+}
+
+@test "a busy lease with -n exits 1" {
+	"$LEASERUN" job sleep 5 &
+	holder=$!
+	wait_until 3 exists "$LOCKDIR/job.lock"
+	wait_until 3 lr --status job
+	run lr -n job true
+	assert_equal "$status" 1
+	kill "$holder"; wait "$holder" || true
+}
+
+@test "-E sets the exit status of a conflict" {
+	"$LEASERUN" job sleep 5 &
+	holder=$!
+	wait_until 3 lr --status job
+	run lr -n -E 75 job true
+	assert_equal "$status" 75
+	run lr -w 200ms -E 0 job false
+	assert_equal "$status" 0
+	kill "$holder"; wait "$holder" || true
+}
+
+@test "-w gives up with exit 1 when the wait runs out" {
+	"$LEASERUN" job sleep 5 &
+	holder=$!
+	wait_until 3 lr --status job
+	start=$(date +%s%N)
+	run lr -w 300ms job true
+	end=$(date +%s%N)
+	assert_equal "$status" 1
+	# It waited, and it did not wait for the holder.
+	(( (end - start) >= 300000000 ))
+	(( (end - start) < 4000000000 ))
+	kill "$holder"; wait "$holder" || true
+}
+
+@test "a lease lost while the command runs gives 124" {
+	echo "renew=lost" > "$LOCKDIR/job.fault"
+	run lr -U "fault://$LOCKDIR" -t 1s job sleep 10
+	assert_equal "$status" 124
+}
+
+@test "leaserun's own failure gives 125" {
+	run lr -U "file://$LOCKDIR/missing" job true
+	assert_equal "$status" 125
+	assert_output --partial "cannot use lock directory $LOCKDIR/missing"
+}
+
+@test "a command that cannot be executed gives 126" {
+	printf 'echo hi\n' > "$BATS_TEST_TMPDIR/noexec"
+	chmod 644 "$BATS_TEST_TMPDIR/noexec"
+	run lr job "$BATS_TEST_TMPDIR/noexec"
+	assert_equal "$status" 126
+	assert_output --partial "cannot run"
+}
+
+@test "a command that is not found gives 127" {
+	run -127 lr job no-such-command-here
+	assert_equal "$status" 127
+	assert_output --partial "cannot run 'no-such-command-here': No such file or directory"
+}
+
+@test "a command that cannot run still releases the lease" {
+	run -127 lr job no-such-command-here
+	assert_equal "$status" 127
+	run lr -n job true
+	assert_success
+}

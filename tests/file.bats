@@ -1,0 +1,166 @@
+#!/usr/bin/env bats
+# The built-in file store.
+
+load helpers
+
+setup() {
+	lockdir_setup
+	T=$BATS_TEST_TMPDIR
+}
+
+@test "the lock file is NAME.lock in the directory of the URL" {
+	run lr job true
+	assert_success
+	[ -f "$LOCKDIR/job.lock" ]
+}
+
+@test "fences strictly increase across runs" {
+	a=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	b=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	c=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	(( a < b && b < c ))
+}
+
+@test "fences are per name" {
+	a=$(lr one sh -c 'echo $LEASERUN_FENCE')
+	b=$(lr two sh -c 'echo $LEASERUN_FENCE')
+	assert_equal "$a" 1
+	assert_equal "$b" 1
+}
+
+@test "--status shows the holder's host, pid, start and fence, and exits 0" {
+	"$LEASERUN" job sh -c 'echo $LEASERUN_FENCE > '"$T"'/fence; exec sleep 10' &
+	pid=$!
+	wait_until 5 exists "$T/fence"
+	run lr --status job
+	assert_success
+	assert_line "state:   held"
+	assert_line "holder:  $(hostname) pid $pid"
+	assert_line --regexp '^since: +[0-9]{4}-'
+	assert_line "fence:   $(cat "$T/fence")"
+	kill "$pid"; wait "$pid" || true
+}
+
+@test "--status of a free lease exits 1 and shows the last fence" {
+	lr job true
+	run lr --status job
+	assert_equal "$status" 1
+	assert_line "state:   free"
+	assert_line "fence:   1 (last granted)"
+	run lr --status never-used
+	assert_equal "$status" 1
+	assert_line "state:   free"
+}
+
+@test "--status does not get in the way of a taker" {
+	"$LEASERUN" job sleep 2 &
+	pid=$!
+	wait_until 5 lr --status job
+	for i in 1 2 3 4 5; do lr --status job >/dev/null & done
+	wait "$pid"
+	run lr -n job true
+	assert_success
+}
+
+@test "-w takes the lease as soon as the holder lets go" {
+	"$LEASERUN" job sh -c 'echo go > '"$T"'/held; sleep 0.5' &
+	holder=$!
+	wait_until 5 exists "$T/held"
+	run lr -w 10s job sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	assert_output 2
+	wait "$holder"
+}
+
+@test "the lock file deleted under a running job is loss: 124 at once" {
+	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	rm "$LOCKDIR/job.lock"
+	wait_until 3 dead "$(cat "$T/pid")"
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+}
+
+@test "the lock file replaced under a running job is loss: 124 at once" {
+	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	echo "fence=0" > "$T/other"
+	mv "$T/other" "$LOCKDIR/job.lock"
+	wait_until 3 dead "$(cat "$T/pid")"
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+}
+
+@test "--break stops the holder (124) and keeps the fence counter" {
+	"$LEASERUN" job sh -c 'echo $LEASERUN_FENCE > '"$T"'/fence; echo $$ > '"$T"'/pid; exec sleep 30' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	run lr --break job
+	assert_success
+	wait_until 3 dead "$(cat "$T/pid")"
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+	next=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	(( next > $(cat "$T/fence") ))
+}
+
+@test "--break of a free lease does nothing and succeeds" {
+	run lr --break never-used
+	assert_success
+	[ ! -e "$LOCKDIR/never-used.lock" ]
+}
+
+@test "a lock file that is a symlink is refused" {
+	ln -s /etc/passwd "$LOCKDIR/job.lock"
+	run lr job true
+	assert_equal "$status" 125
+	assert_output --partial "cannot open $LOCKDIR/job.lock"
+}
+
+@test "a name of 200 bytes fits the lock directory" {
+	name=$(printf 'n%.0s' {1..200})
+	run lr "$name" true
+	assert_success
+	[ -e "$LOCKDIR/$name.lock" ]
+}
+
+@test "a file URL naming a host is refused" {
+	run lr -U file://elsewhere/tmp job true
+	assert_equal "$status" 125
+	assert_output --partial "not a host"
+}
+
+@test "the default directory is private to its user" {
+	if [ "$(id -u)" = 0 ]; then
+		user=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env)
+		uid=$(id -u nobody)
+	else
+		user=()
+		uid=$(id -u)
+	fi
+	dir=/tmp/leaserun-$uid
+	if [ -e "$dir" ]; then
+		skip "$dir exists already on this machine"
+	fi
+	mkdir -m 1777 "$dir"
+	[ "$(id -u)" = 0 ] && chown "$uid" "$dir"
+	run env -u LEASERUN_URL -u XDG_RUNTIME_DIR "${user[@]}" "$LEASERUN" job true
+	rmdir "$dir"
+	assert_equal "$status" 125
+	assert_output --partial "refusing lock directory $dir"
+}
+
+@test "the default directory is created with the lock on first use" {
+	if [ "$(id -u)" != 0 ]; then
+		run env -u LEASERUN_URL XDG_RUNTIME_DIR="$T" "$LEASERUN" job true
+		assert_success
+		[ -e "$T/leaserun/job.lock" ]
+	else
+		run env -u LEASERUN_URL "$LEASERUN" "lr-test-$$" true
+		assert_success
+		[ -e "/run/lock/leaserun/lr-test-$$.lock" ]
+		rm -f "/run/lock/leaserun/lr-test-$$.lock"
+	fi
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# The supervisor's renew, at-risk and loss paths, driven by the fault
+# store (the file store with a renew that fails, stalls or says "lost").
+
+load helpers
+
+setup() {
+	lockdir_setup
+	T=$BATS_TEST_TMPDIR
+	export LEASERUN_URL="fault://$LOCKDIR"
+}
+
+@test "renewals that keep failing stop the command with --signal before the deadline: 124" {
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	run lr -t 1s -k 400ms job sh -c 'trap "echo got-term; exit 0" TERM; sleep 10 & wait'
+	assert_equal "$status" 124
+	assert_output --partial "got-term"
+	assert_output --partial "renew failed (injected renew failure)"
+	assert_output --partial "the command was stopped because the lease was lost"
+}
+
+@test "a command that ignores the stop signal is killed before the deadline" {
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	start=$(date +%s%N)
+	run lr -t 1s job sh -c 'trap "" TERM; sleep 10'
+	end=$(date +%s%N)
+	assert_equal "$status" 124
+	# SIGKILL went out at the deadline minus 100ms; the whole run ends
+	# long before the command's own 10s.
+	(( (end - start) < 5000000000 ))
+}
+
+@test "--signal chooses the stop signal" {
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	run lr -t 1s --signal INT job sh -c 'trap "echo got-int; exit 0" INT; trap "echo got-term; exit 0" TERM; sleep 10 & wait'
+	assert_equal "$status" 124
+	assert_output --partial "got-int"
+	refute_output --partial "got-term"
+}
+
+@test "a renew that stalls cannot delay the stop" {
+	echo "renew=stall" > "$LOCKDIR/job.fault"
+	start=$(date +%s%N)
+	run lr -t 1s job sh -c 'trap "" TERM; sleep 10'
+	end=$(date +%s%N)
+	assert_equal "$status" 124
+	(( (end - start) < 5000000000 ))
+}
+
+@test "certain loss kills the command's whole group at once" {
+	"$LEASERUN" -t 3s job sh -c 'sleep 30 & echo $! > '"$T"'/grand; echo $$ > '"$T"'/pid; wait' &
+	pid=$!
+	wait_until 5 exists "$T/grand"
+	echo "renew=lost" > "$LOCKDIR/job.fault"
+	# The next renew is at most TTL/3 = 1s away; SIGKILL follows it.
+	wait_until 3 dead "$(cat "$T/pid")"
+	wait_until 1 dead "$(cat "$T/grand")"
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+}
+
+@test "renewals that fail and then recover keep the command running" {
+	printf 'renew=fail\n' > "$LOCKDIR/job.fault"
+	"$LEASERUN" -v -t 3s job sh -c 'sleep 1.5; echo done > '"$T"'/done' 2> "$T/log" &
+	pid=$!
+	wait_until 3 grep -q 'renew failed' "$T/log"
+	rm "$LOCKDIR/job.fault"
+	wait_rc "$pid"
+	assert_equal "$rc" 0
+	[ -e "$T/done" ]
+	grep -q 'renewed again' "$T/log"
+}
+
+@test "leftover members of the command's group are stopped before the release" {
+	"$LEASERUN" -U "file://$LOCKDIR" job sh -c 'sleep 30 & echo $! > '"$T"'/left; exit 0' &
+	pid=$!
+	wait_rc "$pid"
+	assert_equal "$rc" 0
+	dead "$(cat "$T/left")"
+	run lr -U "file://$LOCKDIR" -n job true
+	assert_success
+}
+
+@test "leaserun and its command stopped past the TTL: the command is killed on resume" {
+	"$LEASERUN" -t 1s job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	child=$(cat "$T/pid")
+	kill -STOP "$pid" "$child"
+	sleep 1.5
+	kill -CONT "$pid"
+	wait_until 3 dead "$child"
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+}
+
+@test "a successful acquire whose release fails still exits with the command's status" {
+	echo "release=fail" > "$LOCKDIR/job.fault"
+	run lr job sh -c 'exit 7'
+	assert_equal "$status" 7
+	assert_output --partial "could not release: injected release failure"
+}
+
+@test "an acquire that fails is leaserun's failure: 125 and no command" {
+	echo "acquire=fail" > "$LOCKDIR/job.fault"
+	run lr job sh -c 'echo ran'
+	assert_equal "$status" 125
+	refute_output --partial "ran"
+	assert_output --partial "injected acquire failure"
+}
+
+@test "a signal while waiting ends leaserun by that signal and leaves nothing" {
+	"$LEASERUN" job sleep 5 &
+	holder=$!
+	wait_until 5 lr --status job
+	"$LEASERUN" job true &
+	waiter=$!
+	sleep 0.3
+	kill -TERM "$waiter"
+	wait_rc "$waiter"
+	assert_equal "$rc" 143
+	kill "$holder"; wait "$holder" || true
+	run lr -n job true
+	assert_success
+}
