@@ -600,7 +600,8 @@ int main(int argc, char **argv)
 		o.url = "file://";
 	if (lr_url_parse(o.url, &r.u, why, sizeof(why)) < 0)
 		usage_error("invalid store URL: %s", why);
-	if (r.u->password && o.url != url_buf && o.url != getenv("LEASERUN_URL"))
+	if ((r.u->password || lr_url_param(r.u, "password")) &&
+	    o.url != url_buf && o.url != getenv("LEASERUN_URL"))
 		lr_log(LR_LOG_WARN, "guard",
 		       "a password on the command line is visible in ps; use "
 		       "LEASERUN_URL or --url-file");

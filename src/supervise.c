@@ -557,7 +557,8 @@ wait:
 			next = s.t_acquire;
 		/* A leftover group member may have no parent of ours to tell
 		 * us it went: look again now and then. */
-		if (s.state == DRAINING && now + 100 < next)
+		if ((s.state == DRAINING || s.state == LOST) && s.reaped &&
+		    now + 100 < next)
 			next = now + 100;
 		arm(tfd, next);
 
@@ -585,7 +586,8 @@ wait:
 			if (read(tfd, &n, sizeof(n)) < 0) {
 				/* spurious or cancelled: deadlines rechecked */
 			}
-			if (s.state == DRAINING && s.reaped)
+			if ((s.state == DRAINING || s.state == LOST) &&
+			    s.reaped)
 				after_exit(&s, now);
 		}
 		if (pfd[0].revents & POLLIN) {

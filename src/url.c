@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "url.h"
 
@@ -86,6 +87,69 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 	if (!np[u->nparams - 1].key || !np[u->nparams - 1].value)
 		return -1;
 	return 0;
+}
+
+/* Query keys whose values are secrets (libpq's among them). */
+static int secret_key(const char *k, size_t n)
+{
+	static const char *const keys[] = { "password", "sslpassword",
+					    "pass", "token", "secret", NULL };
+	const char *const *p;
+
+	for (p = keys; *p; p++)
+		if (strlen(*p) == n && strncasecmp(k, *p, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* The URL s without the password of its user information (at is the
+ * '@' ending it, or NULL) and without secret query parameters. */
+static char *redact(const char *s, const char *at)
+{
+	size_t n = strlen(s) + 1;
+	char *r = malloc(n), *w = r;
+	const char *ui = strstr(s, "://") + 3, *pw, *p, *q;
+	int first = 1;
+
+	if (!r)
+		return NULL;
+	pw = at ? memchr(ui, ':', (size_t)(at - ui)) : NULL;
+	if (pw) {
+		/* user:pass@ -> user@, :pass@ -> nothing */
+		if (pw == ui) {
+			memcpy(w, s, (size_t)(ui - s));
+			w += ui - s;
+		} else {
+			memcpy(w, s, (size_t)(pw - s));
+			w += pw - s;
+			*w++ = '@';
+		}
+		p = at + 1;
+	} else {
+		p = s;
+	}
+	q = strchr(p, '?');
+	if (!q) {
+		strcpy(w, p);
+		return r;
+	}
+	memcpy(w, p, (size_t)(q - p));
+	w += q - p;
+	for (p = q + 1; *p;) {
+		size_t len = strcspn(p, "&"), klen = strcspn(p, "=&");
+
+		if (len && !secret_key(p, klen)) {
+			*w++ = first ? '?' : '&';
+			first = 0;
+			memcpy(w, p, len);
+			w += len;
+		}
+		p += len;
+		if (*p == '&')
+			p++;
+	}
+	*w = '\0';
+	return r;
 }
 
 int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
@@ -188,27 +252,9 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 		}
 	}
 
-	/* The redacted form: everything but the password. */
-	{
-		size_t n = strlen(s) + 1;
-		char *r = malloc(n);
-		const char *ui, *pw;
-
-		if (!r)
-			goto oom;
-		if (u->password) {
-			ui = strstr(s, "://") + 3;
-			pw = memchr(ui, ':', (size_t)(at - ui));
-			if (pw == ui) /* no user left: drop the '@' too */
-				snprintf(r, n, "%.*s%s", (int)(ui - s), s,
-					 at + 1);
-			else
-				snprintf(r, n, "%.*s%s", (int)(pw - s), s, at);
-		} else {
-			memcpy(r, s, n);
-		}
-		u->redacted = r;
-	}
+	u->redacted = redact(s, at);
+	if (!u->redacted)
+		goto oom;
 	return 0;
 oom:
 	snprintf(why, len, "out of memory");

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "supervise.h"
 #include "url.h"
@@ -120,6 +122,18 @@ static void test_urls(void)
 	CHECK(strcmp(u->redacted, "REDIS://h") == 0);
 	lr_url_free(u);
 
+	CHECK(lr_url_parse("postgresql://lr@h/db?sslmode=disable&password=s3&"
+			   "application_name=x&sslpassword=k",
+			   &u, why, sizeof(why)) == 0);
+	CHECK(strcmp(u->redacted, "postgresql://lr@h/db?sslmode=disable&"
+				  "application_name=x") == 0);
+	CHECK(strcmp(lr_url_param(u, "password"), "s3") == 0);
+	lr_url_free(u);
+
+	CHECK(lr_url_parse("redis://h?password=x", &u, why, sizeof(why)) == 0);
+	CHECK(strcmp(u->redacted, "redis://h") == 0);
+	lr_url_free(u);
+
 	CHECK(lr_url_parse("file:///var/lock/x", &u, why, sizeof(why)) == 0);
 	CHECK(strcmp(u->hosts, "") == 0);
 	CHECK(strcmp(u->path, "/var/lock/x") == 0);
@@ -177,6 +191,178 @@ static void test_timing(void)
 	CHECK(lr_timing_check(10000, 3333, 6400) == NULL);
 }
 
+/*
+ * The state machine, driven through lr_supervise() by a scripted store
+ * (in-process: this tests the loop, not a store) and a real child.
+ */
+struct script {
+	enum lr_status acquire[8]; /* one per attempt; the last repeats */
+	enum lr_status renew[8];
+	int na, nr;                /* script lengths; 0 means 1 */
+	int iacq, iren;          /* positions in the scripts */
+	int nacq, nren, releases; /* calls */
+};
+static struct script *sc;
+
+static enum lr_status next(const enum lr_status *v, int n, int *i)
+{
+	enum lr_status rc = v[*i];
+
+	if (*i + 1 < n)
+		(*i)++;
+	return rc;
+}
+
+static enum lr_status s_acquire(struct lr_store *st, int64_t d,
+				struct lr_grant *g, struct lr_err *err)
+{
+	g->fence = 7;
+	g->ttl_ms = 0;
+	sc->nacq++;
+	return next(sc->acquire, sc->na, &sc->iacq);
+}
+
+static enum lr_status s_renew(struct lr_store *st, int64_t d,
+			      struct lr_err *err)
+{
+	sc->nren++;
+	return next(sc->renew, sc->nr, &sc->iren);
+}
+
+static enum lr_status s_release(struct lr_store *st, int64_t d,
+				struct lr_err *err)
+{
+	sc->releases++;
+	return LR_OK;
+}
+
+static const struct lr_store_ops scripted = {
+	.abi = LR_STORE_ABI,
+	.name = "scripted",
+	.acquire = s_acquire,
+	.renew = s_renew,
+	.release = s_release,
+};
+
+static const char *child_cmd;
+
+static pid_t s_spawn(void *ctx, const struct lr_grant *g, int *code)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		sigset_t none;
+
+		setpgid(0, 0);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execl("/bin/sh", "sh", "-c", child_cmd, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	return pid;
+}
+
+static void run_script(struct script *s, const char *cmd, int64_t wait_ms,
+		       struct lr_sup_result *res)
+{
+	struct lr_sup_cfg cfg;
+	sigset_t set;
+
+	sc = s;
+	child_cmd = cmd;
+	fprintf(stderr, "# scripted store, command '%s'\n", cmd);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.ops = &scripted;
+	cfg.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	cfg.ttl_ms = 600;
+	cfg.renew_ms = 150;
+	cfg.grace_ms = 200;
+	cfg.wait_ms = wait_ms;
+	cfg.stop_signal = SIGTERM;
+	cfg.spawn = s_spawn;
+	lr_supervise(&cfg, res);
+	close(cfg.sigfd);
+}
+
+static void test_state_machine(void)
+{
+	struct lr_sup_result res;
+	struct script s;
+
+	/* Held throughout: the child's status, released once. */
+	memset(&s, 0, sizeof(s));
+	run_script(&s, "sleep 0.4; exit 3", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD);
+	CHECK(WIFEXITED(res.wstatus) && WEXITSTATUS(res.wstatus) == 3);
+	CHECK(res.fence == 7);
+	CHECK(s.nren >= 1 && s.releases == 1);
+
+	/* Busy with -n: a conflict, no child, no release. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_BUSY;
+	run_script(&s, "exit 0", 0, &res);
+	CHECK(res.outcome == LR_OUT_CONFLICT);
+	CHECK(s.releases == 0);
+
+	/* Busy, then free: waited, then ran. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_BUSY;
+	s.acquire[1] = LR_BUSY;
+	s.acquire[2] = LR_OK;
+	s.na = 3;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && res.wstatus == 0);
+	CHECK(s.nacq == 3);
+
+	/* Busy past -w: a conflict. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_BUSY;
+	run_script(&s, "exit 0", 200, &res);
+	CHECK(res.outcome == LR_OUT_CONFLICT);
+
+	/* An acquire error is leaserun's failure. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_ERROR;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_FAILED);
+
+	/* Renew says "not ours": SIGKILL at once, lost, no release. */
+	memset(&s, 0, sizeof(s));
+	s.renew[0] = LR_LOST;
+	run_script(&s, "trap '' TERM; sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST);
+	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGKILL);
+	CHECK(s.releases == 0);
+
+	/* Renewals keep failing: the stop signal first, then lost. */
+	memset(&s, 0, sizeof(s));
+	s.renew[0] = LR_ERROR;
+	run_script(&s, "sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST);
+	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGTERM);
+
+	/* ... and a child that ignores it gets SIGKILL before D. */
+	memset(&s, 0, sizeof(s));
+	s.renew[0] = LR_TIMEOUT;
+	run_script(&s, "trap '' TERM; sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST);
+	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGKILL);
+
+	/* Failures that recover before D change nothing. */
+	memset(&s, 0, sizeof(s));
+	s.renew[0] = LR_ERROR;
+	s.renew[1] = LR_OK;
+	s.nr = 2;
+	run_script(&s, "sleep 0.5; exit 4", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 4);
+	CHECK(s.releases == 1);
+}
+
 int main(void)
 {
 	test_durations();
@@ -185,6 +371,7 @@ int main(void)
 	test_urls();
 	test_exit_codes();
 	test_timing();
+	test_state_machine();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

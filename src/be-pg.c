@@ -1,0 +1,1065 @@
+/*
+ * be-pg.c - the PostgreSQL store: a session advisory lock (libpq).
+ *
+ * The lease is a session-level advisory lock on a 64-bit key derived from
+ * the name, so a SQL user can take the same lock:
+ *
+ *   key = ('x' || substr(md5('leaserun:' || NAME), 1, 16))::bit(64)::bigint
+ *
+ * (the first 8 bytes of md5("leaserun:NAME"), big-endian, as a signed
+ * bigint).  The server computes it with exactly that expression in open().
+ *
+ * Lock life:  open() connects (non-blocking, bounded by the deadline) and
+ * sets the session up: idle/statement/lock timeouts off, server-side TCP
+ * keepalives and tcp_user_timeout of about the TTL, so a partitioned
+ * holder's lock is freed by the server about one TTL after it last heard
+ * from us, never earlier.  acquire() is one pg_try_advisory_lock(); when it
+ * is busy, wait_fd() starts "pg_advisory_lock(key)" asynchronously on the
+ * same connection and hands the loop the socket; when that returns, the
+ * lock is ours, process() says LR_OK and the next acquire() returns the
+ * grant at once.  (The wait starts in wait_fd(), not in acquire(), so a
+ * "-n" run never joins the lock queue.)
+ *
+ * Fence: pg_current_xact_id() (txid_current() before PostgreSQL 13),
+ * taken in the same statement that obtained the lock: transaction ids are
+ * handed out in increasing order, so a later holder gets a larger one.
+ *
+ * Heartbeat: renew() checks pg_locks for a granted advisory lock on the
+ * key held by pg_backend_pid(), and that the backend pid has not changed
+ * (a transaction pooler would change it).  While holding, the socket is in
+ * the loop: when the server ends our session (pg_terminate_backend,
+ * shutdown, crash) it sends a FATAL message and/or closes the socket; the
+ * session lock is then certainly gone, and process() says LR_LOST.  A
+ * local network error (timeout) is only suspicion: the server still holds
+ * the lock until its own keepalive gives up, so that is LR_ERROR.
+ *
+ * Guards: a pooler in front (the pid in BackendKeyData differs from
+ * pg_backend_pid()) is probed with a second connection; if that lands on
+ * our server session the pool is in transaction (or statement) mode and
+ * open() refuses.  A hot standby is refused (its locks are its own).
+ *
+ * No call blocks past its deadline, except the host name lookup inside
+ * PQconnectStartParams() (libpq resolves names synchronously).  A query
+ * that runs out of time is not cancelled, since PQcancel() in libpq 15
+ * blocks with no deadline of its own: it stays in flight and the next call
+ * drains its answer first.  close() does not cancel a queued wait either:
+ * ending the session is enough, and the server drops the queued backend
+ * within client_connection_check_interval (set to 250 ms).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <libpq-fe.h>
+
+#include "backend.h"
+
+/* The documented key expression; %s is the quoted name. */
+#define KEY_SQL \
+	"('x' || substr(md5('leaserun:' || %s), 1, 16))::bit(64)::bigint"
+
+/* What the query in flight is, so a late answer is understood. */
+enum q_kind {
+	Q_NONE = 0,
+	Q_TRY,   /* pg_try_advisory_lock + fence */
+	Q_WAIT,  /* pg_advisory_lock + fence (asynchronous) */
+	Q_OTHER, /* anything whose late answer can be dropped */
+};
+
+struct lr_store {
+	const struct lr_store_req *req;
+	PGconn *conn;
+	int pid;           /* pg_backend_pid() of our session */
+	int version;       /* server_version_num */
+	int64_t key;
+	char keystr[24];   /* the key as a SQL literal */
+	char locks_where[256]; /* pg_locks condition for our key */
+	enum q_kind inflight;
+	PGresult *res;     /* the answer so far to the query in flight */
+	int held;          /* we hold the lock (as far as we know) */
+	int handed;        /* the wait got the lock; acquire() returns it */
+	int want_wait;     /* acquire() said BUSY: wait_fd() starts the wait */
+	uint64_t fence;
+	int gone;          /* the server ended our session: certain */
+	char gone_why[160];
+	char where[160];   /* "host:port", for messages (no password) */
+	char appname[64];
+};
+
+static const char *const pg_schemes[] = { "postgres", "postgresql", NULL };
+static const char *const pg_secret_env[] = { "PGPASSWORD", NULL };
+
+/* ---- small helpers ----------------------------------------------------- */
+
+/* Copies a libpq message as one line: newlines become "; ", runs of
+ * spaces one space, no trailing punctuation. */
+static void oneline(char *dst, size_t len, const char *src)
+{
+	size_t n = 0;
+	int space = 0;
+
+	if (!src)
+		src = "";
+	for (; *src && n + 3 < len; src++) {
+		char c = *src;
+
+		if (c == '\n' || c == '\r') {
+			while (n && dst[n - 1] == ' ')
+				n--;
+			if (n && src[1] && src[1] != '\n') {
+				dst[n++] = ';';
+				dst[n++] = ' ';
+			}
+			space = 1;
+			continue;
+		}
+		if (c == ' ' || c == '\t') {
+			if (space || n == 0)
+				continue;
+			space = 1;
+		} else {
+			space = 0;
+		}
+		dst[n++] = c;
+	}
+	while (n && (dst[n - 1] == ' ' || dst[n - 1] == ';'))
+		n--;
+	dst[n] = '\0';
+}
+
+static const char *conn_msg(const struct lr_store *st, char *buf, size_t len)
+{
+	oneline(buf, len, st->conn ? PQerrorMessage(st->conn) : "");
+	if (!buf[0])
+		snprintf(buf, len, "connection lost");
+	return buf;
+}
+
+static void mark_gone(struct lr_store *st, const char *why)
+{
+	if (st->gone)
+		return;
+	st->gone = 1;
+	oneline(st->gone_why, sizeof(st->gone_why), why);
+}
+
+/* libpq hands us every notice and every error that arrives while no query
+ * runs (such as "terminating connection due to administrator command").
+ * A store never prints: keep only what tells us the session is over. */
+static void notice_rx(void *arg, const PGresult *r)
+{
+	struct lr_store *st = arg;
+	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+	if (sev && (!strcmp(sev, "FATAL") || !strcmp(sev, "PANIC")))
+		mark_gone(st, PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+}
+
+static void note_result(struct lr_store *st, const PGresult *r)
+{
+	if (PQresultStatus(r) == PGRES_FATAL_ERROR)
+		notice_rx(st, r);
+}
+
+/* Waits for events on fd until deadline.  1 ready, 0 timed out, -1 error. */
+static int sock_wait(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = events };
+		int64_t left = deadline - lr_now_ms();
+		int n;
+
+		if (fd < 0)
+			return -1;
+		if (left < 0)
+			left = 0;
+		n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n > 0)
+			return 1;
+		if (n == 0 && lr_now_ms() >= deadline)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* Reads what the server sent.  Before libpq reads (and, on end of file,
+ * closes) the socket, look whether the server closed it: an orderly close
+ * or a reset from the server's host means our backend is gone.  Returns 0,
+ * or -1 when the connection broke. */
+static int consume(struct lr_store *st)
+{
+	int fd = PQsocket(st->conn);
+	char c;
+
+	if (fd >= 0) {
+		ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (n == 0)
+			mark_gone(st, "the server closed the connection");
+		else if (n < 0 && errno == ECONNRESET)
+			mark_gone(st, "the server reset the connection");
+	}
+	if (!PQconsumeInput(st->conn))
+		return -1;
+	/* Parse now: an error that arrives while no query runs reaches
+	 * notice_rx() only when libpq parses its input. */
+	PQisBusy(st->conn);
+	return 0;
+}
+
+/* Collects the answers that are complete without blocking.  Returns 1 when
+ * the query in flight is finished (its answer in st->res), 0 if not yet. */
+static int collect(struct lr_store *st)
+{
+	while (!PQisBusy(st->conn)) {
+		PGresult *r = PQgetResult(st->conn);
+
+		if (!r)
+			return 1;
+		note_result(st, r);
+		/* Keep the first error, else the last answer. */
+		if (st->res && PQresultStatus(st->res) == PGRES_FATAL_ERROR) {
+			PQclear(r);
+		} else {
+			PQclear(st->res);
+			st->res = r;
+		}
+	}
+	return 0;
+}
+
+/* Waits for the whole answer to the query in flight.  LR_OK hands the
+ * answer to the caller in *out (PQclear it; may be NULL); LR_TIMEOUT keeps
+ * the query in flight for a later call; LR_ERROR when the connection
+ * broke (st->gone tells whether the session certainly ended). */
+static enum lr_status q_wait(struct lr_store *st, int64_t deadline,
+			     PGresult **out, struct lr_err *err)
+{
+	char buf[200];
+
+	*out = NULL;
+	for (;;) {
+		int f = PQflush(st->conn), w;
+
+		if (f < 0)
+			goto broken;
+		if (f == 0 && collect(st))
+			break;
+		w = sock_wait(PQsocket(st->conn),
+			      f ? POLLIN | POLLOUT : POLLIN, deadline);
+		if (w == 0) {
+			lr_err_set(err, "PostgreSQL at %s did not answer in "
+					"time", st->where);
+			return LR_TIMEOUT;
+		}
+		if (w < 0 || consume(st) < 0)
+			goto broken;
+	}
+	st->inflight = Q_NONE;
+	*out = st->res;
+	st->res = NULL;
+	return LR_OK;
+broken:
+	st->inflight = Q_NONE;
+	PQclear(st->res);
+	st->res = NULL;
+	if (st->gone)
+		lr_err_set(err, "PostgreSQL at %s ended our session: %s",
+			   st->where, st->gone_why);
+	else
+		lr_err_set(err, "connection to PostgreSQL at %s failed: %s",
+			   st->where, conn_msg(st, buf, sizeof(buf)));
+	return LR_ERROR;
+}
+
+static enum lr_status q_send(struct lr_store *st, const char *sql,
+			     enum q_kind kind, struct lr_err *err)
+{
+	char buf[200];
+
+	if (!PQsendQuery(st->conn, sql)) {
+		lr_err_set(err, "cannot send a query to PostgreSQL at %s: %s",
+			   st->where, conn_msg(st, buf, sizeof(buf)));
+		return LR_ERROR;
+	}
+	st->inflight = kind;
+	return LR_OK;
+}
+
+/* A failed query's message, one line. */
+static void q_fail(struct lr_store *st, const PGresult *r, const char *what,
+		   struct lr_err *err)
+{
+	char buf[200];
+
+	if (!r) {
+		lr_err_set(err, "%s on PostgreSQL at %s: no answer", what,
+			   st->where);
+		return;
+	}
+	oneline(buf, sizeof(buf), PQresultErrorMessage(r));
+	lr_err_set(err, "%s on PostgreSQL at %s failed: %s", what, st->where,
+		   buf[0] ? buf : PQresStatus(PQresultStatus(r)));
+}
+
+static int tuples(const PGresult *r, int ncols)
+{
+	return r && PQresultStatus(r) == PGRES_TUPLES_OK &&
+	       PQnfields(r) >= ncols && PQntuples(r) >= 1;
+}
+
+/* Understands the answer to a lock query (Q_TRY or Q_WAIT), whose first
+ * row is (locked bool, fence text, pid int).  Returns 1 if it gave us the
+ * lock, 0 if not, -1 on a pid change (a pooler). */
+static int absorb_lock(struct lr_store *st, const PGresult *r)
+{
+	const char *l;
+
+	if (!tuples(r, 3))
+		return 0;
+	l = PQgetvalue(r, 0, 0);
+	if (strcmp(l, "t") != 0)
+		return 0;
+	st->held = 1;
+	st->fence = strtoull(PQgetvalue(r, 0, 1), NULL, 10);
+	if (atoi(PQgetvalue(r, 0, 2)) != st->pid)
+		return -1;
+	return 1;
+}
+
+/* Finishes a query still in flight from an earlier call that ran out of
+ * time, so the connection is free for the next one. */
+static enum lr_status q_drain(struct lr_store *st, int64_t deadline,
+			      struct lr_err *err)
+{
+	enum q_kind kind = st->inflight;
+	PGresult *r;
+	enum lr_status s;
+
+	if (kind == Q_NONE)
+		return LR_OK;
+	s = q_wait(st, deadline, &r, err);
+	if (s == LR_OK && (kind == Q_TRY || kind == Q_WAIT))
+		absorb_lock(st, r);
+	PQclear(r);
+	return s;
+}
+
+/* Runs one statement to the end.  *out gets its answer (PQclear it). */
+static enum lr_status q_run(struct lr_store *st, const char *sql,
+			    enum q_kind kind, int64_t deadline,
+			    PGresult **out, struct lr_err *err)
+{
+	enum lr_status s;
+
+	*out = NULL;
+	s = q_drain(st, deadline, err);
+	if (s != LR_OK)
+		return s;
+	s = q_send(st, sql, kind, err);
+	if (s != LR_OK)
+		return s;
+	return q_wait(st, deadline, out, err);
+}
+
+static int conn_ok(const struct lr_store *st)
+{
+	return st->conn && PQstatus(st->conn) == CONNECTION_OK;
+}
+
+/* ---- connecting -------------------------------------------------------- */
+
+static void set_where(struct lr_store *st, PGconn *c)
+{
+	const char *h = c ? PQhost(c) : NULL, *p = c ? PQport(c) : NULL;
+
+	if (h && *h)
+		snprintf(st->where, sizeof(st->where), "%s:%s", h,
+			 p && *p ? p : "5432");
+	else
+		snprintf(st->where, sizeof(st->where), "%s",
+			 "the default server");
+}
+
+/* TCP keepalive settings for both ends, from the TTL: the first probe
+ * after a third of it, and enough probes that idle + interval * count
+ * reaches past it; tcp_user_timeout (ms) is the TTL itself.  With
+ * tcp_user_timeout set, Linux drops the connection no sooner than that
+ * after it last heard from the peer. */
+struct keepalive {
+	long idle, intvl, count;
+	int64_t user_timeout;
+};
+
+static struct keepalive keepalive_for(int64_t ttl_ms)
+{
+	struct keepalive k;
+	long ttl_s;
+
+	if (ttl_ms <= 0)
+		ttl_ms = 10000;
+	ttl_s = (long)((ttl_ms + 999) / 1000);
+	k.idle = ttl_s / 3 > 0 ? ttl_s / 3 : 1;
+	k.intvl = ttl_s / 6 > 0 ? ttl_s / 6 : 1;
+	k.count = (ttl_s - k.idle) / k.intvl + 2;
+	k.user_timeout = ttl_ms;
+	return k;
+}
+
+/* "leaserun:NAME@host:pid", cut to fit application_name (63 bytes): the
+ * name is shortened first, so "@host:pid" always survives. */
+static void make_appname(struct lr_store *st)
+{
+	char tail[48];
+	size_t room;
+
+	snprintf(tail, sizeof(tail), "@%.24s:%ld",
+		 st->req->host ? st->req->host : "?", st->req->pid);
+	room = sizeof(st->appname) - 1 - strlen("leaserun:") - strlen(tail);
+	snprintf(st->appname, sizeof(st->appname), "leaserun:%.*s%s",
+		 (int)room, st->req->name, tail);
+}
+
+/* Starts a connection with our defaults around the user's URL and drives
+ * it to the end within the deadline.  *out gets the PGconn in any case. */
+static enum lr_status connect_one(struct lr_store *st, int64_t deadline,
+				  PGconn **out, struct lr_err *err)
+{
+	char ct[24], idle[24], intvl[24], cnt[24], uto[24];
+	struct keepalive k = keepalive_for(st->req->ttl_ms);
+	int64_t left = deadline - lr_now_ms();
+	/* Ours come before the URL (it may override them), except
+	 * application_name, which --status relies on. */
+	const char *keys[] = { "connect_timeout", "keepalives",
+			       "keepalives_idle", "keepalives_interval",
+			       "keepalives_count", "tcp_user_timeout",
+			       "dbname", "application_name", NULL };
+	const char *vals[9];
+	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+	char buf[LR_ERRLEN];
+	PGconn *c;
+
+	snprintf(ct, sizeof(ct), "%ld",
+		 left > 2000 ? (long)((left + 999) / 1000) : 2L);
+	snprintf(idle, sizeof(idle), "%ld", k.idle);
+	snprintf(intvl, sizeof(intvl), "%ld", k.intvl);
+	snprintf(cnt, sizeof(cnt), "%ld", k.count);
+	snprintf(uto, sizeof(uto), "%" PRId64, k.user_timeout);
+	vals[0] = ct;
+	vals[1] = "1";
+	vals[2] = idle;
+	vals[3] = intvl;
+	vals[4] = cnt;
+	vals[5] = uto;
+	vals[6] = st->req->url;
+	vals[7] = st->appname;
+	vals[8] = NULL;
+
+	*out = c = PQconnectStartParams(keys, vals, 1);
+	if (!c) {
+		lr_err_set(err, "cannot connect to PostgreSQL: out of memory");
+		return LR_ERROR;
+	}
+	PQsetNoticeReceiver(c, notice_rx, st);
+	if (PQstatus(c) == CONNECTION_BAD)
+		ps = PGRES_POLLING_FAILED;
+	while (ps != PGRES_POLLING_OK) {
+		int w;
+
+		if (ps == PGRES_POLLING_FAILED) {
+			set_where(st, c);
+			oneline(buf, sizeof(buf), PQerrorMessage(c));
+			lr_err_set(err, "%s",
+				   buf[0] ? buf : "unknown error");
+			return LR_ERROR;
+		}
+		w = sock_wait(PQsocket(c),
+			      ps == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+			      deadline);
+		if (w <= 0) {
+			set_where(st, c);
+			lr_err_set(err,
+				   "cannot connect to PostgreSQL at %s: %s",
+				   st->where,
+				   w == 0 ? "timed out" : strerror(errno));
+			return w == 0 ? LR_TIMEOUT : LR_ERROR;
+		}
+		ps = PQconnectPoll(c);
+	}
+	set_where(st, c);
+	if (PQsocket(c) >= 0) /* libpq does it too; be sure */
+		fcntl(PQsocket(c), F_SETFD, FD_CLOEXEC);
+	if (PQsetnonblocking(c, 1) != 0) {
+		oneline(buf, sizeof(buf), PQerrorMessage(c));
+		lr_err_set(err, "PostgreSQL at %s: %s", st->where, buf);
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+/* A second connection: if it is given our own server session, a pooler
+ * hands sessions around between transactions. */
+static enum lr_status probe_pooler(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	struct lr_store probe = { .req = st->req };
+	enum lr_status s;
+	PGresult *r = NULL;
+	int other;
+
+	memcpy(probe.appname, st->appname, sizeof(probe.appname));
+	s = connect_one(&probe, deadline, &probe.conn, err);
+	if (s == LR_OK)
+		s = q_run(&probe, "SELECT pg_backend_pid()", Q_OTHER, deadline,
+			  &r, err);
+	if (s != LR_OK)
+		goto out;
+	if (!tuples(r, 1)) {
+		q_fail(st, r, "the pooler check", err);
+		s = LR_ERROR;
+		goto out;
+	}
+	other = atoi(PQgetvalue(r, 0, 0));
+	if (other == st->pid) {
+		lr_err_set(err,
+			   "PostgreSQL at %s is behind a transaction pooler "
+			   "(a second connection got our server session, "
+			   "backend %d): a session advisory lock would not "
+			   "stay ours; connect to PostgreSQL directly or use "
+			   "a session-mode pool",
+			   st->where, st->pid);
+		s = LR_ERROR;
+	} else if (st->req->warn) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg),
+			 "PostgreSQL at %s is behind a connection pooler: this "
+			 "works only in session mode, and the server's "
+			 "keepalive then watches the pooler, not leaserun",
+			 st->where);
+		st->req->warn(st->req->warn_ctx, msg);
+	}
+out:
+	PQclear(r);
+	PQclear(probe.res);
+	PQfinish(probe.conn);
+	return s;
+}
+
+/* Connects and sets the session up for holding a lock. */
+static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	struct keepalive k = keepalive_for(st->req->ttl_ms);
+	char *lit = NULL, *sql = NULL;
+	PGresult *r = NULL;
+	enum lr_status s;
+	int n;
+
+	PQfinish(st->conn);
+	PQclear(st->res);
+	st->conn = NULL;
+	st->res = NULL;
+	st->inflight = Q_NONE;
+	st->held = st->handed = st->want_wait = st->gone = 0;
+	st->gone_why[0] = '\0';
+
+	s = connect_one(st, deadline, &st->conn, err);
+	if (s != LR_OK)
+		return s;
+
+	lit = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
+	if (!lit) {
+		lr_err_set(err, "cannot quote the lease name for PostgreSQL");
+		return LR_ERROR;
+	}
+	/* Session settings, where the server knows them (set_config() of an
+	 * unknown name would fail on older servers).  Keepalives: the server
+	 * drops a silent holder no earlier than about one TTL after it last
+	 * heard from it (tcp_user_timeout), so the lock outlives the
+	 * holder's own deadline.  A waiter whose client died leaves the
+	 * lock queue within client_connection_check_interval. */
+	n = asprintf(&sql,
+		     "SELECT pg_backend_pid(), " KEY_SQL ", "
+		     "current_setting('server_version_num')::int, "
+		     "pg_is_in_recovery(), "
+		     "(SELECT count(set_config(s.name, s.v, false)) "
+		     "FROM (VALUES "
+		     "('idle_session_timeout', '0'), "
+		     "('idle_in_transaction_session_timeout', '0'), "
+		     "('transaction_timeout', '0'), "
+		     "('statement_timeout', '0'), "
+		     "('lock_timeout', '0'), "
+		     "('client_connection_check_interval', '250'), "
+		     "('tcp_keepalives_idle', '%ld'), "
+		     "('tcp_keepalives_interval', '%ld'), "
+		     "('tcp_keepalives_count', '%ld'), "
+		     "('tcp_user_timeout', '%" PRId64 "')) AS s(name, v) "
+		     "WHERE s.name IN (SELECT name FROM pg_settings))",
+		     lit, k.idle, k.intvl, k.count, k.user_timeout);
+	PQfreemem(lit);
+	if (n < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	free(sql);
+	if (s != LR_OK)
+		goto out;
+	if (!tuples(r, 5)) {
+		q_fail(st, r, "setting up the session", err);
+		s = LR_ERROR;
+		goto out;
+	}
+	st->pid = atoi(PQgetvalue(r, 0, 0));
+	st->key = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+	st->version = atoi(PQgetvalue(r, 0, 2));
+	snprintf(st->keystr, sizeof(st->keystr), "%" PRId64, st->key);
+	/* A bigint advisory key shows in pg_locks as classid = high 32 bits,
+	 * objid = low 32 bits, objsubid = 1. */
+	snprintf(st->locks_where, sizeof(st->locks_where),
+		 "l.locktype = 'advisory' AND l.classid = %" PRIu32
+		 " AND l.objid = %" PRIu32 " AND l.objsubid = 1 AND l.granted",
+		 (uint32_t)((uint64_t)st->key >> 32), (uint32_t)st->key);
+	if (!strcmp(PQgetvalue(r, 0, 3), "t")) {
+		lr_err_set(err,
+			   "PostgreSQL at %s is a standby (in recovery): its "
+			   "advisory locks are not shared with the primary; "
+			   "point the URL at the primary "
+			   "(target_session_attrs=read-write)",
+			   st->where);
+		s = LR_ERROR;
+		goto out;
+	}
+	/* Guard: the pid libpq got at startup is the pooler's invention
+	 * when a pooler sits in between. */
+	if (st->req->token && PQbackendPID(st->conn) != st->pid)
+		s = probe_pooler(st, deadline, err);
+out:
+	PQclear(r);
+	return s;
+}
+
+/* ---- the contract ------------------------------------------------------ */
+
+static enum lr_status pg_open(const struct lr_store_req *req, int64_t deadline,
+			      struct lr_store **out, struct lr_err *err)
+{
+	struct lr_store *st = calloc(1, sizeof(*st));
+
+	*out = st;
+	if (!st) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	st->req = req;
+	snprintf(st->where, sizeof(st->where), "%s", "the default server");
+	make_appname(st);
+	return pg_connect(st, deadline, err);
+}
+
+static enum lr_status lost_or_error(struct lr_store *st, struct lr_err *err)
+{
+	if (st->gone) {
+		lr_err_set(err, "PostgreSQL at %s ended our session (%s): the "
+				"lock went with it",
+			   st->where, st->gone_why);
+		st->held = 0;
+		return LR_LOST;
+	}
+	return LR_ERROR;
+}
+
+static const char *fence_sql(const struct lr_store *st)
+{
+	return st->version >= 130000 ? "pg_current_xact_id()::text"
+				     : "txid_current()::text";
+}
+
+static enum lr_status grant(struct lr_store *st, struct lr_grant *g)
+{
+	g->fence = st->fence;
+	g->ttl_ms = 0;
+	st->handed = 0;
+	st->want_wait = 0;
+	return LR_OK;
+}
+
+static enum lr_status pooled(struct lr_store *st, int was, int now,
+			     struct lr_err *err)
+{
+	lr_err_set(err,
+		   "PostgreSQL at %s: our backend changed (pid %d, now %d): "
+		   "a transaction pooler is in between, and the advisory "
+		   "lock does not stay with this connection",
+		   st->where, was, now);
+	return LR_LOST;
+}
+
+static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
+				 struct lr_grant *g, struct lr_err *err)
+{
+	char sql[320];
+	PGresult *r = NULL;
+	enum lr_status s;
+	int got;
+
+	if (st->handed)
+		return grant(st, g);
+	if (st->inflight == Q_WAIT && conn_ok(st)) {
+		/* The wait is running: look, without blocking. */
+		if (consume(st) == 0 && !collect(st))
+			return LR_BUSY;
+		if (st->res) {
+			got = absorb_lock(st, st->res);
+			if (got < 0)
+				s = pooled(st, st->pid,
+					   atoi(PQgetvalue(st->res, 0, 2)), err);
+			PQclear(st->res);
+			st->res = NULL;
+			st->inflight = Q_NONE;
+			if (got < 0)
+				return s;
+			if (got > 0)
+				return grant(st, g);
+		}
+		st->inflight = Q_NONE;
+	}
+	if (!conn_ok(st) || st->gone) {
+		/* Not holding anything: a new session loses nothing. */
+		s = pg_connect(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT l, CASE WHEN l THEN %s END, pg_backend_pid() "
+		 "FROM pg_try_advisory_lock(%s) AS l",
+		 fence_sql(st), st->keystr);
+	s = q_run(st, sql, Q_TRY, deadline, &r, err);
+	if (s != LR_OK)
+		goto out;
+	if (!tuples(r, 3)) {
+		q_fail(st, r, "pg_try_advisory_lock", err);
+		s = LR_ERROR;
+		goto out;
+	}
+	got = absorb_lock(st, r);
+	if (got < 0)
+		s = pooled(st, st->pid, atoi(PQgetvalue(r, 0, 2)), err);
+	else if (got > 0)
+		s = grant(st, g);
+	else {
+		st->want_wait = 1;
+		s = LR_BUSY;
+	}
+out:
+	PQclear(r);
+	return s;
+}
+
+static int pg_wait_fd(struct lr_store *st, short *events)
+{
+	if (!conn_ok(st) || st->gone)
+		return -1;
+	if (st->want_wait && !st->held && st->inflight == Q_NONE) {
+		char sql[320];
+
+		snprintf(sql, sizeof(sql),
+			 "SELECT true, %s, pg_backend_pid() "
+			 "FROM pg_advisory_lock(%s)",
+			 fence_sql(st), st->keystr);
+		st->want_wait = 0;
+		if (q_send(st, sql, Q_WAIT, NULL) != LR_OK)
+			return -1;
+	}
+	if (st->inflight != Q_WAIT && !st->held)
+		return -1;
+	*events = POLLIN;
+	if (PQflush(st->conn) == 1)
+		*events |= POLLOUT;
+	return PQsocket(st->conn);
+}
+
+static enum lr_status pg_process(struct lr_store *st, short revents,
+				 int64_t deadline, struct lr_err *err)
+{
+	char buf[200];
+	int done = 0;
+
+	if (!st->conn)
+		return st->held ? LR_ERROR : LR_OK;
+	if (PQflush(st->conn) < 0 || consume(st) < 0) {
+		if (!st->held) /* acquire() will open a new session */
+			return LR_OK;
+		if (st->gone)
+			return lost_or_error(st, err);
+		lr_err_set(err, "connection to PostgreSQL at %s failed: %s",
+			   st->where, conn_msg(st, buf, sizeof(buf)));
+		return LR_ERROR;
+	}
+	if (st->inflight != Q_NONE)
+		done = collect(st);
+	if (done) {
+		enum q_kind kind = st->inflight;
+
+		st->inflight = Q_NONE;
+		if ((kind == Q_TRY || kind == Q_WAIT) && !st->held &&
+		    absorb_lock(st, st->res) != 0)
+			st->handed = 1;
+		PQclear(st->res);
+		st->res = NULL;
+	}
+	if (st->held && !st->handed) {
+		if (st->gone)
+			return lost_or_error(st, err);
+		return LR_OK;
+	}
+	if (st->inflight == Q_WAIT && !st->gone)
+		return LR_BUSY;
+	return LR_OK; /* handed over, or the wait ended: acquire() now */
+}
+
+static enum lr_status pg_renew(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	char sql[512];
+	PGresult *r = NULL;
+	enum lr_status s;
+	int pid;
+
+	if (st->gone || !st->held) {
+		if (!st->gone)
+			mark_gone(st, "the lock was not held");
+		return lost_or_error(st, err);
+	}
+	if (!conn_ok(st)) {
+		lr_err_set(err, "connection to PostgreSQL at %s is broken; "
+				"the server frees the lock when it notices",
+			   st->where);
+		return LR_ERROR;
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT pg_backend_pid(), count(*) FROM pg_locks l "
+		 "WHERE %s AND l.pid = pg_backend_pid()",
+		 st->locks_where);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s == LR_ERROR && st->gone)
+		s = lost_or_error(st, err);
+	if (s != LR_OK)
+		goto out;
+	if (!tuples(r, 2)) {
+		q_fail(st, r, "checking pg_locks", err);
+		s = st->gone ? lost_or_error(st, err) : LR_ERROR;
+		goto out;
+	}
+	pid = atoi(PQgetvalue(r, 0, 0));
+	if (pid != st->pid) {
+		st->held = 0;
+		s = pooled(st, st->pid, pid, err);
+	} else if (strcmp(PQgetvalue(r, 0, 1), "0") == 0) {
+		st->held = 0;
+		lr_err_set(err,
+			   "PostgreSQL at %s: our session (backend %d) no "
+			   "longer holds the advisory lock %s (released by "
+			   "pg_advisory_unlock_all(), DISCARD ALL or a pooler)",
+			   st->where, st->pid, st->keystr);
+		s = LR_LOST;
+	}
+out:
+	PQclear(r);
+	return s;
+}
+
+static enum lr_status pg_release(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	char sql[200];
+	PGresult *r = NULL;
+	enum lr_status s;
+
+	if (!st->held || st->gone || !conn_ok(st)) {
+		if (!st->gone)
+			mark_gone(st, st->held ? "connection broken"
+					       : "the lock was not held");
+		return lost_or_error(st, err);
+	}
+	if (st->inflight != Q_NONE) {
+		/* An earlier query is still unanswered: the server is not
+		 * answering.  Ending the session (close) frees the lock. */
+		lr_err_set(err, "PostgreSQL at %s is not answering; closing "
+				"our session frees the lock",
+			   st->where);
+		return LR_ERROR;
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT pg_advisory_unlock(%s), pg_backend_pid()",
+		 st->keystr);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s == LR_ERROR && st->gone)
+		s = lost_or_error(st, err);
+	if (s != LR_OK)
+		goto out;
+	if (!tuples(r, 2)) {
+		q_fail(st, r, "pg_advisory_unlock", err);
+		s = LR_ERROR;
+	} else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0 ||
+		   atoi(PQgetvalue(r, 0, 1)) != st->pid) {
+		lr_err_set(err, "PostgreSQL at %s: our session no longer held "
+				"the lock",
+			   st->where);
+		s = LR_LOST;
+	}
+	st->held = 0;
+out:
+	PQclear(r);
+	return s;
+}
+
+/* "leaserun:NAME@host:pid": host and pid, read from the right (the name
+ * may hold '@' and ':').  Returns 0 if app is not ours. */
+static int parse_appname(const char *app, char *host, size_t hlen, long *pid)
+{
+	const char *colon, *at;
+
+	if (strncmp(app, "leaserun:", 9) != 0)
+		return 0;
+	colon = strrchr(app, ':');
+	if (!colon || colon < app + 9)
+		return 0;
+	for (at = colon; at > app + 9 && *at != '@'; at--)
+		;
+	if (*at != '@')
+		return 0;
+	*pid = strtol(colon + 1, NULL, 10);
+	snprintf(host, hlen, "%.*s", (int)(colon - at - 1), at + 1);
+	return 1;
+}
+
+static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err)
+{
+	char sql[1024];
+	PGresult *r = NULL;
+	enum lr_status s;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT l.pid, coalesce(a.application_name, ''), "
+		 "coalesce(host(a.client_addr), 'local'), "
+		 "coalesce((extract(epoch FROM a.backend_start) * 1000)"
+		 "::bigint, 0) "
+		 "FROM pg_locks l "
+		 "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+		 "WHERE %s AND l.database = (SELECT oid FROM pg_database "
+		 "WHERE datname = current_database()) LIMIT 1",
+		 st->locks_where);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s != LR_OK)
+		goto out;
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		q_fail(st, r, "reading pg_locks", err);
+		s = LR_ERROR;
+		goto out;
+	}
+	info->ttl_left_ms = -1; /* a session lock has no TTL */
+	if (PQntuples(r) == 0) {
+		info->held = 0;
+		goto out;
+	}
+	info->held = 1;
+	info->since_ms = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+	if (!parse_appname(PQgetvalue(r, 0, 1), info->host,
+			   sizeof(info->host), &info->pid)) {
+		/* Someone took the lock from SQL: say who. */
+		snprintf(info->host, sizeof(info->host),
+			 "%s (backend %s, application_name \"%.64s\")",
+			 PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 0),
+			 PQgetvalue(r, 0, 1));
+	}
+out:
+	PQclear(r);
+	return s;
+}
+
+static enum lr_status pg_brk(struct lr_store *st, int64_t deadline,
+			     struct lr_err *err)
+{
+	char sql[1024], wait[32] = "";
+	PGresult *r = NULL;
+	enum lr_status s;
+	int64_t left = deadline - lr_now_ms() - 100;
+
+	/* pg_terminate_backend(pid, timeout) waits for the backend to exit
+	 * (PostgreSQL 14 and later), so the lock is free when we return. */
+	if (st->version >= 140000 && left > 0)
+		snprintf(wait, sizeof(wait), ", %" PRId64, left);
+	snprintf(sql, sizeof(sql),
+		 "SELECT l.pid, pg_terminate_backend(l.pid%s) FROM pg_locks l "
+		 "WHERE %s AND l.database = (SELECT oid FROM pg_database "
+		 "WHERE datname = current_database())",
+		 wait, st->locks_where);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s != LR_OK)
+		goto out;
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *code =
+			r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+		q_fail(st, r, "pg_terminate_backend", err);
+		if (code && !strcmp(code, "42501")) /* insufficient_privilege */
+			lr_err_set(err,
+				   "cannot break the lease on PostgreSQL at "
+				   "%s: terminating the holder's backend needs "
+				   "its role, pg_signal_backend or superuser",
+				   st->where);
+		s = LR_ERROR;
+		goto out;
+	}
+	if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 1), "t") != 0) {
+		lr_err_set(err,
+			   "PostgreSQL at %s: the holder's backend %s did not "
+			   "exit in time",
+			   st->where, PQgetvalue(r, 0, 0));
+		s = LR_TIMEOUT;
+	}
+out:
+	PQclear(r);
+	return s;
+}
+
+static void pg_close(struct lr_store *st)
+{
+	if (!st)
+		return;
+	/* PQfinish() ends the session, which frees the lock; a wait still
+	 * queued is left by the server within
+	 * client_connection_check_interval. */
+	PQclear(st->res);
+	PQfinish(st->conn);
+	free(st);
+}
+
+const struct lr_store_ops lr_store_ops = {
+	.abi = LR_STORE_ABI,
+	.name = "pg",
+	.schemes = pg_schemes,
+	.caps = LR_CAP_BREAK,
+	.secret_env = pg_secret_env,
+	.open = pg_open,
+	.acquire = pg_acquire,
+	.wait_fd = pg_wait_fd,
+	.process = pg_process,
+	.renew = pg_renew,
+	.release = pg_release,
+	.inspect = pg_inspect,
+	.brk = pg_brk,
+	.close = pg_close,
+};

@@ -1,0 +1,399 @@
+#!/usr/bin/env bats
+# The PostgreSQL store against a real PostgreSQL (initdb + pg_ctl in a
+# temporary directory, on a free loopback port), and a real pgbouncer.
+# shellcheck disable=SC2016,SC2154 # $VAR for the child; bats sets stderr_lines
+
+load 'helpers'
+load 'pg-server'
+
+setup_file() {
+	[ -e "$LEASERUN_MODULE_DIR/pg.so" ] ||
+		{ echo "no pg.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	pg_server_start
+	export LEASERUN_URL="$PG_URL"
+}
+
+teardown_file() {
+	pg_server_stop
+}
+
+setup() {
+	BG_PIDS=
+	unset PGPASSWORD
+}
+
+teardown() {
+	local p
+	for p in $BG_PIDS; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	# The server must be running for the next test, whatever this one did.
+	pg_server_signal CONT || true
+	pg_sql "ALTER ROLE lr RESET ALL" >/dev/null 2>&1 || true
+}
+
+# The exit status of background job $1, in RC.  (Not "$(status_of)":
+# a command substitution is a subshell, which cannot wait for our jobs.)
+wait_rc() {
+	RC=0
+	wait "$1" || RC=$?
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# A lease name unique to this test.
+name() { echo "pg-$BATS_TEST_NUMBER"; }
+
+# The documented key of a lease name, computed by SQL.
+keyof() {
+	pg_sql "SELECT ('x' || substr(md5('leaserun:' || '$1'), 1, 16))::bit(64)::bigint"
+}
+
+# Granted advisory locks on the key of lease $1 (0 or 1).
+held_count() {
+	pg_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND granted AND objsubid = 1
+		AND classid = (($(keyof "$1") >> 32) & 4294967295)
+		AND objid = ($(keyof "$1") & 4294967295)"
+}
+is_held() { [ "$(held_count "$1")" = 1 ]; }
+is_free() { [ "$(held_count "$1")" = 0 ]; }
+
+# Backend pid of the leaserun session holding lease $1.
+holder_backend() {
+	pg_sql "SELECT pid FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$1@%'"
+}
+
+# Is leaserun pid $2's backend waiting on the advisory lock of lease $1?
+queued() {
+	[ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$1@%:$2'
+		AND wait_event_type = 'Lock' AND wait_event = 'advisory'")" = 1 ]
+}
+nobody_queued() {
+	[ "$(pg_sql "SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND NOT granted")" = 0 ]
+}
+
+# Dead, or a zombie nobody reaps (its parent leaserun was killed, and PID 1
+# in a container may not reap).
+gone() {
+	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
+}
+
+# Starts "leaserun NAME sh -c 'echo $$ > pidfile; exec sleep 60'" in the
+# background; sets BG (leaserun's pid) and waits for the child's pid.
+start_holder() {
+	local n=$1; shift
+	"$LEASERUN" "$@" "$n" sh -c "echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
+		2>"$BATS_TEST_TMPDIR/$n.err" &
+	BG=$!
+	BG_PIDS="$BG_PIDS $BG"
+	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
+	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
+	BG_PIDS="$BG_PIDS $CHILD"
+}
+
+@test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
+	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
+	assert_success
+	[[ "$output" =~ ^$(name)\|[0-9]+\|postgresql://lr@127.0.0.1:$PG_PORT/postgres$ ]]
+	refute_output --partial "$PG_PASSWORD"
+}
+
+@test "the exit status is the command's" {
+	run lr "$(name)" sh -c 'exit 7'
+	assert_failure 7
+}
+
+@test "PGPASSWORD authenticates a URL without a password and never reaches the command" {
+	PGPASSWORD=$PG_PASSWORD LEASERUN_URL=$PG_URL_NOPW \
+		run --separate-stderr lr "$(name)" sh -c 'env | grep -c "^PGPASSWORD=" || true'
+	assert_success
+	assert_output 0
+}
+
+@test "PGPASSFILE supplies the password as it does for psql" {
+	pf=$BATS_TEST_TMPDIR/pgpass
+	echo "127.0.0.1:$PG_PORT:*:lr:$PG_PASSWORD" > "$pf"
+	chmod 600 "$pf"
+	PGPASSFILE=$pf LEASERUN_URL=$PG_URL_NOPW run lr "$(name)" true
+	assert_success
+	PGPASSFILE=/nonexistent LEASERUN_URL=$PG_URL_NOPW run -125 lr "$(name)" true
+}
+
+@test "a wrong password fails with 125 and one line that does not show the password" {
+	LEASERUN_URL="postgresql://lr:Wrong-Pw-123@127.0.0.1:$PG_PORT/postgres" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == leaserun:* ]]
+	[[ "$stderr" == *"password authentication failed"* ]]
+	[[ "$stderr" != *Wrong-Pw-123* ]]
+}
+
+@test "a server that refuses connections fails with 125" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="postgresql://lr@127.0.0.1:$port/postgres" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"Connection refused"* ]]
+}
+
+@test "a server that does not answer: connecting gives up by the deadline with 125" {
+	kill -STOP "$(pg_pid)"
+	t0=$(now_ms)
+	run -125 --separate-stderr lr -t 2s "$(name)" true
+	t1=$(now_ms)
+	kill -CONT "$(pg_pid)"
+	[[ "$stderr" == *"timed out"* ]]
+	# open() gets max(TTL, 5s).
+	(( t1 - t0 < 8000 ))
+}
+
+@test "-n exits 1 (or the -E code) while another holds the lease" {
+	n=$(name)
+	start_holder "$n"
+	run lr -n "$n" true
+	assert_failure 1
+	run lr -n -E 42 "$n" true
+	assert_failure 42
+}
+
+@test "the lock is the documented advisory key: SQL and leaserun exclude each other" {
+	n=$(name)
+	start_holder "$n"
+	run pg_sql "SELECT pg_try_advisory_lock(('x' || substr(md5('leaserun:' || '$n'), 1, 16))::bit(64)::bigint)"
+	assert_output f
+	kill "$BG"
+	wait_until 5 is_free "$n"
+	# Now SQL holds it, in a psql session that lives for 3 seconds.
+	"$PG_BIN/psql" -X -q -h "$PG_DIR" -p "$PG_PORT" -U postgres -d postgres -c \
+		"SELECT pg_advisory_lock($(keyof "$n"))" -c "SELECT pg_sleep(3)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 is_held "$n"
+	run lr -n "$n" true
+	assert_failure 1
+	run lr --status "$n"
+	assert_success
+	assert_output --partial "application_name"
+}
+
+@test "pg_stat_activity names the lease and the holder" {
+	n=$(name)
+	start_holder "$n"
+	run pg_sql "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'leaserun:$n@%'"
+	assert_output "leaserun:$n@$(hostname | cut -c1-24):$BG"
+}
+
+@test "--status shows the holder's host and pid while held and exits 1 when free" {
+	n=$(name)
+	run lr --status "$n"
+	assert_failure 1
+	assert_output --partial "free"
+	start_holder "$n"
+	run lr --status "$n"
+	assert_success
+	assert_output --partial "held"
+	assert_output --partial "pid $BG"
+	assert_output --partial "$(hostname | cut -c1-24)"
+	assert_output --partial "since:"
+}
+
+@test "a waiter queues on the server, without polling, and gets the lease at once when the holder ends" {
+	n=$(name)
+	"$LEASERUN" "$n" sh -c "echo > '$BATS_TEST_TMPDIR/h.started'; sleep 1.5; date +%s%N > '$BATS_TEST_TMPDIR/h.end'" &
+	h=$!
+	wait_until 5 exists "$BATS_TEST_TMPDIR/h.started"
+	"$LEASERUN" -w 10 "$n" sh -c "date +%s%N > '$BATS_TEST_TMPDIR/w.start'" &
+	w=$!
+	BG_PIDS="$h $w"
+	# The waiter's backend waits on the advisory lock.
+	wait_until 5 queued "$n" "$w"
+	wait_rc "$h"; [ "$RC" = 0 ]
+	wait_rc "$w"; [ "$RC" = 0 ]
+	gap=$(( ($(cat "$BATS_TEST_TMPDIR/w.start") - $(cat "$BATS_TEST_TMPDIR/h.end")) / 1000000 ))
+	echo "hand-over took ${gap}ms" >&3
+	(( gap < 400 ))
+}
+
+@test "role defaults for idle_session_timeout, statement_timeout and lock_timeout do not end a hold or a wait" {
+	n=$(name)
+	pg_sql "ALTER ROLE lr SET idle_session_timeout = '300ms'"
+	pg_sql "ALTER ROLE lr SET statement_timeout = '300ms'"
+	pg_sql "ALTER ROLE lr SET lock_timeout = '300ms'"
+	"$LEASERUN" -t 3s "$n" sleep 1.5 &
+	h=$!
+	BG_PIDS=$h
+	wait_until 5 is_held "$n"
+	run lr -w 10 "$n" true
+	wait_rc "$h"
+	pg_sql "ALTER ROLE lr RESET ALL"
+	[ "$RC" = 0 ]
+	assert_success
+}
+
+@test "TCP keepalives are on at both ends of a holder's connection" {
+	command -v ss >/dev/null || skip "ss (iproute2) is not installed"
+	n=$(name)
+	start_holder "$n" -t 6s
+	run ss -tno state established "( sport = :$PG_PORT or dport = :$PG_PORT )"
+	[ "$(grep -c 'timer:(keepalive' <<<"$output")" -ge 2 ]
+}
+
+@test "-w gives up after the duration with 1 and leaves the lock queue" {
+	n=$(name)
+	start_holder "$n"
+	t0=$(now_ms)
+	run lr -w 1s "$n" true
+	t1=$(now_ms)
+	assert_failure 1
+	(( t1 - t0 >= 900 && t1 - t0 < 3000 ))
+	# No backend is left waiting for the lock.
+	wait_until 3 nobody_queued
+}
+
+@test "fences strictly increase from holder to holder" {
+	n=$(name)
+	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	b=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	c=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	(( a < b && b < c ))
+}
+
+@test "pg_terminate_backend of the holder kills the command at once: 124" {
+	n=$(name)
+	start_holder "$n"
+	t0=$(now_ms)
+	pg_sql "SELECT pg_terminate_backend($(holder_backend "$n"))" >/dev/null
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	(( t1 - t0 < 1000 ))
+	grep -q "ended our session" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "a server restart kills the command at once: 124" {
+	n=$(name)
+	# TTL 30s: the first renewal would come after 10s.
+	start_holder "$n" -t 30s
+	t0=$(now_ms)
+	pg_server_restart
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	(( t1 - t0 < 6000 ))
+	grep -q "ended our session" "$BATS_TEST_TMPDIR/$n.err"
+	# And the store works again.
+	run lr -n "$n" true
+	assert_success
+}
+
+@test "kill -9 of leaserun: the command is gone and the lock is free at once" {
+	n=$(name)
+	start_holder "$n"
+	kill -9 "$BG"
+	wait_until 1 gone "$CHILD"
+	wait_until 1 is_free "$n"
+	run lr -n "$n" true
+	assert_success
+}
+
+@test "a stopped server: renewals time out and the command is stopped by the deadline: 124" {
+	n=$(name)
+	start_holder "$n" -t 2s -k 300ms
+	t0=$(now_ms)
+	pg_server_signal STOP
+	wait_rc "$BG"
+	t1=$(now_ms)
+	pg_server_signal CONT
+	[ "$RC" = 124 ]
+	dead "$CHILD"
+	# Stopped before the TTL ran out (plus a little scheduling slack).
+	(( t1 - t0 < 2500 ))
+	grep -q "renew failed" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "a stopped leaserun keeps its session (nobody else gets the lock) and stops the command when it wakes past its deadline" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# Through a subshell: bash's own wait is unreliable for a job that
+	# was stopped.
+	(
+		"$LEASERUN" -t 2s "$n" sh -c "echo \$\$ > '$d/child'; exec sleep 60" 2>"$d/err" &
+		echo $! > "$d/lr"
+		rc=0
+		wait $! || rc=$?
+		echo $rc > "$d/rc"
+	) &
+	BG_PIDS=$!
+	wait_until 10 exists "$d/child"
+	lrpid=$(cat "$d/lr")
+	CHILD=$(cat "$d/child")
+	BG_PIDS="$BG_PIDS $lrpid $CHILD"
+	kill -STOP "$lrpid"
+	sleep 2.5 # let the TTL run out while leaserun is stopped
+	run lr -n "$n" true
+	assert_failure 1
+	kill -CONT "$lrpid"
+	wait_until 5 exists "$d/rc"
+	[ "$(cat "$d/rc")" = 124 ]
+	dead "$CHILD"
+	grep -q "deadline passed" "$d/err"
+	wait_until 2 is_free "$n"
+}
+
+@test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
+	n=$(name)
+	start_holder "$n"
+	run lr --break "$n"
+	assert_success
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	dead "$CHILD"
+	is_free "$n"
+}
+
+@test "--break without the privilege to terminate the holder fails with 125 and says why" {
+	n=$(name)
+	start_holder "$n"
+	LEASERUN_URL="postgresql://other:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres" \
+		run -125 --separate-stderr lr --break "$n"
+	[[ "$stderr" == *"pg_signal_backend"* ]]
+	alive "$CHILD"
+	is_held "$n"
+}
+
+@test "pgbouncer in transaction mode is refused with a clear message" {
+	pgbouncer_start transaction
+	LEASERUN_URL=$BOUNCER_URL run -125 --separate-stderr lr "$(name)" true
+	pg_stop_pidfile "$PG_DIR/pgbouncer.pid"
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"transaction pooler"* ]]
+	refute_output --partial "$PG_PASSWORD"
+}
+
+@test "pgbouncer in session mode works, with a warning" {
+	pgbouncer_start session
+	LEASERUN_URL=$BOUNCER_URL run --separate-stderr lr "$(name)" sh -c 'echo ran'
+	pg_stop_pidfile "$PG_DIR/pgbouncer.pid"
+	assert_success
+	assert_output ran
+	[[ "$stderr" == *"session mode"* ]]
+}
+
+@test "50 contenders: no overlap, fences strictly increase" {
+	n=$(name)
+	log=$BATS_TEST_TMPDIR/log
+	pids=
+	for _ in $(seq 50); do
+		"$LEASERUN" -w 120 "$n" sh -c "s=\$(date +%s%N); sleep 0.01; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$log'" &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	for p in $pids; do
+		wait_rc "$p"; [ "$RC" = 0 ]
+	done
+	[ "$(wc -l < "$log")" = 50 ]
+	run check_intervals "$log"
+	assert_success
+}
