@@ -85,6 +85,12 @@ static enum lr_status default_dir(char *dir, size_t len, int create,
 		lr_err_set(err, "the default lock directory name is too long");
 		return LR_ERROR;
 	}
+	/* A booted system has /run/lock; a bare chroot may not. */
+	if (create && geteuid() == 0 && mkdir("/run/lock", 0755) < 0 &&
+	    errno != EEXIST) {
+		lr_err_set(err, "cannot create /run/lock: %s", strerror(errno));
+		return LR_ERROR;
+	}
 	if (create && mkdir(dir, geteuid() == 0 ? 0755 : 0700) < 0 &&
 	    errno != EEXIST) {
 		lr_err_set(err, "cannot create lock directory %s: %s", dir,
