@@ -66,6 +66,8 @@ struct sup {
 	struct lr_sup_result *res;
 	enum state state;
 	int64_t ttl;           /* effective TTL */
+	int64_t renew_ms;      /* R, scaled if the store granted another TTL */
+	int64_t grace_ms;
 	int64_t D;             /* the lease deadline */
 	int64_t t_acquire;     /* next acquire attempt */
 	int64_t t_wait_over;   /* -w deadline */
@@ -128,9 +130,9 @@ static void extend(struct sup *s, int64_t t_send)
 
 	if (d > s->D)
 		s->D = d;
-	s->t_renew = t_send + s->cfg->renew_ms;
+	s->t_renew = t_send + s->renew_ms;
 	if (s->state != STOPPING) {
-		s->t_grace = s->D - s->cfg->grace_ms;
+		s->t_grace = s->D - s->grace_ms;
 		s->t_kill = s->D - LR_KAPPA_MS;
 	}
 }
@@ -173,6 +175,32 @@ static void fail(struct sup *s, const struct lr_err *err)
 	set_state(s, DONE);
 }
 
+/* The store granted another TTL than asked (ZooKeeper negotiates its
+ * session timeout): scale R and the grace with it, and fail if the result
+ * cannot keep the timing rules.  Returns 0 after failing. */
+static int granted(struct sup *s, const struct lr_grant *g)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	const char *why;
+
+	s->ttl = g->ttl_ms;
+	s->renew_ms = c->renew_ms * g->ttl_ms / c->ttl_ms;
+	s->grace_ms = c->grace_ms * g->ttl_ms / c->ttl_ms;
+	why = lr_timing_check(s->ttl, s->renew_ms, s->grace_ms);
+	if (why) {
+		lr_err_set(&err, "the store granted a TTL of %lldms instead "
+				 "of %lldms, and with it %s",
+			   (long long)g->ttl_ms, (long long)c->ttl_ms, why);
+		fail(s, &err);
+		return 0;
+	}
+	lr_log(LR_LOG_INFO, "ttl",
+	       "the store granted a TTL of %lldms; renewing every %lldms",
+	       (long long)s->ttl, (long long)s->renew_ms);
+	return 1;
+}
+
 static void try_acquire(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -187,16 +215,21 @@ static void try_acquire(struct sup *s, int64_t now)
 	now = lr_now_ms();
 	switch (rc) {
 	case LR_OK:
-		s->ttl = g.ttl_ms > 0 ? g.ttl_ms : c->ttl_ms;
+		if (g.ttl_ms > 0 && g.ttl_ms != c->ttl_ms && !granted(s, &g)) {
+			c->ops->release(c->st, now + 1000, &err);
+			return;
+		}
 		s->D = 0;
 		extend(s, t_send);
-		if (s->D - now < c->grace_ms + LR_KAPPA_MS + c->renew_ms) {
+		if (s->D - now < s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
 			/* Too little validity left to run safely. */
 			lr_log(LR_LOG_INFO, "retry",
 			       "acquired with only %lldms left; giving it "
 			       "back and trying again",
 			       (long long)(s->D - now));
 			c->ops->release(c->st, now + 1000, &err);
+			s->D = 0;
+			s->t_renew = s->t_grace = s->t_kill = NEVER;
 			s->t_acquire = now + jitter(s, s->backoff);
 			return;
 		}
@@ -258,7 +291,7 @@ static void try_renew(struct sup *s, int64_t now)
 	int64_t t_send = lr_now_ms(), t1;
 	enum lr_status rc;
 
-	rc = c->ops->renew(c->st, call_deadline(s, t_send, c->renew_ms), &err);
+	rc = c->ops->renew(c->st, call_deadline(s, t_send, s->renew_ms), &err);
 	t1 = lr_now_ms();
 	switch (rc) {
 	case LR_OK:
@@ -283,7 +316,7 @@ static void try_renew(struct sup *s, int64_t now)
 		       (long long)(s->D - t1));
 		if (s->state == HELD)
 			set_state(s, AT_RISK);
-		s->t_renew = t1 + jitter(s, c->renew_ms / 3);
+		s->t_renew = t1 + jitter(s, s->renew_ms / 3);
 		return;
 	}
 	(void)now;
@@ -324,7 +357,7 @@ static void after_exit(struct sup *s, int64_t now)
 			       "process group");
 			kill_group(s, s->cfg->stop_signal);
 			kill_group(s, SIGCONT);
-			s->t_drain_kill = now + s->cfg->grace_ms;
+			s->t_drain_kill = now + s->grace_ms;
 			set_state(s, DRAINING);
 		}
 		return;
@@ -411,7 +444,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		return 0;
 	case EV_STORE:
 		rc = c->ops->process(c->st, s->revents,
-				     call_deadline(s, now, c->renew_ms), &err);
+				     call_deadline(s, now, s->renew_ms), &err);
 		switch (s->state) {
 		case WAITING:
 			if (rc != LR_BUSY)
@@ -504,6 +537,8 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 	s.res = res;
 	s.state = WAITING;
 	s.ttl = cfg->ttl_ms;
+	s.renew_ms = cfg->renew_ms;
+	s.grace_ms = cfg->grace_ms;
 	s.t_acquire = lr_now_ms();
 	s.t_wait_over = cfg->wait_ms > 0 ? s.t_acquire + cfg->wait_ms : NEVER;
 	s.t_renew = s.t_grace = s.t_kill = s.t_drain_kill = NEVER;

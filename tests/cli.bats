@@ -178,3 +178,27 @@ refuses() {
 	assert_success
 	[ -e "$LOCKDIR/job.lock" ]
 }
+
+@test "--log-format json writes one JSON object per lifecycle line" {
+	run --separate-stderr lr -v --log-format json job true
+	assert_success
+	assert_equal "${#stderr_lines[@]}" 4
+	for line in "${stderr_lines[@]}"; do
+		assert_regex "$line" '^\{"time":"[0-9-]+T[0-9:.]+Z","level":"[a-z]+","event":"[a-z-]+","name":"job","msg":"[^"]*"\}$'
+	done
+	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","msg":"acquired, fence 1"'
+	assert_regex "${stderr_lines[3]}" '"event":"released"'
+}
+
+@test "-q silences a conflict; the exit status still tells" {
+	"$LEASERUN" job sleep 3 &
+	holder=$!
+	wait_until 3 lr --status job
+	run --separate-stderr lr -n job true
+	assert_equal "$status" 1
+	assert_regex "$stderr" "held by another; not waiting"
+	run --separate-stderr lr -q -n job true
+	assert_equal "$status" 1
+	assert_equal "$stderr" ""
+	kill "$holder"; wait "$holder" || true
+}

@@ -35,7 +35,11 @@ wait_until() {
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
-dead() { ! kill -0 "$1" 2>/dev/null; }
+# A zombie is dead too: it waits only for its parent to reap it.
+dead() {
+	! kill -0 "$1" 2>/dev/null ||
+		[ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = Z ]
+}
 exists() { [ -s "$1" ]; }
 
 # wait_rc PID: waits for a background job of this shell, sets rc.

@@ -199,6 +199,8 @@ struct script {
 	enum lr_status acquire[8]; /* one per attempt; the last repeats */
 	enum lr_status renew[8];
 	int na, nr;                /* script lengths; 0 means 1 */
+	int first_acquire_ms;      /* the first acquire takes this long */
+	int64_t granted_ttl;       /* grant.ttl_ms */
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
 };
@@ -217,7 +219,9 @@ static enum lr_status s_acquire(struct lr_store *st, int64_t d,
 				struct lr_grant *g, struct lr_err *err)
 {
 	g->fence = 7;
-	g->ttl_ms = 0;
+	g->ttl_ms = sc->granted_ttl;
+	if (sc->nacq == 0 && sc->first_acquire_ms)
+		usleep((useconds_t)sc->first_acquire_ms * 1000);
 	sc->nacq++;
 	return next(sc->acquire, sc->na, &sc->iacq);
 }
@@ -352,6 +356,27 @@ static void test_state_machine(void)
 	run_script(&s, "trap '' TERM; sleep 5", -1, &res);
 	CHECK(res.outcome == LR_OUT_LOST);
 	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGKILL);
+
+	/* An acquire whose reply came too late to run safely: given back
+	 * and taken again, never a stray deadline in WAITING. */
+	memset(&s, 0, sizeof(s));
+	s.first_acquire_ms = 300;
+	run_script(&s, "exit 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 5);
+	CHECK(s.nacq == 2 && s.releases == 2);
+
+	/* A store that grants a shorter TTL than asked: R and the grace
+	 * shrink with it, or leaserun fails if they cannot. */
+	memset(&s, 0, sizeof(s));
+	s.granted_ttl = 300;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_FAILED);
+	CHECK(strstr(res.err.msg, "granted a TTL of 300ms") != NULL);
+	CHECK(s.releases == 1);
+	memset(&s, 0, sizeof(s));
+	s.granted_ttl = 1200;
+	run_script(&s, "sleep 0.7; exit 6", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 6);
 
 	/* Failures that recover before D change nothing. */
 	memset(&s, 0, sizeof(s));

@@ -1,0 +1,154 @@
+#!/bin/bash
+# bench/redis.sh - leaserun on Redis against flock(1) and a redis-cli
+# script, measured in one run on one machine; prints the ratios.
+#
+#   bench/redis.sh [BUILDDIR]      (default: the current directory)
+#
+# 1. One short run: "leaserun -n NAME true" on Redis, "flock -n FILE true",
+#    and a careful redis-cli script doing the same lease by hand (SET NX PX
+#    with a random token, the command, a Lua compare-and-delete).  hyperfine
+#    without a shell.  Targets: within 1.2x of flock, 4x faster than the
+#    redis-cli script.  "leaserun -n" on the file store is measured too,
+#    to tell the core's own cost from the Redis store's.
+# 2. Hand-over: 20 waiters queue on one name; each holds the lease for
+#    50 ms.  A gap is "previous holder's command ended -> next command
+#    started" (bash's $EPOCHREALTIME, the last and the first thing the
+#    commands do); prints the median, min and max over 20 gaps, for Redis
+#    and for the file store.  Also from leaserun's own -v JSON log (1 ms
+#    resolution): "exited" of one holder -> "acquired" of the next, the
+#    part that leaserun and the store control (release, wake-up, acquire),
+#    without the commands' process start and exit.
+#    Target: median under 5 ms on loopback.
+#
+# Starts its own redis-server (loopback, free port, no password, no
+# persistence) in a temporary directory and stops it by PID at the end.
+# Needs redis-server, redis-cli, hyperfine and flock.  RUNS=N changes the
+# number of hyperfine runs (default 300); SKIP_SHORT=1 measures only the
+# hand-over.
+set -eu
+
+builddir=$(cd "${1:-.}" && pwd)
+LEASERUN=$builddir/leaserun
+export LEASERUN_MODULE_DIR=$builddir/.libs
+runs=${RUNS:-300}
+
+for tool in redis-server redis-cli hyperfine flock; do
+	command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 2; }
+done
+if [ ! -x "$LEASERUN" ] || [ ! -e "$LEASERUN_MODULE_DIR/redis.so" ]; then
+	echo "bench: no leaserun or redis.so in $builddir" >&2
+	exit 2
+fi
+
+tmp=$(mktemp -d /tmp/leaserun-bench.XXXXXX)
+port=$("$builddir/tests/freeport")
+redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+	--dir "$tmp" --logfile "$tmp/redis.log" </dev/null >/dev/null 2>&1 &
+rpid=$!
+cleanup() {
+	kill "$rpid" 2>/dev/null || true
+	wait "$rpid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+for _ in $(seq 100); do
+	[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+	sleep 0.05
+done
+[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] ||
+	{ echo "bench: redis-server did not start" >&2; exit 2; }
+url=redis://127.0.0.1:$port
+
+cat >"$tmp/cli.sh" <<'EOF'
+#!/bin/sh
+# The same lease by hand: SET NX PX with a random token, run, compare-and-delete.
+p=$1
+tok=$(cat /proc/sys/kernel/random/uuid)
+[ "$(redis-cli -p "$p" set clilease "$tok" NX PX 10000)" = OK ] || exit 1
+true
+redis-cli -p "$p" eval "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0" 1 clilease "$tok" >/dev/null
+EOF
+
+short_run() {
+	echo "== one short run (hyperfine, $runs runs, no shell)"
+	"$LEASERUN" -n -U "$url" bench true # loads the scripts once
+	hyperfine -N --style basic --warmup 20 --runs "$runs" \
+		--export-csv "$tmp/short.csv" \
+		-n "leaserun -n (redis)" "$LEASERUN -n -U $url bench true" \
+		-n "flock -n" "flock -n $tmp/flock.lock true" \
+		-n "redis-cli script" "sh $tmp/cli.sh $port" \
+		-n "leaserun -n (file)" "$LEASERUN -n -U file://$tmp bench true"
+
+	# CSV: command,mean,stddev,median,user,system,min,max (seconds).
+	awk -F, 'NR > 1 { med[NR - 1] = $4; mean[NR - 1] = $2 }
+		END {
+			printf "\nmedian: leaserun %.2f ms, flock %.2f ms, redis-cli script %.2f ms\n",
+				med[1] * 1000, med[2] * 1000, med[3] * 1000
+			printf "leaserun / flock            = %.2fx (median; mean %.2fx; target <= 1.2x)\n",
+				med[1] / med[2], mean[1] / mean[2]
+			printf "redis-cli script / leaserun = %.2fx (median; mean %.2fx; target >= 4x)\n",
+				med[3] / med[1], mean[3] / mean[1]
+			printf "leaserun redis / file store = %.2fx (median: the cost of the network store)\n",
+				med[1] / med[4]
+		}' "$tmp/short.csv"
+}
+
+# handover URL LABEL: 20 waiters behind one holder on one name.
+handover() {
+	local u=$1 label=$2 name="ho-$RANDOM" pids p
+	: >"$tmp/starts"
+	: >"$tmp/ends"
+	# Times come from bash's $EPOCHREALTIME (no date process): the first
+	# and the last thing each command does.
+	: >"$tmp/log"
+	"$LEASERUN" -v --log-format json -U "$u" "$name" \
+		bash -c "sleep 1; echo \$EPOCHREALTIME >> '$tmp/ends'" 2>>"$tmp/log" &
+	pids=$!
+	sleep 0.2
+	for _ in $(seq 20); do
+		"$LEASERUN" -v --log-format json -w 60 -U "$u" "$name" bash -c \
+			"echo \$EPOCHREALTIME >> '$tmp/starts'; sleep 0.05; echo \$EPOCHREALTIME >> '$tmp/ends'" \
+			2>>"$tmp/log" &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait "$p"
+	done
+	sort -n "$tmp/starts" >"$tmp/s"
+	sort -n "$tmp/ends" | head -n 20 >"$tmp/e"
+	paste "$tmp/s" "$tmp/e" | awk '{ print ($1 - $2) * 1000 }' | sort -n |
+		awk -v label="$label" '{ g[NR] = $1 }
+		END {
+			m = NR % 2 ? g[(NR + 1) / 2] : (g[NR / 2] + g[NR / 2 + 1]) / 2
+			printf "hand-over %-6s median %.2f ms, min %.2f ms, max %.2f ms (%d gaps)\n",
+				label, m, g[1], g[NR], NR
+		}'
+	# The store's part: "exited" (the holder saw its command end) logged
+	# by one leaserun -> "acquired" logged by the next, which covers the
+	# release, the wake-up and the acquire (log times have 1 ms
+	# resolution).
+	sed -n 's/^{"time":"[^T]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)Z".*"event":"\(exited\|acquired\)".*/\1 \2 \3 \4/p' \
+		"$tmp/log" | awk '{ printf "%.0f %s\n", ($1 * 3600 + $2 * 60 + $3) * 1000, $4 }' |
+		sort -n -s -k1,1 | awk -v label="$label" '
+		$2 == "exited" { r = $1; have = 1; next }
+		$2 == "acquired" && have { g[++n] = $1 - r; have = 0 }
+		END {
+			for (i = 1; i <= n; i++)
+				for (j = i + 1; j <= n; j++)
+					if (g[j] < g[i]) { t = g[i]; g[i] = g[j]; g[j] = t }
+			m = n % 2 ? g[(n + 1) / 2] : (g[n / 2] + g[n / 2 + 1]) / 2
+			printf "  leaserun only (exited -> next acquired): median %d ms, max %d ms (%d gaps)\n",
+				m, g[n], n
+		}'
+}
+
+if [ "${SKIP_SHORT:-}" != 1 ]; then
+	short_run
+	echo
+fi
+echo "== hand-over with 20 waiters (holder's command ends -> next starts)"
+handover "$url" redis
+mkdir -p "$tmp/locks"
+handover "file://$tmp/locks" file
+echo "(target for redis: median under 5 ms on loopback)"

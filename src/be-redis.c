@@ -1,0 +1,1576 @@
+/*
+ * be-redis.c - the Redis store (hiredis), built as the module redis.so.
+ *
+ * URLs:
+ *   redis://[user[:password]@]host[:port][/db][?option=value&...]
+ *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
+ * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
+ * on every connect and command; default TTL/3 within [100ms, 2s]),
+ * evict=warn|refuse|ignore (the maxmemory-policy guard).  The password
+ * comes from the URL, else from $REDISCLI_AUTH.
+ *
+ * Keys for lease NAME under prefix P:
+ *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
+ *   Pfence:{NAME}      the fence counter (INCR; no TTL)
+ *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
+ *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
+ *   Preleased:{NAME}   pub/sub channel: one message per release or break
+ * A lease name cannot hold braces, so the names cannot collide; no other
+ * key starts with the lease key, so CLIENT TRACKING's PREFIX P{NAME}
+ * watches the lease alone; the hash tag keeps them all in one Redis
+ * Cluster slot.
+ *
+ * Acquire, renew and release are Lua scripts (atomic on the server), run
+ * with EVALSHA and, on NOSCRIPT (a restarted server), EVAL, which loads
+ * them again.  Acquire sets the lease only if absent, bumps the fence
+ * counter and stores our token in the same script; renew and release
+ * compare the token first.  Acquire by a token that already holds the
+ * lease (a retry after a lost reply) extends it and returns its fence.
+ *
+ * Waiting: after the first BUSY we open a second connection subscribed to
+ * our own wake channel (and to the key's keyspace channel, which helps
+ * only if the server has notify-keyspace-events on), then try once more,
+ * now joining the queue, so a release cannot slip between the try and
+ * the subscription.  Release (and break) publish to the first waiter in
+ * the queue that still has a subscriber, dropping dead ones, so one
+ * waiter wakes, not all.  wait_fd() hands that socket to the core's loop;
+ * a message makes process() say "try now".
+ *
+ * Holding: wait_fd() hands the loop an epoll set of our sockets, so a
+ * server that closes the command connection (CLIENT KILL, restart) is
+ * seen at once: process() drops it and says LR_ERROR, the core renews at
+ * once, and the renew reconnects and finds the lease ours (OK) or not
+ * (LR_LOST).  WATCH_DELAY_MS after acquire (a timerfd in the same set, so
+ * short commands never pay for it) we also turn on CLIENT TRACKING ...
+ * BCAST NOLOOP for the key, redirected to the second connection: any
+ * change to the key (DEL, expiry, eviction, SET by someone else) arrives
+ * there at once, and process() reads the key back (GET, no write, so no
+ * new notice) and says LR_LOST if it is no longer ours.  NOLOOP does not
+ * hide the writes of our own renew script from us, hence the read back.
+ *
+ * The maxmemory-policy guard (INFO memory) travels with the first
+ * acquire, in the same round trip; with evict=refuse a lease it took is
+ * given back at once.
+ *
+ * I/O: sockets are non-blocking and close-on-exec; every exchange polls
+ * against min(deadline, now + timeout cap).  A connection that timed out
+ * or failed is dropped (its late reply would be misread) and the next call
+ * reconnects.  A call that finds a connection dead before any reply tries
+ * a fresh one once, within the same deadline.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "backend.h"
+
+#define DEFAULT_PREFIX "leaserun:"
+#define DEFAULT_PORT 6379
+/* The watch is set up this long after acquire, so that short commands
+ * never pay for it; until then the key is checked by renew alone. */
+#define WATCH_DELAY_MS 20
+
+enum evict_mode { EVICT_WARN, EVICT_REFUSE, EVICT_IGNORE };
+
+struct lr_store {
+	const struct lr_store_req *req;
+	char *host;       /* TCP host, or NULL for a Unix socket */
+	int port;
+	char *sock;       /* Unix socket path, or NULL */
+	char where[300];  /* "127.0.0.1:6379" or the socket path, for errors */
+	char *user;       /* ACL user, or NULL */
+	char *pass;       /* password, or NULL; wiped on close */
+	long db;
+	int64_t cap_ms;   /* per-exchange timeout cap */
+	enum evict_mode evict;
+	char *key, *fence_key, *chan, *ks_chan;
+	char *waiters, *wake_prefix, *wake_chan;
+	redisContext *c;   /* commands */
+	redisContext *aux; /* subscriber (waiting) and watcher (holding) */
+	long long aux_id;  /* its CLIENT ID, or -1 */
+	int tracking;      /* c has CLIENT TRACKING redirected to aux */
+	int held;
+	int watch_pending; /* set the watch up when tfd fires */
+	int watch_off;     /* the server cannot track: renew alone */
+	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
+	int guarded;       /* the maxmemory-policy guard has run */
+	int tfd;           /* timerfd for the watch set-up, or -1 */
+	int ep;            /* epoll set of c, aux, tfd while holding, or -1 */
+	int ep_fd[3];      /* fds registered in ep, or -1 */
+};
+
+/* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
+
+struct sha1 {
+	uint32_t h[5];
+	unsigned char buf[64];
+	size_t n;
+};
+
+static uint32_t rol(uint32_t x, int k)
+{
+	return (x << k) | (x >> (32 - k));
+}
+
+static void sha1_block(struct sha1 *s, const unsigned char *p)
+{
+	uint32_t w[80], a, b, c, d, e, t;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+	for (; i < 80; i++)
+		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+	a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4];
+	for (i = 0; i < 80; i++) {
+		if (i < 20)
+			t = ((b & c) | (~b & d)) + 0x5a827999;
+		else if (i < 40)
+			t = (b ^ c ^ d) + 0x6ed9eba1;
+		else if (i < 60)
+			t = ((b & c) | (b & d) | (c & d)) + 0x8f1bbcdc;
+		else
+			t = (b ^ c ^ d) + 0xca62c1d6;
+		t += rol(a, 5) + e + w[i];
+		e = d, d = c, c = rol(b, 30), b = a, a = t;
+	}
+	s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d, s->h[4] += e;
+}
+
+static void sha1_hex(const char *msg, char out[41])
+{
+	struct sha1 s = { { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
+			    0xc3d2e1f0 },
+			  { 0 },
+			  0 };
+	const unsigned char *p = (const unsigned char *)msg;
+	size_t len = strlen(msg), i;
+	uint64_t bits = (uint64_t)len * 8;
+
+	for (i = 0; i < len; i++) {
+		s.buf[s.n++] = p[i];
+		if (s.n == 64) {
+			sha1_block(&s, s.buf);
+			s.n = 0;
+		}
+	}
+	s.buf[s.n++] = 0x80;
+	if (s.n > 56) {
+		memset(s.buf + s.n, 0, 64 - s.n);
+		sha1_block(&s, s.buf);
+		s.n = 0;
+	}
+	memset(s.buf + s.n, 0, 56 - s.n);
+	for (i = 0; i < 8; i++)
+		s.buf[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
+	sha1_block(&s, s.buf);
+	for (i = 0; i < 5; i++)
+		snprintf(out + 8 * i, 9, "%08x", (unsigned)s.h[i]);
+}
+
+/* ---- scripts ----------------------------------------------------------- */
+
+struct script {
+	const char *name;
+	const char *body;
+	char sha[41];
+};
+
+/* KEYS: lease, fence, waiters.  ARGV: token, ttl ms, pid, since, host,
+ * queue ("1": on BUSY, join the waiters' queue).  Returns {1, fence} when
+ * granted, {0, pttl} when held by another. */
+static struct script acquire_lua = {
+	"acquire",
+	"local v = redis.call('GET', KEYS[1])\n"
+	"if v then\n"
+	"  local tok, f = string.match(v, '^(%S+) (%d+) ')\n"
+	"  if tok == ARGV[1] then\n"
+	"    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"    return {1, f}\n"
+	"  end\n"
+	"  if ARGV[6] == '1' then\n"
+	"    local t = redis.call('TIME')\n"
+	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], "
+	"ARGV[1])\n"
+	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
+	"  end\n"
+	"  return {0, redis.call('PTTL', KEYS[1])}\n"
+	"end\n"
+	"local f = redis.call('INCR', KEYS[2])\n"
+	"redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f .. ' ' .. ARGV[3] ..\n"
+	"  ' ' .. ARGV[4] .. ' ' .. ARGV[5], 'NX', 'PX', ARGV[2])\n"
+	"redis.call('ZREM', KEYS[3], ARGV[1])\n"
+	"return {1, tostring(f)}\n",
+	""
+};
+
+/* KEYS: lease.  ARGV: token, ttl ms.  Returns 1 if extended, 0 if not
+ * ours. */
+static struct script renew_lua = {
+	"renew",
+	"local v = redis.call('GET', KEYS[1])\n"
+	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
+	"  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"end\n"
+	"return 0\n",
+	""
+};
+
+/* Wakes the first live waiter (the first whose wake channel has a
+ * subscriber; the dead are dropped from the queue), then tells the
+ * release channel.  KEYS[2] is the queue, ARGV[2] the release channel,
+ * ARGV[3] the wake channel prefix. */
+#define WAKE_LUA                                                        \
+	"for _, w in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"  \
+	"  if redis.call('PUBLISH', ARGV[3] .. w, 'go') > 0 then break end\n" \
+	"  redis.call('ZREM', KEYS[2], w)\n"                              \
+	"end\n"                                                           \
+	"redis.call('PUBLISH', ARGV[2], 'released')\n"
+
+/* KEYS: lease, waiters.  ARGV: token, release channel, wake prefix.
+ * Returns 1 if deleted, 0 if not ours. */
+static struct script release_lua = {
+	"release",
+	"local v = redis.call('GET', KEYS[1])\n"
+	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
+	"  redis.call('DEL', KEYS[1])\n"
+	WAKE_LUA
+	"  return 1\n"
+	"end\n"
+	"return 0\n",
+	""
+};
+
+/* KEYS: lease, waiters.  ARGV: unused, release channel, wake prefix.
+ * Deletes the lease whoever holds it; returns what DEL returned. */
+static struct script break_lua = {
+	"break",
+	"local n = redis.call('DEL', KEYS[1])\n"
+	WAKE_LUA
+	"return n\n",
+	""
+};
+
+static void scripts_init(void)
+{
+	struct script *all[] = { &acquire_lua, &renew_lua, &release_lua,
+				 &break_lua };
+	size_t i;
+
+	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (!all[i]->sha[0])
+			sha1_hex(all[i]->body, all[i]->sha);
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void wipe_free(char *s)
+{
+	if (!s)
+		return;
+#ifdef HAVE_EXPLICIT_BZERO
+	explicit_bzero(s, strlen(s));
+#else
+	memset(s, 0, strlen(s));
+#endif
+	free(s);
+}
+
+/* "500ms", "2s", "1.5s", "1m", a bare number is seconds.  -1 if bad. */
+static int64_t duration_ms(const char *s)
+{
+	char *end;
+	double v, mul = 1000;
+
+	if (!s || !*s || !(isdigit((unsigned char)*s) || *s == '.'))
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s)
+		return -1;
+	if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0 || !*end)
+		mul = 1000;
+	else if (strcmp(end, "m") == 0)
+		mul = 60000;
+	else
+		return -1;
+	v *= mul;
+	if (v < 1 || v > 86400000.0)
+		return -1;
+	return (int64_t)v;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void drop(redisContext **c)
+{
+	if (*c) {
+		redisFree(*c);
+		*c = NULL;
+	}
+}
+
+/* The absolute time an exchange starting now must end by. */
+static int64_t step_end(const struct lr_store *st, int64_t deadline)
+{
+	int64_t cap = lr_now_ms() + st->cap_ms;
+
+	return cap < deadline ? cap : deadline;
+}
+
+/* Waits until fd is ready for events or end passes.  Returns 1 when
+ * ready (or in error: the next read or write says which), 0 at end. */
+static int wait_io(int fd, short events, int64_t end)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	for (;;) {
+		int64_t left = end - lr_now_ms();
+		int n;
+
+		if (left <= 0)
+			return 0;
+		n = poll(&p, 1, (int)left);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			return 1;
+	}
+}
+
+/* Sends what is buffered in c and reads n replies into r[], all by end.
+ * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
+ * c).  *got counts the replies read, so a caller can tell a dead stale
+ * connection (no reply at all) from a failure mid-way. */
+static enum lr_status exchange(struct lr_store *st, redisContext *c, int n,
+			       redisReply **r, int64_t end, int *got,
+			       const char *what, struct lr_err *err)
+{
+	int done = 0, i;
+
+	*got = 0;
+	for (i = 0; i < n; i++)
+		r[i] = NULL;
+	for (;;) {
+		if (redisBufferWrite(c, &done) != REDIS_OK)
+			goto ioerr;
+		if (done)
+			break;
+		if (wait_io(c->fd, POLLOUT, end) == 0)
+			goto timeout;
+	}
+	for (i = 0; i < n; i++) {
+		void *rep = NULL;
+
+		for (;;) {
+			if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
+				goto ioerr;
+			if (rep)
+				break;
+			if (wait_io(c->fd, POLLIN, end) == 0)
+				goto timeout;
+			if (redisBufferRead(c) != REDIS_OK)
+				goto ioerr;
+		}
+		r[i] = rep;
+		(*got)++;
+	}
+	return LR_OK;
+ioerr:
+	if (c->err == REDIS_ERR_EOF)
+		lr_err_set(err, "redis at %s closed the connection (%s)",
+			   st->where, what);
+	else if (c->err == REDIS_ERR_IO)
+		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
+			   strerror(errno));
+	else
+		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
+			   c->errstr);
+	for (i = 0; i < n; i++)
+		if (r[i])
+			freeReplyObject(r[i]);
+	return LR_ERROR;
+timeout:
+	lr_err_set(err, "redis at %s: %s: no answer within %lldms", st->where,
+		   what, (long long)st->cap_ms);
+	for (i = 0; i < n; i++)
+		if (r[i])
+			freeReplyObject(r[i]);
+	return LR_TIMEOUT;
+}
+
+static void append(redisContext *c, int argc, const char **argv)
+{
+	size_t len[16];
+	int i;
+
+	for (i = 0; i < argc; i++)
+		len[i] = strlen(argv[i]);
+	redisAppendCommandArgv(c, argc, argv, len);
+}
+
+/* Says why AUTH (auth) or SELECT failed; never shows the password. */
+static void login_error(const struct lr_store *st, int auth, const char *why,
+			struct lr_err *err)
+{
+	if (auth && st->user)
+		lr_err_set(err, "redis at %s: authentication as user '%s' "
+				"failed: %.120s",
+			   st->where, st->user, why);
+	else if (auth && strstr(why, "without any password configured"))
+		lr_err_set(err, "redis at %s: a password was given but the "
+				"server has none (no requirepass)",
+			   st->where);
+	else if (auth)
+		lr_err_set(err, "redis at %s: authentication failed: %.120s",
+			   st->where, why);
+	else
+		lr_err_set(err, "redis at %s: cannot select database %ld: "
+				"%.120s",
+			   st->where, st->db, why);
+}
+
+/* Connects and authenticates; selects the database.  On LR_OK *out is a
+ * ready non-blocking close-on-exec context. */
+static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
+				 redisContext **out, struct lr_err *err)
+{
+	int64_t end = step_end(st, deadline), left = end - lr_now_ms();
+	struct timeval tv;
+	redisContext *c;
+	redisReply *r[2];
+	int n = 0, got, i, fl;
+	enum lr_status s;
+
+	*out = NULL;
+	if (left <= 0) {
+		lr_err_set(err, "cannot connect to redis at %s: no time left",
+			   st->where);
+		return LR_TIMEOUT;
+	}
+	tv.tv_sec = left / 1000;
+	tv.tv_usec = (left % 1000) * 1000;
+	if (st->sock)
+		c = redisConnectUnixWithTimeout(st->sock, tv);
+	else
+		c = redisConnectWithTimeout(st->host, st->port, tv);
+	if (!c) {
+		lr_err_set(err, "cannot connect to redis at %s: out of memory",
+			   st->where);
+		return LR_ERROR;
+	}
+	if (c->err) {
+		int to = c->err == REDIS_ERR_IO && errno == ETIMEDOUT;
+
+		lr_err_set(err, "cannot connect to redis at %s: %s", st->where,
+			   c->errstr);
+		redisFree(c);
+		return to ? LR_TIMEOUT : LR_ERROR;
+	}
+	fcntl(c->fd, F_SETFD, FD_CLOEXEC);
+	fl = fcntl(c->fd, F_GETFL);
+	if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		lr_err_set(err, "redis at %s: cannot set up the socket: %s",
+			   st->where, strerror(errno));
+		redisFree(c);
+		return LR_ERROR;
+	}
+	c->flags &= ~REDIS_BLOCK;
+
+	if (st->pass) {
+		const char *a[3] = { "AUTH", st->user, st->pass };
+
+		if (!st->user)
+			a[1] = st->pass;
+		append(c, st->user ? 3 : 2, a);
+		n++;
+	}
+	if (st->db) {
+		char dbs[24];
+		const char *a[2] = { "SELECT", dbs };
+
+		snprintf(dbs, sizeof(dbs), "%ld", st->db);
+		append(c, 2, a);
+		n++;
+	}
+	if (n == 0) {
+		*out = c;
+		return LR_OK;
+	}
+	s = exchange(st, c, n, r, end, &got, "login", err);
+	if (s != LR_OK) {
+		redisFree(c);
+		return s;
+	}
+	for (i = 0; i < n; i++) {
+		if (r[i]->type == REDIS_REPLY_ERROR && s == LR_OK) {
+			login_error(st, st->pass && i == 0, r[i]->str, err);
+			s = LR_ERROR;
+		}
+		freeReplyObject(r[i]);
+	}
+	if (s != LR_OK) {
+		redisFree(c);
+		return s;
+	}
+	*out = c;
+	return LR_OK;
+}
+
+static void drop_main(struct lr_store *st);
+
+/* Runs one command on the command connection, connecting if needed.  A
+ * connection that was open before this call and dies before answering
+ * is replaced once.  LR_OK hands over *r (maybe an error reply). */
+struct pre {
+	int argc;           /* 0: none */
+	const char **argv;
+	redisReply *r;      /* its reply, for the caller to free */
+};
+
+/* The same, with the command pre sent first in the same round trip. */
+static enum lr_status command_pre(struct lr_store *st, struct pre *pre,
+				  int argc, const char **argv,
+				  int64_t deadline, redisReply **r,
+				  const char *what, struct lr_err *err)
+{
+	int tries = 0, got, n = pre && pre->argc ? 2 : 1;
+	redisReply *rr[2];
+	enum lr_status s;
+
+	*r = NULL;
+	for (;;) {
+		int fresh = st->c == NULL;
+
+		if (fresh) {
+			s = connect_to(st, deadline, &st->c, err);
+			if (s != LR_OK)
+				return s;
+		}
+		if (n == 2)
+			append(st->c, pre->argc, pre->argv);
+		append(st->c, argc, argv);
+		s = exchange(st, st->c, n, rr, step_end(st, deadline), &got,
+			     what, err);
+		if (s == LR_OK) {
+			if (n == 2)
+				pre->r = rr[0];
+			*r = rr[n - 1];
+			return LR_OK;
+		}
+		drop_main(st);
+		if (fresh || s != LR_ERROR || tries++ > 0 ||
+		    lr_now_ms() >= deadline)
+			return s;
+	}
+}
+
+static enum lr_status command(struct lr_store *st, int argc,
+			      const char **argv, int64_t deadline,
+			      redisReply **r, const char *what,
+			      struct lr_err *err)
+{
+	return command_pre(st, NULL, argc, argv, deadline, r, what, err);
+}
+
+/* EVALSHA, then EVAL on NOSCRIPT.  kv holds the keys then the args.
+ * pre, if not NULL, goes in the same round trip as the EVALSHA. */
+static enum lr_status run_script_pre(struct lr_store *st, struct pre *pre,
+				     struct script *sc, int nkeys, int nargs,
+				     const char **kv, int64_t deadline,
+				     redisReply **r, struct lr_err *err)
+{
+	const char *argv[16];
+	char nk[8];
+	enum lr_status s;
+	int i;
+
+	snprintf(nk, sizeof(nk), "%d", nkeys);
+	argv[0] = "EVALSHA";
+	argv[1] = sc->sha;
+	argv[2] = nk;
+	for (i = 0; i < nkeys + nargs; i++)
+		argv[3 + i] = kv[i];
+	s = command_pre(st, pre, 3 + nkeys + nargs, argv, deadline, r,
+			sc->name, err);
+	if (s != LR_OK)
+		return s;
+	if ((*r)->type == REDIS_REPLY_ERROR &&
+	    strncmp((*r)->str, "NOSCRIPT", 8) == 0) {
+		freeReplyObject(*r);
+		argv[0] = "EVAL";
+		argv[1] = sc->body;
+		s = command(st, 3 + nkeys + nargs, argv, deadline, r,
+			    sc->name, err);
+		if (s != LR_OK)
+			return s;
+	}
+	if ((*r)->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
+			   sc->name, (*r)->str,
+			   strncmp((*r)->str, "NOAUTH", 6) == 0
+				   ? " (give a password in the URL or "
+				     "REDISCLI_AUTH)"
+				   : "");
+		freeReplyObject(*r);
+		*r = NULL;
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static enum lr_status run_script(struct lr_store *st, struct script *sc,
+				 int nkeys, int nargs, const char **kv,
+				 int64_t deadline, redisReply **r,
+				 struct lr_err *err)
+{
+	return run_script_pre(st, NULL, sc, nkeys, nargs, kv, deadline, r,
+			      err);
+}
+
+/* ---- URL --------------------------------------------------------------- */
+
+static int parse_db(const char *s, long *db)
+{
+	char *end;
+
+	if (!*s)
+		return 0;
+	errno = 0;
+	*db = strtol(s, &end, 10);
+	if (errno || *end || *db < 0 || *db > 100000 ||
+	    !isdigit((unsigned char)*s))
+		return -1;
+	return 0;
+}
+
+static enum lr_status parse_url(struct lr_store *st,
+				const struct lr_store_req *req,
+				struct lr_err *err)
+{
+	const struct lr_url *u = req->u;
+	const char *v;
+	size_t i;
+
+	for (i = 0; i < u->nparams; i++) {
+		const char *k = u->params[i].key;
+
+		if (strcmp(k, "prefix") && strcmp(k, "timeout") &&
+		    strcmp(k, "evict") && strcmp(k, "db")) {
+			lr_err_set(err,
+				   "unknown redis URL option '%s' (known: "
+				   "prefix, db, timeout, evict)",
+				   k);
+			return LR_ERROR;
+		}
+	}
+	if (strcmp(u->scheme, "redis+unix") == 0) {
+		if (*u->hosts && strcmp(u->hosts, "localhost") != 0) {
+			lr_err_set(err, "redis+unix URL: expected "
+					"redis+unix:///path/to/redis.sock");
+			return LR_ERROR;
+		}
+		if (!*u->path || strcmp(u->path, "/") == 0) {
+			lr_err_set(err, "redis+unix URL: no socket path");
+			return LR_ERROR;
+		}
+		st->sock = strdup(u->path);
+		if (!st->sock)
+			goto oom;
+		snprintf(st->where, sizeof(st->where), "%s", st->sock);
+	} else {
+		const char *h = *u->hosts ? u->hosts : "127.0.0.1";
+		const char *port = NULL;
+		char *end;
+		size_t hl;
+
+		if (strchr(h, ',')) {
+			lr_err_set(err, "redis URL: give one host (Sentinel "
+					"and Cluster are not supported)");
+			return LR_ERROR;
+		}
+		if (*h == '[') {
+			const char *rb = strchr(h, ']');
+
+			if (!rb || (rb[1] && rb[1] != ':')) {
+				lr_err_set(err, "redis URL: bad IPv6 host");
+				return LR_ERROR;
+			}
+			st->host = strndup(h + 1, (size_t)(rb - h - 1));
+			if (rb[1])
+				port = rb + 2;
+		} else {
+			const char *colon = strchr(h, ':');
+
+			hl = colon ? (size_t)(colon - h) : strlen(h);
+			st->host = strndup(h, hl);
+			if (colon)
+				port = colon + 1;
+		}
+		if (!st->host)
+			goto oom;
+		if (!*st->host) {
+			lr_err_set(err, "redis URL: empty host");
+			return LR_ERROR;
+		}
+		st->port = DEFAULT_PORT;
+		if (port) {
+			long p;
+
+			errno = 0;
+			p = strtol(port, &end, 10);
+			if (!*port || *end || errno || p < 1 || p > 65535) {
+				lr_err_set(err, "redis URL: bad port '%s'",
+					   port);
+				return LR_ERROR;
+			}
+			st->port = (int)p;
+		}
+		if (strchr(st->host, ':'))
+			snprintf(st->where, sizeof(st->where), "[%s]:%d",
+				 st->host, st->port);
+		else
+			snprintf(st->where, sizeof(st->where), "%s:%d",
+				 st->host, st->port);
+		if (*u->path && strcmp(u->path, "/") != 0 &&
+		    parse_db(u->path + 1, &st->db) < 0) {
+			lr_err_set(err, "redis URL: bad database number "
+					"in the path (expected /N)");
+			return LR_ERROR;
+		}
+	}
+	v = lr_url_param(u, "db");
+	if (v && (!*v || parse_db(v, &st->db) < 0)) {
+		lr_err_set(err, "redis URL: bad db=%s", v);
+		return LR_ERROR;
+	}
+
+	v = lr_url_param(u, "timeout");
+	if (v) {
+		st->cap_ms = duration_ms(v);
+		if (st->cap_ms < 0) {
+			lr_err_set(err,
+				   "redis URL: bad timeout=%s (a duration "
+				   "such as 500ms or 2s)",
+				   v);
+			return LR_ERROR;
+		}
+	} else {
+		st->cap_ms = clamp64(req->ttl_ms / 3, 100, 2000);
+	}
+
+	v = lr_url_param(u, "evict");
+	if (!v || strcmp(v, "warn") == 0) {
+		st->evict = EVICT_WARN;
+	} else if (strcmp(v, "refuse") == 0) {
+		st->evict = EVICT_REFUSE;
+	} else if (strcmp(v, "ignore") == 0) {
+		st->evict = EVICT_IGNORE;
+	} else {
+		lr_err_set(err, "redis URL: bad evict=%s (warn, refuse or "
+				"ignore)", v);
+		return LR_ERROR;
+	}
+
+	if (u->user && *u->user) {
+		st->user = strdup(u->user);
+		if (!st->user)
+			goto oom;
+	}
+	{
+		const char *pw = u->password ? u->password
+					      : secure_getenv("REDISCLI_AUTH");
+
+		if (pw && *pw) {
+			st->pass = strdup(pw);
+			if (!st->pass)
+				goto oom;
+		}
+	}
+	if (st->user && !st->pass) {
+		lr_err_set(err, "redis URL names user '%s' but no password "
+				"(put it in the URL or REDISCLI_AUTH)",
+			   st->user);
+		return LR_ERROR;
+	}
+
+	v = lr_url_param(u, "prefix");
+	if (!v)
+		v = DEFAULT_PREFIX;
+	{
+		size_t n = strlen(v) + strlen(req->name) + 32, m;
+
+		st->key = malloc(n);
+		st->fence_key = malloc(n);
+		st->chan = malloc(n);
+		m = n + 40;
+		st->ks_chan = malloc(m);
+		st->waiters = malloc(n);
+		st->wake_prefix = malloc(n);
+		m = n + (req->token ? strlen(req->token) : 0);
+		st->wake_chan = malloc(m);
+		if (!st->key || !st->fence_key || !st->chan || !st->ks_chan ||
+		    !st->waiters || !st->wake_prefix || !st->wake_chan)
+			goto oom;
+		snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
+		snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
+		snprintf(st->wake_chan, m, "%s%s", st->wake_prefix,
+			 req->token ? req->token : "");
+		snprintf(st->key, n, "%s{%s}", v, req->name);
+		snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
+		snprintf(st->chan, n, "%sreleased:{%s}", v, req->name);
+		snprintf(st->ks_chan, n + 40, "__keyspace@%ld__:%s", st->db,
+			 st->key);
+	}
+	return LR_OK;
+oom:
+	lr_err_set(err, "out of memory");
+	return LR_ERROR;
+}
+
+/* ---- guard ------------------------------------------------------------- */
+
+/* Warns or refuses when the server may evict our keys, judging by r,
+ * the reply to INFO memory (freed here). */
+static enum lr_status guard(struct lr_store *st, redisReply *r,
+			    struct lr_err *err)
+{
+	char policy[64] = "", msg[512];
+	const char *p;
+	size_t n;
+
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* An ACL user may not run INFO. */
+		if (strncmp(r->str, "NOAUTH", 6) == 0) {
+			lr_err_set(err, "redis at %s: %s (give a password in "
+					"the URL or REDISCLI_AUTH)",
+				   st->where, r->str);
+			freeReplyObject(r);
+			return LR_ERROR;
+		}
+		snprintf(msg, sizeof(msg),
+			 "redis at %s: cannot check maxmemory-policy: %s",
+			 st->where, r->str);
+		freeReplyObject(r);
+		goto unknown;
+	}
+	if (r->type == REDIS_REPLY_STRING &&
+	    (p = strstr(r->str, "maxmemory_policy:")) != NULL) {
+		p += strlen("maxmemory_policy:");
+		n = strcspn(p, "\r\n");
+		if (n >= sizeof(policy))
+			n = sizeof(policy) - 1;
+		memcpy(policy, p, n);
+		policy[n] = '\0';
+	}
+	freeReplyObject(r);
+	if (!*policy) {
+		snprintf(msg, sizeof(msg),
+			 "redis at %s: cannot check maxmemory-policy: not in "
+			 "INFO memory",
+			 st->where);
+		goto unknown;
+	}
+	if (strncmp(policy, "allkeys-", 8) != 0 &&
+	    strncmp(policy, "volatile-", 9) != 0)
+		return LR_OK;
+	if (st->evict == EVICT_REFUSE) {
+		lr_err_set(err,
+			   "redis at %s has maxmemory-policy %s, which can "
+			   "evict a held lease (evict=refuse)",
+			   st->where, policy);
+		return LR_ERROR;
+	}
+	snprintf(msg, sizeof(msg),
+		 "redis at %s has maxmemory-policy %s: under memory pressure "
+		 "it can evict a held lease%s; use noeviction",
+		 st->where, policy,
+		 policy[0] == 'a' ? " and reset the fence counter" : "");
+	if (st->req->warn)
+		st->req->warn(st->req->warn_ctx, msg);
+	return LR_OK;
+unknown:
+	if (st->evict == EVICT_REFUSE) {
+		lr_err_set(err, "%.230s (evict=refuse)", msg);
+		return LR_ERROR;
+	}
+	if (st->req->warn)
+		st->req->warn(st->req->warn_ctx, msg);
+	return LR_OK;
+}
+
+/* ---- the store --------------------------------------------------------- */
+
+/* Drops the command or the auxiliary connection, and its place in ep. */
+static void drop_main(struct lr_store *st)
+{
+	if (st->ep >= 0 && st->ep_fd[0] >= 0)
+		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[0], NULL);
+	st->ep_fd[0] = -1;
+	st->tracking = 0;
+	drop(&st->c);
+}
+
+static void drop_aux(struct lr_store *st)
+{
+	if (st->ep >= 0 && st->ep_fd[1] >= 0)
+		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[1], NULL);
+	st->ep_fd[1] = -1;
+	st->aux_id = -1;
+	st->tracking = 0;
+	drop(&st->aux);
+}
+
+static void r_close(struct lr_store *st)
+{
+	if (!st)
+		return;
+	drop_main(st);
+	drop_aux(st);
+	if (st->ep >= 0)
+		close(st->ep);
+	if (st->tfd >= 0)
+		close(st->tfd);
+	free(st->host);
+	free(st->sock);
+	free(st->user);
+	wipe_free(st->pass);
+	free(st->key);
+	free(st->fence_key);
+	free(st->chan);
+	free(st->ks_chan);
+	free(st->waiters);
+	free(st->wake_prefix);
+	free(st->wake_chan);
+	free(st);
+}
+
+static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
+			     struct lr_store **out, struct lr_err *err)
+{
+	const char *ping[1] = { "PING" };
+	struct lr_store *st;
+	enum lr_status s;
+	redisReply *r;
+
+	scripts_init();
+	*out = st = calloc(1, sizeof(*st));
+	if (!st) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	st->req = req;
+	st->ep = st->tfd = -1;
+	st->ep_fd[0] = st->ep_fd[1] = st->ep_fd[2] = -1;
+	st->aux_id = -1;
+	s = parse_url(st, req, err);
+	if (s != LR_OK)
+		return s;
+	if (req->token && strpbrk(req->token, " \t\r\n")) {
+		lr_err_set(err, "redis store: bad owner token");
+		return LR_ERROR;
+	}
+	s = connect_to(st, deadline, &st->c, err);
+	if (s != LR_OK)
+		return s;
+	/* The guard goes with the first acquire, in one round trip. */
+	if (req->token)
+		return LR_OK;
+	/* --status, --break: check the login now, for a clear message. */
+	s = command(st, 1, ping, deadline, &r, "PING", err);
+	if (s != LR_OK)
+		return s;
+	if (r->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "redis at %s: %s%s", st->where, r->str,
+			   strncmp(r->str, "NOAUTH", 6) == 0
+				   ? " (give a password in the URL or "
+				     "REDISCLI_AUTH)"
+				   : "");
+		s = LR_ERROR;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+/* Opens the auxiliary connection: learns its CLIENT ID and subscribes it
+ * to the release channel, the key's keyspace channel and the tracking
+ * channel, waiting for every answer. */
+static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	const char *id[2] = { "CLIENT", "ID" };
+	const char *sub[4] = { "SUBSCRIBE", st->wake_chan, st->ks_chan,
+			       "__redis__:invalidate" };
+	redisReply *r[4];
+	enum lr_status s;
+	int got, i;
+
+	s = connect_to(st, deadline, &st->aux, err);
+	if (s != LR_OK)
+		return s;
+	append(st->aux, 2, id);
+	append(st->aux, 4, sub);
+	s = exchange(st, st->aux, 4, r, step_end(st, deadline), &got,
+		     "SUBSCRIBE", err);
+	if (s != LR_OK) {
+		drop_aux(st);
+		return s;
+	}
+	/* An ACL user may lack CLIENT: then no tracking, waiting still
+	 * works. */
+	st->aux_id = r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : -1;
+	for (i = 1; i < 4; i++) {
+		const char *why = r[i]->type == REDIS_REPLY_ERROR
+					  ? r[i]->str
+					  : "unexpected reply";
+
+		if (r[i]->type != REDIS_REPLY_ARRAY && s == LR_OK) {
+			lr_err_set(err, "redis at %s: SUBSCRIBE: %.150s",
+				   st->where, why);
+			st->aux_denied = 1;
+			s = LR_ERROR;
+		}
+	}
+	for (i = 0; i < 4; i++)
+		freeReplyObject(r[i]);
+	if (s != LR_OK)
+		drop_aux(st);
+	return s;
+}
+
+/* While holding: makes the server tell aux at once when anyone else
+ * changes our key (deletes it, lets it expire, overwrites it), with
+ * CLIENT TRACKING ... BCAST NOLOOP on the command connection.  Failing
+ * to set it up is no failure: renew still checks the key. */
+static void watch_setup(struct lr_store *st, int64_t deadline)
+{
+	char id[24], msg[640];
+	const char *argv[9] = { "CLIENT",   "TRACKING", "on",
+				"REDIRECT", id,         "BCAST",
+				"PREFIX",   st->key,    "NOLOOP" };
+	struct lr_err e = { "" };
+	redisReply *r;
+
+	if (!st->aux && aux_open(st, deadline, &e) != LR_OK) {
+		if (st->aux_denied) {
+			snprintf(msg, sizeof(msg),
+				 "%s; a deleted key is seen at the next renew",
+				 e.msg);
+			if (st->req->warn)
+				st->req->warn(st->req->warn_ctx, msg);
+			st->watch_off = 1;
+		}
+		return; /* else retried after the next good renew */
+	}
+	if (st->aux_id < 0) {
+		st->watch_off = 1;
+		return;
+	}
+	if (!st->c || st->tracking)
+		return;
+	snprintf(id, sizeof(id), "%lld", st->aux_id);
+	if (command(st, 9, argv, deadline, &r, "CLIENT TRACKING", &e) !=
+	    LR_OK)
+		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* Redis before 6, or an ACL without CLIENT: renew alone. */
+		if (strncmp(r->str, "NOPERM", 6) == 0 && st->req->warn) {
+			snprintf(msg, sizeof(msg),
+				 "redis at %s: cannot watch the lease key "
+				 "(%.200s); a deleted key is seen at the next "
+				 "renew",
+				 st->where, r->str);
+			st->req->warn(st->req->warn_ctx, msg);
+		}
+		st->watch_off = 1;
+	} else {
+		st->tracking = 1;
+	}
+	freeReplyObject(r);
+}
+
+/* Asks for the watch to be set up in delay_ms (by process(), when tfd
+ * fires), or cancels that with delay_ms < 0. */
+static void watch_arm(struct lr_store *st, int64_t delay_ms)
+{
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+
+	st->watch_pending = delay_ms >= 0 && !st->watch_off;
+	if (st->watch_pending && st->tfd < 0) {
+		st->tfd = timerfd_create(CLOCK_BOOTTIME,
+					 TFD_CLOEXEC | TFD_NONBLOCK);
+		if (st->tfd < 0) {
+			st->watch_pending = 0;
+			return;
+		}
+	}
+	if (st->tfd < 0)
+		return;
+	if (st->watch_pending) {
+		its.it_value.tv_sec = delay_ms / 1000;
+		its.it_value.tv_nsec = (delay_ms % 1000) * 1000000 + 1;
+	}
+	timerfd_settime(st->tfd, 0, &its, NULL);
+}
+
+static enum lr_status try_acquire(struct lr_store *st, struct pre *pre,
+				  int64_t deadline, struct lr_grant *g,
+				  struct lr_err *err)
+{
+	const struct lr_store_req *req = st->req;
+	char ttl[24], pid[24], since[24];
+	const char *kv[9] = { st->key,	   st->fence_key,
+			      st->waiters, req->token,
+			      ttl,	   pid,
+			      since,	   req->host && *req->host ? req->host
+								   : "?",
+			      st->aux ? "1" : "0" };
+	redisReply *r;
+	enum lr_status s;
+
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
+	snprintf(pid, sizeof(pid), "%ld", req->pid);
+	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
+	s = run_script_pre(st, pre, &acquire_lua, 3, 6, kv, deadline, &r,
+			   err);
+	if (s != LR_OK)
+		return s;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "redis at %s: acquire: unexpected reply",
+			   st->where);
+		s = LR_ERROR;
+	} else if (r->element[0]->integer == 1) {
+		const redisReply *f = r->element[1];
+
+		g->fence = f->type == REDIS_REPLY_STRING
+				   ? strtoull(f->str, NULL, 10)
+				   : (uint64_t)f->integer;
+		g->ttl_ms = 0;
+		s = LR_OK;
+	} else {
+		s = LR_BUSY;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+static enum lr_status r_release(struct lr_store *st, int64_t deadline,
+				struct lr_err *err);
+
+static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
+				struct lr_grant *g, struct lr_err *err)
+{
+	enum lr_status s;
+
+	if (!st->req->token) {
+		lr_err_set(err, "redis store: acquire without a token");
+		return LR_ERROR;
+	}
+	if (!st->guarded && st->evict != EVICT_IGNORE) {
+		const char *info[2] = { "INFO", "memory" };
+		struct pre pre = { 2, info, NULL };
+		struct lr_err gerr = { "" };
+		enum lr_status gs;
+
+		s = try_acquire(st, &pre, deadline, g, err);
+		if (!pre.r)
+			return s; /* no answer: the guard goes with the next */
+		st->guarded = 1;
+		gs = guard(st, pre.r, &gerr);
+		if (gs != LR_OK) {
+			if (s == LR_OK) {
+				struct lr_err ignored;
+
+				r_release(st, deadline, &ignored);
+			}
+			*err = gerr;
+			return gs;
+		}
+	} else {
+		s = try_acquire(st, NULL, deadline, g, err);
+	}
+	if (s == LR_BUSY && !st->aux && !st->aux_denied) {
+		struct lr_err ignored;
+
+		/* Subscribe, then look again, so that a release between the
+		 * two cannot go unseen.  Without a subscription the core's
+		 * backoff timer still retries. */
+		if (aux_open(st, deadline, &ignored) == LR_OK)
+			s = try_acquire(st, NULL, deadline, g, err);
+	}
+	if (s == LR_OK) {
+		st->held = 1;
+		watch_arm(st, WATCH_DELAY_MS);
+	}
+	return s;
+}
+
+/* Brings ep in line with what should be watched while holding. */
+static int ep_sync(struct lr_store *st)
+{
+	int fd[3] = { st->c ? st->c->fd : -1, st->aux ? st->aux->fd : -1,
+		      st->watch_pending ? st->tfd : -1 };
+	int i;
+
+	if (st->ep < 0) {
+		st->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (st->ep < 0)
+			return -1;
+	}
+	for (i = 0; i < 3; i++) {
+		struct epoll_event e = { .events = EPOLLIN };
+
+		e.data.u32 = (uint32_t)i;
+		if (fd[i] == st->ep_fd[i])
+			continue;
+		if (st->ep_fd[i] >= 0)
+			epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[i], NULL);
+		st->ep_fd[i] = -1;
+		if (fd[i] < 0)
+			continue;
+		if (epoll_ctl(st->ep, EPOLL_CTL_ADD, fd[i], &e) < 0)
+			return -1;
+		st->ep_fd[i] = fd[i];
+	}
+	return st->ep;
+}
+
+static int r_wait_fd(struct lr_store *st, short *events)
+{
+	int fd;
+
+	*events = POLLIN;
+	if (!st->held)
+		return st->aux ? st->aux->fd : -1;
+	fd = ep_sync(st);
+	if (fd >= 0)
+		return fd;
+	/* No epoll: watch the command connection alone. */
+	watch_arm(st, -1);
+	return st->c ? st->c->fd : -1;
+}
+
+/* Reads what aux has.  Returns 1 if a message says "look now" (a
+ * release, or a change to our key), 0 if not, -1 if aux is gone. */
+static int aux_read(struct lr_store *st)
+{
+	int look = 0;
+
+	if (redisBufferRead(st->aux) != REDIS_OK)
+		return -1;
+	for (;;) {
+		redisReply *r;
+		void *rep = NULL;
+
+		if (redisGetReplyFromReader(st->aux, &rep) != REDIS_OK)
+			return -1;
+		if (!rep)
+			break;
+		r = rep;
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+		    r->element[0]->type == REDIS_REPLY_STRING &&
+		    strcmp(r->element[0]->str, "message") == 0 &&
+		    r->element[1]->type == REDIS_REPLY_STRING) {
+			const char *ch = r->element[1]->str;
+			const redisReply *m = r->element[2];
+
+			if (strcmp(ch, st->wake_chan) == 0)
+				look |= 1;
+			else if (strcmp(ch, "__redis__:invalidate") == 0)
+				look |= 2;
+			else if (m->type == REDIS_REPLY_STRING &&
+				 (strcmp(m->str, "del") == 0 ||
+				  strcmp(m->str, "expired") == 0 ||
+				  strcmp(m->str, "evicted") == 0))
+				look |= 4;
+		}
+		freeReplyObject(r);
+	}
+	/* While holding, our own release message means nothing. */
+	if (st->held)
+		look &= ~1;
+	return look != 0;
+}
+
+/* Someone changed our key (or we did: NOLOOP does not hide a script's
+ * writes): look, without extending it, whether it is still ours. */
+static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	const char *get[2] = { "GET", st->key };
+	const char *tok = st->req->token;
+	size_t n = strlen(tok);
+	enum lr_status s;
+	redisReply *r;
+
+	s = command(st, 2, get, deadline, &r, "GET", err);
+	if (s != LR_OK)
+		return s;
+	if (r->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "redis at %s: GET %s: %s", st->where, st->key,
+			   r->str);
+		s = LR_ERROR;
+	} else if (r->type != REDIS_REPLY_STRING ||
+		   strncmp(r->str, tok, n) != 0 || r->str[n] != ' ') {
+		lr_err_set(err, "redis at %s: the lease key %s was deleted "
+				"or taken by another client",
+			   st->where, st->key);
+		st->held = 0;
+		watch_arm(st, -1);
+		drop_aux(st);
+		s = LR_LOST;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+/* Returns which of c (bit 0), aux (bit 1) and tfd (bit 2) are readable;
+ * clears tfd. */
+static int ready(struct lr_store *st)
+{
+	struct pollfd p[3] = {
+		{ .fd = st->c ? st->c->fd : -1, .events = POLLIN },
+		{ .fd = st->aux ? st->aux->fd : -1, .events = POLLIN },
+		{ .fd = st->watch_pending ? st->tfd : -1, .events = POLLIN },
+	};
+	int mask = 0, i;
+
+	if (poll(p, 3, 0) <= 0)
+		return 0;
+	for (i = 0; i < 3; i++)
+		if (p[i].revents & (POLLIN | POLLHUP | POLLERR))
+			mask |= 1 << i;
+	if (mask & 4) {
+		uint64_t n;
+
+		if (read(st->tfd, &n, sizeof(n)) < 0)
+			n = 0;
+	}
+	return mask;
+}
+
+static enum lr_status r_process(struct lr_store *st, short revents,
+				int64_t deadline, struct lr_err *err)
+{
+	enum lr_status s = LR_OK;
+	int mask;
+
+	if (!st->held) {
+		int look;
+
+		if (!st->aux)
+			return LR_OK;
+		look = aux_read(st);
+		if (look < 0) {
+			/* Lost the subscriber: look now; acquire subscribes
+			 * again. */
+			drop_aux(st);
+			return LR_OK;
+		}
+		return look ? LR_OK : LR_BUSY;
+	}
+
+	mask = ready(st);
+	if (mask & 1) {
+		void *rep = NULL;
+
+		/* Nothing should arrive unasked: a read means the server
+		 * closed the connection, or a protocol error. */
+		if (redisBufferRead(st->c) != REDIS_OK) {
+			if (st->c->err == REDIS_ERR_EOF)
+				lr_err_set(err, "redis at %s closed the "
+						"connection",
+					   st->where);
+			else
+				lr_err_set(err, "redis at %s: connection: %s",
+					   st->where, st->c->errstr);
+			drop_main(st);
+			s = LR_ERROR;
+		} else if (redisGetReplyFromReader(st->c, &rep) != REDIS_OK ||
+			   rep) {
+			if (rep)
+				freeReplyObject(rep);
+			lr_err_set(err, "redis at %s: unexpected data on the "
+					"connection",
+				   st->where);
+			drop_main(st);
+			s = LR_ERROR;
+		}
+	}
+	if (mask & 2) {
+		int look = aux_read(st);
+
+		if (look < 0) {
+			if (s == LR_OK)
+				lr_err_set(err, "redis at %s closed the watch "
+						"connection",
+					   st->where);
+			drop_aux(st);
+			s = LR_ERROR;
+		} else if (look && s == LR_OK) {
+			s = check_ours(st, deadline, err);
+		}
+	}
+	if ((mask & 4) && st->watch_pending) {
+		/* On trouble, the next good renew asks again. */
+		watch_arm(st, -1);
+		if (s == LR_OK)
+			watch_setup(st, deadline);
+	}
+	return s;
+}
+
+static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
+			      struct lr_err *err)
+{
+	char ttl[24];
+	const char *kv[3] = { st->key, st->req->token, ttl };
+	redisReply *r;
+	enum lr_status s;
+
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
+	s = run_script(st, &renew_lua, 1, 2, kv, deadline, &r, err);
+	if (s != LR_OK)
+		return s;
+	if (r->type != REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "redis at %s: renew: unexpected reply",
+			   st->where);
+		s = LR_ERROR;
+	} else if (r->integer != 1) {
+		lr_err_set(err, "redis at %s: the lease key %s is gone or "
+				"held by another owner",
+			   st->where, st->key);
+		st->held = 0;
+		watch_arm(st, -1);
+		drop_aux(st);
+		s = LR_LOST;
+	} else if (!st->watch_off && !st->watch_pending &&
+		   (!st->aux || !st->tracking)) {
+		/* Reconnected: set the watch up again, now. */
+		watch_arm(st, 0);
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+static enum lr_status r_release(struct lr_store *st, int64_t deadline,
+				struct lr_err *err)
+{
+	const char *kv[5] = { st->key, st->waiters, st->req->token, st->chan,
+			      st->wake_prefix };
+	redisReply *r;
+	enum lr_status s;
+
+	st->held = 0;
+	watch_arm(st, -1);
+	drop_aux(st);
+	s = run_script(st, &release_lua, 2, 3, kv, deadline, &r, err);
+	if (s != LR_OK)
+		return s;
+	if (r->type != REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "redis at %s: release: unexpected reply",
+			   st->where);
+		s = LR_ERROR;
+	} else if (r->integer != 1) {
+		lr_err_set(err, "redis at %s: the lease key %s was no longer "
+				"ours at release",
+			   st->where, st->key);
+		s = LR_LOST;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
+				struct lr_info *info, struct lr_err *err)
+{
+	const char *get[2] = { "GET", st->key }, *pttl[2] = { "PTTL", st->key };
+	struct pre pre = { 2, get, NULL };
+	redisReply *r, *v;
+	enum lr_status s;
+	char tok[128];
+	unsigned long long fence;
+	long pid;
+	long long since;
+	int pos = 0;
+
+	info->held = 0;
+	/* GET and PTTL in one round trip. */
+	s = command_pre(st, &pre, 2, pttl, deadline, &r, "GET", err);
+	if (s != LR_OK)
+		return s;
+	v = pre.r;
+	if (v->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "redis at %s: GET %s: %.120s", st->where,
+			   st->key, v->str);
+		s = LR_ERROR;
+	} else if (v->type == REDIS_REPLY_STRING &&
+		   r->type == REDIS_REPLY_INTEGER && r->integer != -2) {
+		info->held = 1;
+		if (r->integer >= 0)
+			info->ttl_left_ms = r->integer;
+		if (sscanf(v->str, "%127s %llu %ld %lld %n", tok, &fence,
+			   &pid, &since, &pos) == 4 &&
+		    pos > 0) {
+			info->fence = fence;
+			info->pid = pid;
+			info->since_ms = since;
+			snprintf(info->host, sizeof(info->host), "%s",
+				 v->str + pos);
+		}
+	}
+	freeReplyObject(v);
+	freeReplyObject(r);
+	return s;
+}
+
+static enum lr_status r_brk(struct lr_store *st, int64_t deadline,
+			    struct lr_err *err)
+{
+	const char *kv[5] = { st->key, st->waiters, "-", st->chan,
+			      st->wake_prefix };
+	redisReply *r;
+	enum lr_status s;
+
+	s = run_script(st, &break_lua, 2, 3, kv, deadline, &r, err);
+	if (s == LR_OK)
+		freeReplyObject(r);
+	return s;
+}
+
+static const char *const schemes[] = { "redis", "redis+unix", NULL };
+static const char *const secret_env[] = { "REDISCLI_AUTH", NULL };
+
+const struct lr_store_ops lr_store_ops = {
+	.abi = LR_STORE_ABI,
+	.name = "redis",
+	.schemes = schemes,
+	.caps = LR_CAP_TTL | LR_CAP_BREAK,
+	.secret_env = secret_env,
+	.open = r_open,
+	.acquire = r_acquire,
+	.wait_fd = r_wait_fd,
+	.process = r_process,
+	.renew = r_renew,
+	.release = r_release,
+	.inspect = r_inspect,
+	.brk = r_brk,
+	.close = r_close,
+};

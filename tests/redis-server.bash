@@ -1,0 +1,122 @@
+# redis-server.bash - a throwaway redis-server for the redis tests.
+#
+# redis_server_start   redis-server in a temporary directory on a free
+#                      loopback port and a Unix socket, no persistence,
+#                      requirepass for the default user and an ACL user
+#                      "lr" with the least rights leaserun needs.  Sets
+#                      REDIS_DIR, REDIS_PORT, REDIS_SOCK,
+#                      REDIS_PASSWORD, LR_PASSWORD, REDIS_URL (default
+#                      user, with the password), REDIS_URL_NOPW,
+#                      REDIS_ACL_URL (user lr).  The PID is kept in
+#                      $REDIS_DIR/pid (redis_pid), since a restart in one
+#                      test changes it for the tests after it.
+# redis_server_restart stops it (no save) and starts it again on the same
+#                      port: every key is gone.
+# redis_server_stop    stops it by its PID and removes the directory.
+# rcli ARGS...         redis-cli as the default user.
+#
+# Meant to be sourced by bats files from setup_file/teardown_file.
+
+rcli() {
+	REDISCLI_AUTH=$REDIS_PASSWORD redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"
+}
+
+# Waits (bounded) until the server answers PING.
+redis_wait_ready() {
+	for _ in $(seq 1 200); do
+		if [ "$(rcli ping 2>/dev/null)" = PONG ]; then
+			return 0
+		fi
+		if ! redis_running "$(redis_pid)"; then
+			break
+		fi
+		sleep 0.05
+	done
+	echo "redis-server did not become ready on port $REDIS_PORT" >&2
+	cat "$REDIS_DIR/redis.log" >&2
+	return 1
+}
+
+# Is pid $1 a live process (not a zombie)?
+redis_running() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	[[ $st != Z* ]]
+}
+
+redis_pid() {
+	cat "$REDIS_DIR/pid" 2>/dev/null
+}
+
+redis_server_run() {
+	# In a subshell, so that the server is nobody's child in a test (it
+	# is reaped when it dies); closing fd 3 keeps bats from waiting for
+	# it.
+	(
+		redis-server "$REDIS_DIR/redis.conf" </dev/null >/dev/null 2>&1 3>&- &
+		echo $! >"$REDIS_DIR/pid"
+	)
+	redis_wait_ready
+}
+
+redis_server_start() {
+	if ! command -v redis-server >/dev/null; then
+		echo "no redis-server (install the redis-server package)" >&2
+		return 1
+	fi
+	REDIS_DIR=$(mktemp -d /tmp/leaserun-redis.XXXXXX)
+	REDIS_PORT=$("$LR_BUILDDIR/tests/freeport")
+	REDIS_SOCK=$REDIS_DIR/redis.sock
+	REDIS_PASSWORD="rd-Secret-$$-pw"
+	LR_PASSWORD="lr-Acl-$$-pw"
+	cat >"$REDIS_DIR/redis.conf" <<EOF
+bind 127.0.0.1
+port $REDIS_PORT
+unixsocket $REDIS_SOCK
+unixsocketperm 700
+dir $REDIS_DIR
+logfile $REDIS_DIR/redis.log
+daemonize no
+save ""
+appendonly no
+databases 16
+requirepass $REDIS_PASSWORD
+user lr on >$LR_PASSWORD ~leaserun:* &leaserun:* &__redis__:invalidate &__keyspace@*__:leaserun:* +@all -@dangerous +info
+EOF
+	REDIS_URL="redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT"
+	REDIS_URL_NOPW="redis://127.0.0.1:$REDIS_PORT"
+	REDIS_ACL_URL="redis://lr:$LR_PASSWORD@127.0.0.1:$REDIS_PORT"
+	export REDIS_DIR REDIS_PORT REDIS_SOCK REDIS_PASSWORD LR_PASSWORD \
+		REDIS_URL REDIS_URL_NOPW REDIS_ACL_URL
+	redis_server_run
+}
+
+# Stops the server by its PID: TERM (a shutdown without saving), then KILL
+# after about 5 s.
+redis_server_kill() {
+	local pid
+	pid=$(redis_pid)
+	[ -n "$pid" ] || return 0
+	kill -CONT "$pid" 2>/dev/null || true
+	kill "$pid" 2>/dev/null || return 0
+	for _ in $(seq 1 100); do
+		redis_running "$pid" || return 0
+		sleep 0.05
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		redis_running "$pid" || return 0
+		sleep 0.05
+	done
+}
+
+redis_server_restart() {
+	redis_server_kill
+	redis_server_run
+}
+
+redis_server_stop() {
+	[ -n "${REDIS_DIR:-}" ] && [ -d "$REDIS_DIR" ] || return 0
+	redis_server_kill
+	rm -rf "$REDIS_DIR"
+}

@@ -1,0 +1,532 @@
+#!/usr/bin/env bats
+# The Redis store against a real redis-server (in a temporary directory,
+# on a free loopback port and a Unix socket, no persistence).
+
+load 'helpers'
+load 'redis-server'
+
+setup_file() {
+	[ -e "$LEASERUN_MODULE_DIR/redis.so" ] ||
+		{ echo "no redis.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	redis_server_start
+	export LEASERUN_URL="$REDIS_URL"
+}
+
+teardown_file() {
+	redis_server_stop
+}
+
+setup() {
+	BG_PIDS=
+	unset REDISCLI_AUTH
+}
+
+teardown() {
+	local p
+	for p in $BG_PIDS; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	# The server must be running and sane for the next test, whatever
+	# this one did.
+	kill -CONT "$(redis_pid)" 2>/dev/null || true
+	rcli config set maxmemory-policy noeviction >/dev/null || true
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# "At once" below means well under the renew interval (10s for -t 30s):
+# the limits leave room for a loaded machine and a sanitizer build, whose
+# exit alone can take a few hundred ms.
+
+# A lease name unique to this test, and its documented key.
+name() { echo "rd-$BATS_TEST_NUMBER"; }
+keyof() { echo "leaserun:{$1}"; }
+
+# No live process $1 (an orphaned zombie counts as gone).
+gone() { ! redis_running "$1"; }
+
+is_held() { [ "$(rcli exists "$(keyof "$1")")" = 1 ]; }
+is_free() { [ "$(rcli exists "$(keyof "$1")")" = 0 ]; }
+
+# Starts "leaserun [OPTS] NAME sh -c 'echo $$ > pidfile; exec sleep 60'"
+# in the background; sets BG (leaserun's pid) and CHILD (the command's).
+start_holder() {
+	local n=$1; shift
+	"$LEASERUN" "$@" "$n" sh -c "echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
+		2>"$BATS_TEST_TMPDIR/$n.err" &
+	BG=$!
+	BG_PIDS="$BG_PIDS $BG"
+	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
+	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
+	BG_PIDS="$BG_PIDS $CHILD"
+}
+
+# wait_rc PID: waits for a background job of this shell and sets RC to
+# its exit status.  (Not in $(...): a subshell cannot wait for a job of
+# its parent that is still running.)
+wait_rc() {
+	RC=0
+	wait "$1" || RC=$?
+}
+
+# The number of script runs (EVALSHA and EVAL, not counting NOSCRIPT
+# answers) since the last reset.
+script_calls() {
+	rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '
+		/^cmdstat_(evalsha|eval):/ { n += $3 - $9 - $11 }
+		END { print n + 0 }'
+}
+
+# The ids of the connections that are neither pub/sub nor this
+# redis-cli: the command connection of the one leaserun running.
+command_conn_ids() {
+	rcli client list | grep -v 'cmd=client|list' | grep -v 'flags=P' |
+		sed -n 's/^id=\([0-9]*\) .*/\1/p'
+}
+
+@test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
+	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
+	assert_success
+	assert_output "$(name)|1|redis://127.0.0.1:$REDIS_PORT"
+	refute_output --partial "$REDIS_PASSWORD"
+}
+
+@test "the exit status is the command's" {
+	run lr "$(name)" sh -c 'exit 7'
+	assert_failure 7
+}
+
+@test "the lease is the documented key: token, fence, pid, since and host, with a TTL" {
+	n=$(name)
+	start_holder "$n" -t 5s
+	run rcli get "$(keyof "$n")"
+	[[ "$output" =~ ^[^\ ]+\ 1\ $BG\ [0-9]{13}\ $(hostname)$ ]]
+	ttl=$(rcli pttl "$(keyof "$n")")
+	(( ttl > 0 && ttl <= 5000 ))
+	[ "$(rcli get "leaserun:fence:{$n}")" = 1 ]
+	# The token never reaches the command's environment.
+	token=$(rcli get "$(keyof "$n")" | cut -d' ' -f1)
+	run grep -qz "$token" "/proc/$CHILD/environ"
+	assert_failure 1
+}
+
+@test "a key set by another client (SET NX) keeps leaserun out" {
+	n=$(name)
+	rcli set "$(keyof "$n")" "someone 99 1 0 elsewhere" px 10000 >/dev/null
+	run lr -n "$n" true
+	assert_failure 1
+	run lr --status "$n"
+	assert_success
+	assert_output --partial "elsewhere pid 1"
+	assert_output --partial "fence:   99"
+}
+
+@test "REDISCLI_AUTH authenticates a URL without a password and never reaches the command" {
+	REDISCLI_AUTH=$REDIS_PASSWORD LEASERUN_URL=$REDIS_URL_NOPW \
+		run --separate-stderr lr "$(name)" sh -c 'env | grep -c "^REDISCLI_AUTH=" || true'
+	assert_success
+	assert_output 0
+}
+
+@test "an ACL user with the documented rights takes, renews and releases the lease, with no warning" {
+	n=$(name)
+	LEASERUN_URL=$REDIS_ACL_URL run --separate-stderr lr -t 600ms "$n" sh -c 'sleep 1; echo $LEASERUN_URL'
+	assert_success
+	assert_output "redis://lr@127.0.0.1:$REDIS_PORT"
+	[ -z "$stderr" ]
+	is_free "$n"
+}
+
+@test "a wrong password fails with 125 and one line that does not show the password" {
+	LEASERUN_URL="redis://:Wrong-Pw-123@127.0.0.1:$REDIS_PORT" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == leaserun:* ]]
+	[[ "$stderr" == *"authentication failed"* ]]
+	[[ "$stderr" != *Wrong-Pw-123* ]]
+}
+
+@test "a wrong ACL user fails with 125 and one line that names the user, not the password" {
+	LEASERUN_URL="redis://nobody:$LR_PASSWORD@127.0.0.1:$REDIS_PORT" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"as user 'nobody' failed"* ]]
+	[[ "$stderr" != *"$LR_PASSWORD"* ]]
+}
+
+@test "no password for a server that needs one fails with 125 and says how to give one" {
+	LEASERUN_URL=$REDIS_URL_NOPW run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *NOAUTH*REDISCLI_AUTH* ]]
+	LEASERUN_URL=$REDIS_URL_NOPW run -125 --separate-stderr lr --status "$(name)"
+	[[ "$stderr" == *NOAUTH* ]]
+}
+
+@test "a server that refuses connections fails with 125" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="redis://127.0.0.1:$port" run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"cannot connect to redis at 127.0.0.1:$port: Connection refused"* ]]
+}
+
+@test "a bad URL option fails with 125 and names it" {
+	LEASERUN_URL="$REDIS_URL?colour=blue" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"unknown redis URL option 'colour'"* ]]
+	LEASERUN_URL="$REDIS_URL?timeout=soon" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"bad timeout=soon"* ]]
+}
+
+@test "redis+unix:// works over the socket, with db= selecting the database" {
+	n=$(name)
+	LEASERUN_URL="redis+unix://:$REDIS_PASSWORD@$REDIS_SOCK?db=2" \
+		run --separate-stderr lr "$n" sh -c "redis-cli -s '$REDIS_SOCK' --no-auth-warning -a '$REDIS_PASSWORD' -n 2 exists '$(keyof "$n")'"
+	assert_success
+	assert_output 1
+	is_free "$n"
+}
+
+@test "the database number in the path and prefix= place the key" {
+	n=$(name)
+	LEASERUN_URL="$REDIS_URL/3?prefix=app:" \
+		run lr "$n" sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT -n 3 exists 'app:{$n}'"
+	assert_success
+	assert_output 1
+}
+
+@test "-n exits 1 (or the -E code) while another holds the lease" {
+	n=$(name)
+	start_holder "$n"
+	run lr -n "$n" true
+	assert_failure 1
+	run lr -n -E 42 "$n" true
+	assert_failure 42
+}
+
+@test "--status shows the holder, since, TTL left and fence, and exits 1 when free" {
+	n=$(name)
+	run lr --status "$n"
+	assert_failure 1
+	assert_output --partial "free"
+	start_holder "$n" -t 20s
+	run lr --status "$n"
+	assert_success
+	assert_output --partial "held"
+	assert_output --partial "$(hostname) pid $BG"
+	assert_output --partial "since:"
+	assert_output --regexp "ttl: +(19|20)[0-9]{3}ms left"
+	assert_output --partial "fence:   1"
+}
+
+@test "--break deletes the key: the holder sees it at once and exits 124" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	t0=$(now_ms)
+	run lr --break "$n"
+	assert_success
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	(( t1 - t0 < 2000 ))
+}
+
+@test "fences strictly increase from holder to holder" {
+	n=$(name)
+	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	b=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	c=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	(( a < b && b < c ))
+}
+
+@test "a waiter does not hammer the server and starts at once when the holder releases" {
+	n=$(name)
+	"$LEASERUN" -t 10s "$n" sh -c "echo > '$BATS_TEST_TMPDIR/h.started'; sleep 3; date +%s%N > '$BATS_TEST_TMPDIR/h.end'" &
+	h=$!
+	wait_until 5 exists "$BATS_TEST_TMPDIR/h.started"
+	rcli config resetstat >/dev/null
+	"$LEASERUN" -w 10 "$n" sh -c "date +%s%N > '$BATS_TEST_TMPDIR/w.start'" &
+	w=$!
+	BG_PIDS="$h $w"
+	wait_rc "$h"
+	[ "$RC" = 0 ]
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	calls=$(script_calls)
+	gap=$(( ($(cat "$BATS_TEST_TMPDIR/w.start") - $(cat "$BATS_TEST_TMPDIR/h.end")) / 1000000 ))
+	echo "# hand-over took ${gap}ms; $calls script calls in ~3s" >&3
+	(( gap < 300 ))
+	# Polling every 50ms would be ~60 calls; backoff and the release
+	# channel need a handful.
+	(( calls < 20 ))
+}
+
+@test "a holder sends one renew per interval and one read back per renew, no more" {
+	n=$(name)
+	rcli config resetstat >/dev/null
+	run lr -t 3s "$n" sleep 2.2
+	assert_success
+	calls=$(script_calls)
+	gets=$(rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_get:/ { print $3 }')
+	# Every script does one GET itself; the rest are read backs.
+	reads=$(( ${gets:-0} - calls ))
+	echo "# $calls script calls, $reads read backs" >&3
+	# acquire + 2 renews + release; each renew's own write comes back
+	# as a tracking notice and is checked with one GET.
+	(( calls >= 4 && calls <= 6 ))
+	(( reads <= 3 ))
+}
+
+@test "waiters retrying do not disturb the holder's watch" {
+	n=$(name)
+	lr -t 3s "$n" sleep 2.5 &
+	h=$!
+	BG_PIDS=$h
+	wait_until 5 is_held "$n"
+	rcli config resetstat >/dev/null
+	pids=
+	for i in 1 2 3; do
+		lr -w 10 "$n" true &
+		pids="$pids $!"
+	done
+	BG_PIDS="$h $pids"
+	wait_rc "$h"
+	[ "$RC" = 0 ]
+	for p in $pids; do
+		wait_rc "$p"
+		[ "$RC" = 0 ]
+	done
+	calls=$(script_calls)
+	gets=$(rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_get:/ { print $3 }')
+	reads=$(( ${gets:-0} - calls ))
+	echo "# $calls script calls, $reads read backs" >&3
+	# The holder's 2 renews, 2 short holders' first 20ms: no read back
+	# for the waiters' queue traffic.
+	(( reads <= 3 ))
+}
+
+@test "--break of a free lease succeeds and changes nothing" {
+	n=$(name)
+	run lr --break "$n"
+	assert_success
+	is_free "$n"
+}
+
+@test "waiters queue in the documented sorted set and leave it when they get the lease" {
+	n=$(name)
+	start_holder "$n" -t 5s
+	pids=
+	for i in 1 2 3; do
+		lr -w 20 "$n" true &
+		pids="$pids $!"
+	done
+	BG_PIDS="$BG_PIDS $pids"
+	wait_until 5 sh -c "[ \"\$(REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT zcard 'leaserun:waiters:{$n}')\" = 3 ]"
+	kill "$BG"
+	for p in $pids; do
+		wait_rc "$p"
+		[ "$RC" = 0 ]
+	done
+	[ "$(rcli zcard "leaserun:waiters:{$n}")" = 0 ]
+}
+
+@test "-w gives up after the duration with 1" {
+	n=$(name)
+	start_holder "$n"
+	t0=$(now_ms)
+	run lr -w 1s "$n" true
+	t1=$(now_ms)
+	assert_failure 1
+	(( t1 - t0 >= 900 && t1 - t0 < 3000 ))
+	# Its place in the queue is dropped at the next release, which wakes
+	# the next live waiter instead.
+	[ "$(rcli zcard "leaserun:waiters:{$n}")" = 1 ]
+	lr -w 10 "$n" true &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 5 sh -c "[ \"\$(REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT zcard 'leaserun:waiters:{$n}')\" = 2 ]"
+	kill "$BG"
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	[ "$(rcli zcard "leaserun:waiters:{$n}")" = 0 ]
+}
+
+@test "a waiter takes over when the holder's key expires (holder killed with -9)" {
+	n=$(name)
+	start_holder "$n" -t 1s
+	kill -9 "$BG"
+	run lr -w 5s "$n" sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	assert_output 2
+}
+
+@test "the key deleted while held: the command is killed at once, 124" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	sleep 0.2 # let the watch be set up; a renew every 10s cannot help
+	t0=$(now_ms)
+	rcli del "$(keyof "$n")" >/dev/null
+	wait_rc "$BG"
+	t1=$(now_ms)
+	[ "$RC" = 124 ]
+	dead "$CHILD"
+	(( t1 - t0 < 2000 ))
+	grep -q "deleted or taken by another client" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "the key taken over by another owner while held: 124 at once" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	sleep 0.2
+	t0=$(now_ms)
+	rcli set "$(keyof "$n")" "intruder 999 1 0 elsewhere" px 30000 >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	t1=$(now_ms)
+	(( t1 - t0 < 2000 ))
+	# The release did not delete the intruder's key.
+	[ "$(rcli get "$(keyof "$n")")" = "intruder 999 1 0 elsewhere" ]
+}
+
+@test "CLIENT KILL of leaserun's connection is noticed at once: it reconnects and keeps the lease" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	sleep 0.2
+	before=$(command_conn_ids)
+	[ -n "$before" ]
+	for id in $before; do rcli client kill id "$id" >/dev/null; done
+	# A renew is due only in 10s: a new connection within 3s shows the
+	# close was seen at once.
+	wait_until 3 sh -c "[ -n \"\$(REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT client list | grep -v 'cmd=client|list' | grep -v 'flags=P')\" ]"
+	alive "$CHILD"
+	is_held "$n"
+	# The lease still works: the key is deleted and seen at once.
+	t0=$(now_ms)
+	rcli del "$(keyof "$n")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	(( $(now_ms) - t0 < 2000 ))
+}
+
+@test "SCRIPT FLUSH while held: renew and release load the scripts again (NOSCRIPT fallback)" {
+	n=$(name)
+	lr -t 600ms "$n" sh -c 'sleep 1; echo done' >"$BATS_TEST_TMPDIR/out" &
+	h=$!
+	BG_PIDS=$h
+	wait_until 5 is_held "$n"
+	rcli script flush >/dev/null
+	wait_rc "$h"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = done ]
+	is_free "$n"
+}
+
+@test "a server restart without persistence: the loss is seen at the first retry, 124" {
+	n=$(name)
+	start_holder "$n" -t 6s
+	redis_server_restart
+	t0=$(now_ms)
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	# The close is seen at once; the reconnect is retried every ~R/3
+	# (667ms) until the server is back, where the key is gone.
+	echo "# loss seen $((t1 - t0))ms after the server was back" >&3
+	(( t1 - t0 < 1500 ))
+	grep -q "gone or held by another owner" "$BATS_TEST_TMPDIR/$n.err"
+	# And the store works again.
+	run lr -n "$n" true
+	assert_success
+}
+
+@test "a stopped server: renewals time out and the command is stopped before the TTL runs out, 124" {
+	n=$(name)
+	"$LEASERUN" -t 2s "$n" sh -c "echo \$\$ > '$BATS_TEST_TMPDIR/pid'; while :; do date +%s%N > '$BATS_TEST_TMPDIR/beat'; sleep 0.01; done" \
+		2>"$BATS_TEST_TMPDIR/err" &
+	BG=$!
+	BG_PIDS=$BG
+	wait_until 5 exists "$BATS_TEST_TMPDIR/pid"
+	CHILD=$(cat "$BATS_TEST_TMPDIR/pid")
+	t_stop=$(date +%s%N)
+	kill -STOP "$(redis_pid)"
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	kill -CONT "$(redis_pid)"
+	dead "$CHILD"
+	last=$(cat "$BATS_TEST_TMPDIR/beat")
+	# The last renew was before t_stop, so the key lives at most until
+	# t_stop + TTL: the command's last sign of life is before that.
+	echo "# command stopped $(( (last - t_stop) / 1000000 ))ms after the server" >&3
+	(( last < t_stop + 2000000000 ))
+	grep -q "redis at 127.0.0.1:$REDIS_PORT" "$BATS_TEST_TMPDIR/err"
+}
+
+@test "leaserun and its command stopped past the TTL: killed at once on resume, and the successor's fence is higher" {
+	n=$(name)
+	start_holder "$n" -t 1s
+	first=$(rcli get "$(keyof "$n")" | cut -d' ' -f2)
+	kill -STOP "$BG"
+	kill -STOP "$CHILD"
+	wait_until 5 is_free "$n"
+	second=$(lr -n "$n" sh -c 'echo $LEASERUN_FENCE')
+	(( second > first ))
+	t0=$(now_ms)
+	kill -CONT "$CHILD"
+	kill -CONT "$BG"
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	(( $(now_ms) - t0 < 1000 ))
+	wait_until 1 dead "$CHILD"
+}
+
+@test "kill -9 of leaserun: the command is gone at once and the lease is free after the TTL" {
+	n=$(name)
+	start_holder "$n" -t 2s
+	kill -9 "$BG"
+	# (Orphaned, the command may linger as a zombie until init reaps it.)
+	wait_until 1 gone "$CHILD"
+	run lr -n "$n" true
+	assert_failure 1
+	wait_until 3 is_free "$n"
+	run lr -n "$n" true
+	assert_success
+}
+
+@test "an evicting maxmemory-policy gives a warning, and evict=refuse refuses" {
+	rcli config set maxmemory-policy volatile-lru >/dev/null
+	run --separate-stderr lr "$(name)" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	[[ "$stderr" == *"maxmemory-policy volatile-lru"* ]]
+	LEASERUN_URL="$REDIS_URL?evict=refuse" run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"maxmemory-policy volatile-lru"*"evict=refuse"* ]]
+	# Checked along with the first try: what it took is given back.
+	is_free "$(name)"
+	LEASERUN_URL="$REDIS_URL?evict=ignore" run --separate-stderr lr "$(name)" true
+	assert_success
+	[ -z "$stderr" ]
+	rcli config set maxmemory-policy noeviction >/dev/null
+	LEASERUN_URL="$REDIS_URL?evict=refuse" run --separate-stderr lr "$(name)" true
+	assert_success
+	[ -z "$stderr" ]
+}
+
+@test "50 contenders: no overlap, fences strictly increase" {
+	n=$(name)
+	log=$BATS_TEST_TMPDIR/log
+	pids=
+	for i in $(seq 50); do
+		"$LEASERUN" -w 120 "$n" sh -c "s=\$(date +%s%N); sleep 0.01; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$log'" &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	for p in $pids; do
+		wait_rc "$p"
+	[ "$RC" = 0 ]
+	done
+	[ "$(wc -l < "$log")" = 50 ]
+	run check_intervals "$log"
+	assert_success
+	is_free "$n"
+}
