@@ -133,9 +133,15 @@ setup() {
 }
 
 @test "the default directory is private to its user" {
+	bin=$LEASERUN
 	if [ "$(id -u)" = 0 ]; then
 		user=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env)
 		uid=$(id -u nobody)
+		# nobody may not reach the build tree (it may be under /root).
+		pub=$(mktemp -d /tmp/leaserun-bin.XXXXXX)
+		chmod 755 "$pub"
+		cp "$LEASERUN" "$pub/leaserun"
+		bin=$pub/leaserun
 	else
 		user=()
 		uid=$(id -u)
@@ -146,8 +152,9 @@ setup() {
 	fi
 	mkdir -m 1777 "$dir"
 	[ "$(id -u)" = 0 ] && chown "$uid" "$dir"
-	run env -u LEASERUN_URL -u XDG_RUNTIME_DIR "${user[@]}" "$LEASERUN" job true
+	run env -u LEASERUN_URL -u XDG_RUNTIME_DIR "${user[@]}" "$bin" job true
 	rmdir "$dir"
+	[ "$bin" = "$LEASERUN" ] || rm -rf "$(dirname "$bin")"
 	assert_equal "$status" 125
 	assert_output --partial "refusing lock directory $dir"
 }
