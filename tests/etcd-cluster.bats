@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+# The etcd store against a real three-member etcd cluster on loopback.
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+load 'etcd-server'
+
+setup_file() {
+	command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+		{ echo "etcd and etcdctl are needed (Debian: etcd-server, etcd-client)" >&2; return 1; }
+	[ -e "$LEASERUN_MODULE_DIR/etcd.so" ] ||
+		{ echo "no etcd.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	LRE_DIR=$(etcd_tmpdir)
+	export LRE_DIR
+	etcd_cluster "$LRE_DIR" 3
+	export LRE_EPS LRE_NAMES
+}
+
+teardown_file() {
+	etcd_stop_all "$LRE_DIR"
+	rm -rf "$LRE_DIR"
+}
+
+teardown() {
+	local p
+	for p in ${BG_PIDS:-}; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+
+wait_file() {
+	for _ in $(seq 200); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+@test "the leader is killed while a job holds: the job keeps its lease or is stopped, never two holders" {
+	leader=$(etcd_leader "$LRE_DIR")
+	[ -n "$leader" ]
+	lep=$(etcd_ep "$LRE_DIR" "$leader")
+	others=$(echo "$LRE_EPS" | tr ',' '\n' | grep -vx "$lep" | paste -sd,)
+	log=$BATS_TEST_TMPDIR/log
+	# The job talks to the leader first, so it has to fail over.
+	(
+		LEASERUN_URL="etcd://$lep,$others" "$LEASERUN" -t 5s job \
+			sh -c 'echo "$(date +%s%N) a-start $LEASERUN_FENCE" >> "$0"
+				trap "echo \$(date +%s%N) a-end term >> $0; exit 143" TERM
+				sleep 5 & wait
+				echo "$(date +%s%N) a-end ok" >> "$0"' \
+			"$log" 2>"$log.a" && rc=0 || rc=$?
+		echo "$(date +%s%N) a-exit $rc" >>"$log"
+	) 3>&- &
+	a=$!
+	BG_PIDS="$a"
+	for _ in $(seq 100); do grep -q a-start "$log" 2>/dev/null && break; sleep 0.05; done
+	grep -q a-start "$log"
+	# A contender, queued through the other members.
+	(
+		LEASERUN_URL="etcd://$others,$lep" "$LEASERUN" -w 30s job \
+			sh -c 'echo "$(date +%s%N) b-start $LEASERUN_FENCE" >> "$0"' \
+			"$log" 2>"$log.b" && rc=0 || rc=$?
+		echo "$(date +%s%N) b-exit $rc" >>"$log"
+	) 3>&- &
+	b=$!
+	BG_PIDS="$a $b"
+	sleep 0.5
+	etcd_kill "$LRE_DIR" "$leader"
+	wait "$a"
+	wait "$b"
+	sed 's/^/# /' "$log" "$log.a" "$log.b" >&3
+	a_rc=$(awk '$2 == "a-exit" { print $3 }' "$log")
+	b_rc=$(awk '$2 == "b-exit" { print $3 }' "$log")
+	[ "$a_rc" = 0 ] || [ "$a_rc" = 124 ]
+	assert_equal "$b_rc" 0
+	# B's command started only after A's command was gone (its last
+	# words, or leaserun's exit if it was killed outright), with a
+	# larger fence.
+	a_end=$(awk '$2 == "a-end" { print $1 }' "$log")
+	[ -n "$a_end" ] || a_end=$(awk '$2 == "a-exit" { print $1 }' "$log")
+	b_start=$(awk '$2 == "b-start" { print $1 }' "$log")
+	[ "$b_start" -gt "$a_end" ]
+	a_fence=$(awk '$2 == "a-start" { print $3 }' "$log")
+	b_fence=$(awk '$2 == "b-start" { print $3 }' "$log")
+	[ "$b_fence" -gt "$a_fence" ]
+}
+
+@test "with the leader gone, the two members left still serve the lease" {
+	run "$LEASERUN" -U "etcd://$LRE_EPS" job2 sh -c 'echo "$LEASERUN_FENCE"'
+	assert_success
+	[ "$output" -gt 0 ]
+}

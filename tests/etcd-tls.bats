@@ -1,0 +1,87 @@
+#!/usr/bin/env bats
+# The etcd store over TLS (etcds://) against a real etcd that requires
+# client certificates.
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+load 'etcd-server'
+
+# A CA, a server certificate for 127.0.0.1 and a client certificate.  The
+# server's is good for client auth too: etcd's JSON gateway connects to its
+# own gRPC port with it when client certificates are required.
+make_certs() {
+	local d=$1 n
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-nodes -keyout "$d/ca.key" -out "$d/ca.crt" -subj /CN=leaserun-test-ca \
+		-days 2 2>/dev/null
+	for n in server client; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-keyout "$d/$n.key" -out "$d/$n.csr" -subj "/CN=$n" 2>/dev/null
+		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=%s\n' \
+			"$([ $n = server ] && echo serverAuth,clientAuth || echo clientAuth)" \
+			>"$d/$n.ext"
+		openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" \
+			-CAcreateserial -out "$d/$n.crt" -days 2 -extfile "$d/$n.ext" 2>/dev/null
+	done
+	# Another CA that signed nothing of ours.
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-nodes -keyout "$d/other.key" -out "$d/other.crt" -subj /CN=other \
+		-days 2 2>/dev/null
+}
+
+setup_file() {
+	command -v etcd >/dev/null && command -v openssl >/dev/null ||
+		{ echo "etcd and openssl are needed" >&2; return 1; }
+	[ -e "$LEASERUN_MODULE_DIR/etcd.so" ] ||
+		{ echo "no etcd.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	LRE_DIR=$(etcd_tmpdir)
+	export LRE_DIR
+	make_certs "$LRE_DIR"
+	export ETCDCTL_CACERT=$LRE_DIR/ca.crt ETCDCTL_CERT=$LRE_DIR/client.crt \
+		ETCDCTL_KEY=$LRE_DIR/client.key
+	LRE_SCHEME=https LRE_ARGS="--cert-file $LRE_DIR/server.crt --key-file $LRE_DIR/server.key --client-cert-auth --trusted-ca-file $LRE_DIR/ca.crt" \
+		etcd_single "$LRE_DIR"
+	unset ETCDCTL_CACERT ETCDCTL_CERT ETCDCTL_KEY
+	export LRE_EP
+}
+
+teardown_file() {
+	etcd_stop_all "$LRE_DIR"
+	rm -rf "$LRE_DIR"
+}
+
+@test "etcds:// with cacert, cert and key in the URL runs the command under the lease" {
+	d=$LRE_DIR
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt&key=$d/client.key" \
+		tls1 sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_success
+	assert_output --regexp '^fence [0-9]+$'
+}
+
+@test "etcdctl's ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY work too" {
+	ETCDCTL_CACERT=$LRE_DIR/ca.crt ETCDCTL_CERT=$LRE_DIR/client.crt \
+		ETCDCTL_KEY=$LRE_DIR/client.key \
+		run "$LEASERUN" -t 2s -U "etcds://$LRE_EP" tls2 sh -c 'sleep 1.5; echo done'
+	assert_success
+	assert_output "done"
+}
+
+@test "a server certificate from another CA fails with 125 in one line" {
+	d=$LRE_DIR
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/other.crt&cert=$d/client.crt&key=$d/client.key" tls3 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "cannot reach etcd at $LRE_EP"
+}
+
+@test "without a client certificate the TLS etcd refuses, 125" {
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$LRE_DIR/ca.crt" tls4 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+}
+
+@test "plain etcd:// against a TLS etcd fails with 125" {
+	run "$LEASERUN" -U "etcd://$LRE_EP" tls5 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+}

@@ -1,0 +1,474 @@
+#!/usr/bin/env bats
+# The etcd store against a real etcd (one member on free loopback ports).
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+load 'etcd-server'
+
+setup_file() {
+	command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+		{ echo "etcd and etcdctl are needed (Debian: etcd-server, etcd-client)" >&2; return 1; }
+	[ -e "$LEASERUN_MODULE_DIR/etcd.so" ] ||
+		{ echo "no etcd.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	LRE_DIR=$(etcd_tmpdir)
+	export LRE_DIR
+	etcd_single "$LRE_DIR"
+	export LRE_EP
+	export LEASERUN_URL="etcd://$LRE_EP"
+}
+
+teardown_file() {
+	etcd_stop_all "$LRE_DIR"
+	rm -rf "$LRE_DIR"
+}
+
+teardown() {
+	# A test that failed half-way must not leave etcd stopped, nor
+	# anything running in the background.
+	local p
+	kill -CONT "$(cat "$LRE_DIR/e0.pid")" 2>/dev/null || true
+	for p in ${BG_PIDS:-}; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	if [ -f "$BATS_TEST_TMPDIR/authdir" ]; then
+		etcd_stop_all "$(cat "$BATS_TEST_TMPDIR/authdir")"
+		rm -rf "$(cat "$BATS_TEST_TMPDIR/authdir")"
+	fi
+}
+
+E() { etcdctl --endpoints "$LRE_EP" "$@"; }
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Number of keys under the lease's directory.
+nkeys() { E get --prefix --keys-only "${2:-leaserun/}$1/" | grep -c . || true; }
+
+# The create revision of the only key under the lease's directory.
+crev() {
+	E get --prefix "leaserun/$1/" -w fields |
+		awk '$1 == "\"CreateRevision\"" { print $3; exit }'
+}
+
+# The lease (hex) of the only key under the lease's directory.
+lease_hex() {
+	printf '%x\n' "$(E get --prefix "leaserun/$1/" -w fields |
+		awk '$1 == "\"Lease\"" { print $3; exit }')"
+}
+
+# Waits (bounded) until a file exists.
+wait_file() {
+	local i
+	for i in $(seq 200); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
+wait_gone() {
+	local i
+	for i in $(seq "${2:-100}"); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# Starts a holder of lease $1 (extra leaserun options after it) whose
+# command runs until it is killed or "release" is called; waits until it
+# holds.  Sets HOLDER (leaserun's pid) and HOLDER_RC_FILE.
+hold() {
+	local name=$1
+	shift
+	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
+	rm -f "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
+	(
+		"$LEASERUN" "$@" "$name" sh -c \
+			'echo $$ > "$0/child.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
+			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" &&
+			rc=0 || rc=$?
+		echo "$rc" >"$HOLDER_RC_FILE"
+	) 3>&- &
+	HOLDER_SUB=$!
+	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
+	wait_file "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
+	[ -n "$HOLDER" ]
+	BG_PIDS="$BG_PIDS $HOLDER $(cat "$BATS_TEST_TMPDIR/child.$name")"
+}
+
+release() {
+	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
+}
+
+# Waits for the holder started by hold(); sets HRC to its exit status.
+wait_holder() {
+	wait "$HOLDER_SUB" || true
+	HRC=$(cat "$HOLDER_RC_FILE")
+}
+
+@test "a command runs under the lease and its fence is the key's create revision" {
+	run "$LEASERUN" t1 sh -c 'echo "$LEASERUN_FENCE $LEASERUN_NAME"; etcdctl --endpoints "$0" get --prefix leaserun/t1/ -w fields' "$LRE_EP"
+	assert_success
+	fence=${lines[0]%% *}
+	assert_equal "${lines[0]#* }" t1
+	assert_output --partial "\"CreateRevision\" : $fence"
+	assert_equal "$(nkeys t1)" 0
+}
+
+@test "the command's exit status is passed through" {
+	run "$LEASERUN" t2 sh -c 'exit 7'
+	assert_failure 7
+	assert_equal "$(nkeys t2)" 0
+}
+
+@test "the command gets no descriptor of the store" {
+	run "$LEASERUN" t3 sh -c 'ls -l /proc/$$/fd/'
+	assert_success
+	assert_output --partial " 0 -> "
+	refute_output --partial "socket:"
+	refute_output --partial "anon_inode:"
+}
+
+@test "-n gives up at once when the lease is held, and leaves nothing behind" {
+	hold t4
+	t0=$(now_ms)
+	run "$LEASERUN" -n t4 true
+	assert_failure 1
+	[ $(($(now_ms) - t0)) -lt 1500 ]
+	assert_equal "$(nkeys t4)" 1
+	run "$LEASERUN" -n -E 3 t4 true
+	assert_failure 3
+	assert_equal "$(nkeys t4)" 1
+	release t4
+	wait_holder
+	assert_equal "$HRC" 0
+	assert_equal "$(nkeys t4)" 0
+}
+
+@test "-w gives up when the time runs out, and leaves nothing behind" {
+	hold t5
+	t0=$(now_ms)
+	run "$LEASERUN" -w 700ms t5 true
+	assert_failure 1
+	el=$(($(now_ms) - t0))
+	[ "$el" -ge 700 ]
+	[ "$el" -lt 3000 ]
+	assert_equal "$(nkeys t5)" 1
+	release t5
+	wait_holder
+	assert_equal "$HRC" 0
+	assert_equal "$(E lease list | grep -c . || true)" 1 # the header only
+}
+
+@test "a waiter starts as soon as the holder releases (a watch, not polling)" {
+	log=$BATS_TEST_TMPDIR/log
+	# Both log in JSON, with milliseconds.
+	"$LEASERUN" -v --log-format json t6 sh -c 'touch "$0.started"; sleep 3' \
+		"$log" 2>"$log.holder" 3>&- &
+	holder=$!
+	BG_PIDS="$BG_PIDS $holder"
+	wait_file "$log.started"
+	"$LEASERUN" -v --log-format json -w 20s t6 true 2>"$log.waiter" 3>&- &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	# The waiter queues behind the holder and waits for about 2.5s, long
+	# enough for its retry interval to grow to about a second.
+	wait "$waiter"
+	wait "$holder"
+	t_exit=$(sed -n 's/^{"time":"\([^"]*\)".*"exited".*/\1/p' "$log.holder")
+	t_acq=$(sed -n 's/^{"time":"\([^"]*\)".*"acquired".*/\1/p' "$log.waiter")
+	[ -n "$t_exit" ] && [ -n "$t_acq" ]
+	lag=$(($(date -d "$t_acq" +%s%3N) - $(date -d "$t_exit" +%s%3N)))
+	echo "# acquired ${lag}ms after the holder's command exited" >&3
+	[ "$lag" -lt 300 ]
+}
+
+@test "--status shows the holder's host, pid, TTL left and fence" {
+	run "$LEASERUN" --status t7
+	assert_failure 1
+	assert_output --partial "free"
+	hold t7 -t 6s
+	run "$LEASERUN" --status t7
+	assert_success
+	assert_line --regexp "^state: +held$"
+	assert_line --regexp "^holder: +$(hostname) pid $HOLDER$"
+	assert_line --regexp "^ttl: +[1-6][0-9]{3}ms left$"
+	assert_line --regexp "^fence: +$(crev t7)$"
+	release t7
+	wait_holder
+	assert_equal "$HRC" 0
+}
+
+@test "--break deletes the holder's key and lease; the holder stops at once (124)" {
+	hold t8
+	lease=$(lease_hex t8)
+	t0=$(now_ms)
+	run "$LEASERUN" --break t8
+	assert_success
+	wait_holder
+	assert_equal "$HRC" 124
+	[ $(($(now_ms) - t0)) -lt 2000 ]
+	assert_equal "$(nkeys t8)" 0
+	run E lease timetolive "$lease"
+	assert_output --partial "already expired"
+	run "$LEASERUN" --break t8
+	assert_success
+}
+
+@test "a revoked lease stops the command at once (124)" {
+	hold t9
+	child=$(cat "$BATS_TEST_TMPDIR/child.t9")
+	t0=$(now_ms)
+	E lease revoke "$(lease_hex t9)"
+	wait_holder
+	assert_equal "$HRC" 124
+	[ $(($(now_ms) - t0)) -lt 1500 ]
+	run kill -0 "$child"
+	assert_failure
+	grep -q "lost" "$BATS_TEST_TMPDIR/err.t9"
+}
+
+@test "a deleted key stops the command at once (124)" {
+	hold t10
+	t0=$(now_ms)
+	E del --prefix leaserun/t10/
+	wait_holder
+	assert_equal "$HRC" 124
+	[ $(($(now_ms) - t0)) -lt 1500 ]
+	assert_equal "$(E lease list | grep -c . || true)" 1
+}
+
+@test "kill -9 of leaserun: the command dies with it, the lease is free after the TTL" {
+	hold t11 -t 5s
+	child=$(cat "$BATS_TEST_TMPDIR/child.t11")
+	t0=$(now_ms)
+	kill -9 "$HOLDER"
+	wait_gone "$child" 20
+	# The lease outlives leaserun until its TTL runs out ...
+	run "$LEASERUN" -n t11 true
+	assert_failure 1
+	[ $(($(now_ms) - t0)) -lt 3000 ] # (else this proved nothing)
+	# ... and not much longer.
+	run "$LEASERUN" -w 10s t11 true
+	assert_success
+	[ $(($(now_ms) - t0)) -lt 7000 ]
+}
+
+@test "leaserun stopped past the TTL stops the command as soon as it resumes (124)" {
+	hold t12 -t 2s
+	kill -STOP "$HOLDER"
+	for i in $(seq 60); do [ "$(nkeys t12)" = 0 ] && break; sleep 0.1; done
+	assert_equal "$(nkeys t12)" 0
+	t0=$(now_ms)
+	kill -CONT "$HOLDER"
+	wait_holder
+	assert_equal "$HRC" 124
+	[ $(($(now_ms) - t0)) -lt 1000 ]
+}
+
+@test "etcd stopped (SIGSTOP): the holder stops the command before the TTL runs out (124)" {
+	hold t13 -t 3s
+	child=$(cat "$BATS_TEST_TMPDIR/child.t13")
+	pid=$(cat "$LRE_DIR/e0.pid")
+	t0=$(now_ms)
+	kill -STOP "$pid"
+	wait_gone "$child" 50 || true
+	el=$(($(now_ms) - t0))
+	wait_holder
+	kill -CONT "$pid"
+	assert_equal "$HRC" 124
+	echo "# command stopped ${el}ms after etcd was" >&3
+	[ "$el" -lt 3000 ]
+	etcd_wait_healthy "$LRE_DIR" e0
+	run "$LEASERUN" -w 5s t13 true
+	assert_success
+}
+
+@test "etcd restarted while a job holds: the job keeps its lease" {
+	log=$BATS_TEST_TMPDIR/log
+	# The command runs until etcd is back and the lease renewed.
+	("$LEASERUN" -v -t 15s t14 sh -c \
+		'touch "$0.started"; until [ -e "$0.back" ]; do sleep 0.1; done' \
+		"$log" 2>"$log.err" && rc=0 || rc=$?; echo "$rc" >"$log.rc") 3>&- &
+	job=$!
+	BG_PIDS="$BG_PIDS $job"
+	wait_file "$log.started"
+	f1=$(crev t14)
+	etcd_stop "$LRE_DIR" e0
+	sleep 0.5
+	etcd_restart "$LRE_DIR" e0
+	# The stop broke the watch, so a renewal failed; wait for the next
+	# one that succeeds.
+	for _ in $(seq 200); do
+		grep -q "renewed again" "$log.err" && break
+		sleep 0.1
+	done
+	touch "$log.back"
+	wait "$job"
+	sed 's/^/# /' "$log.err" >&3
+	assert_equal "$(cat "$log.rc")" 0
+	grep -q "renewed again" "$log.err"
+	run "$LEASERUN" t14 sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	[ "$output" -gt "$f1" ]
+}
+
+@test "an unreachable etcd fails with 125 and names the endpoint" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	run "$LEASERUN" -U "etcd://127.0.0.1:$port" t15 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --regexp "^leaserun: .*127\.0\.0\.1:$port.*Connection refused$"
+}
+
+@test "endpoints are tried in turn: a dead first endpoint is skipped" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	run "$LEASERUN" -U "etcd://127.0.0.1:$port,$LRE_EP" t16 sh -c 'echo ok'
+	assert_success
+	assert_output ok
+}
+
+@test "unknown URL options and TLS options without etcds:// are refused (125)" {
+	run "$LEASERUN" -U "etcd://$LRE_EP?colour=blue" t17 true
+	assert_failure 125
+	assert_output --partial "colour"
+	run "$LEASERUN" -U "etcd://$LRE_EP?cacert=/x" t17 true
+	assert_failure 125
+	assert_output --partial "etcds://"
+}
+
+@test "?prefix= moves the keys, and an empty prefix excludes etcdctl lock" {
+	run "$LEASERUN" -U "etcd://$LRE_EP?prefix=jobs/" t18 sh -c 'etcdctl --endpoints "$0" get --prefix jobs/t18/ --keys-only' "$LRE_EP"
+	assert_success
+	assert_output --regexp "^jobs/t18/[0-9a-f]+$"
+	mkfifo "$BATS_TEST_TMPDIR/gate"
+	(E lock t18 -- sh -c 'touch "$0.started"; cat "$0" >/dev/null' \
+		"$BATS_TEST_TMPDIR/gate" >/dev/null 3>&-) &
+	lk=$!
+	BG_PIDS="$BG_PIDS $lk"
+	wait_file "$BATS_TEST_TMPDIR/gate.started"
+	run "$LEASERUN" -n -U "etcd://$LRE_EP?prefix=" t18 true
+	assert_failure 1
+	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate"
+	wait "$lk"
+	run "$LEASERUN" -n -U "etcd://$LRE_EP?prefix=" t18 true
+	assert_success
+}
+
+@test "50 contenders: no overlap and strictly increasing fences" {
+	log=$BATS_TEST_TMPDIR/log
+	pids=
+	for i in $(seq 50); do
+		("$LEASERUN" -w 60s t19 sh -c \
+			's=$(date +%s%N); e=$(date +%s%N); echo "$s $e $LEASERUN_FENCE" >> "$0"' \
+			"$log" 3>&-) &
+		pids="$pids $!"
+	done
+	BG_PIDS="$BG_PIDS $pids"
+	fails=0
+	for p in $pids; do wait "$p" || fails=$((fails + 1)); done
+	assert_equal "$fails" 0
+	assert_equal "$(wc -l <"$log")" 50
+	sort -n "$log" | awk '
+		NR > 1 && $1 <= end { print "overlap at line " NR; bad = 1 }
+		NR > 1 && $3 <= fence { print "fence not increasing at line " NR; bad = 1 }
+		{ end = $2; fence = $3 }
+		END { exit bad }'
+	assert_equal "$(nkeys t19)" 0
+}
+
+@test "contenders are served in the order they arrived" {
+	hold t20
+	log=$BATS_TEST_TMPDIR/log
+	pids=
+	for i in $(seq 8); do
+		("$LEASERUN" -w 60s t20 sh -c 'echo "$1" >> "$0"' "$log" "$i" 3>&-) &
+		pids="$pids $!"
+		# The next one comes only after this one has queued.
+		for _ in $(seq 100); do
+			[ "$(nkeys t20)" = $((i + 1)) ] && break
+			sleep 0.05
+		done
+		assert_equal "$(nkeys t20)" $((i + 1))
+	done
+	BG_PIDS="$BG_PIDS $pids"
+	release t20
+	for p in $pids; do wait "$p"; done
+	assert_equal "$(tr '\n' ' ' <"$log")" "1 2 3 4 5 6 7 8 "
+}
+
+@test "a waiter whose lease ran out while it was stopped queues again and still gets the lease" {
+	hold t21 -t 2s
+	log=$BATS_TEST_TMPDIR/log
+	"$LEASERUN" -t 2s -w 20s t21 sh -c 'echo ran > "$0"' "$log" 3>&- &
+	w=$!
+	wpid=$w
+	BG_PIDS="$BG_PIDS $w"
+	for i in $(seq 100); do [ "$(nkeys t21)" = 2 ] && break; sleep 0.05; done
+	kill -STOP "$wpid"
+	for i in $(seq 60); do [ "$(nkeys t21)" = 1 ] && break; sleep 0.1; done
+	assert_equal "$(nkeys t21)" 1
+	kill -CONT "$wpid"
+	for i in $(seq 60); do [ "$(nkeys t21)" = 2 ] && break; sleep 0.1; done
+	assert_equal "$(nkeys t21)" 2
+	release t21
+	wait "$w"
+	assert_equal "$(cat "$log")" ran
+}
+
+@test "authentication: a wrong password fails with 125 in one line that does not show it" {
+	dir=$(etcd_tmpdir)
+	echo "$dir" >"$BATS_TEST_TMPDIR/authdir"
+	LRE_ARGS="--auth-token-ttl 1" etcd_single "$dir"
+	ep=$LRE_EP
+	etcdctl --endpoints "$ep" user add root --new-user-password=S3cret-pw >/dev/null
+	etcdctl --endpoints "$ep" user grant-role root root >/dev/null
+	etcdctl --endpoints "$ep" auth enable >/dev/null
+	LEASERUN_URL="etcd://root:Wrong-pw@$ep" run "$LEASERUN" t22 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "authentication"
+	refute_output --partial "Wrong-pw"
+	run "$LEASERUN" -U "etcd://$ep" t22 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "requires authentication"
+	# The right one works, the command never sees it, and the token is
+	# fetched again when it expires (--auth-token-ttl 1) between renewals.
+	LEASERUN_URL="etcd://root:S3cret-pw@$ep" run "$LEASERUN" -t 3s \
+		--renew 1500ms t22 sh -c 'sleep 4; env'
+	assert_success
+	refute_output --partial "S3cret-pw"
+	assert_line "LEASERUN_URL=etcd://root@$ep"
+	# etcdctl's variables work too, and are not passed on.
+	run env ETCDCTL_USER=root:S3cret-pw "$LEASERUN" -U "etcd://$ep" t22 env
+	assert_success
+	refute_output --partial "S3cret-pw"
+	run env ETCDCTL_USER=root ETCDCTL_PASSWORD=S3cret-pw "$LEASERUN" -U "etcd://$ep" t22 env
+	assert_success
+	refute_output --partial "S3cret-pw"
+}
+
+@test "a waiter keeps its place while it waits longer than its TTL" {
+	hold t23
+	first=$(E get --prefix --keys-only leaserun/t23/ | grep .)
+	"$LEASERUN" -t 2s -w 20s t23 true 3>&- &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	for _ in $(seq 100); do [ "$(nkeys t23)" = 2 ] && break; sleep 0.05; done
+	mine=$(E get --prefix --keys-only leaserun/t23/ | grep . | grep -vx "$first")
+	[ -n "$mine" ]
+	# Twice the waiter's TTL: its lease is kept alive, its key stays.
+	sleep 4
+	run E get --prefix --keys-only leaserun/t23/
+	assert_line "$mine"
+	assert_equal "$(nkeys t23)" 2
+	release t23
+	wait "$w"
+	wait_holder
+	assert_equal "$HRC" 0
+}

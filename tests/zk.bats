@@ -1,0 +1,557 @@
+#!/usr/bin/env bats
+# The ZooKeeper store against a real ZooKeeper (standalone, free loopback
+# port, tickTime 200ms so sessions of half a second work).
+
+load 'helpers'
+load 'zk-server'
+
+setup_file() {
+	command -v java >/dev/null && [ -e /usr/share/java/zookeeper.jar ] ||
+		{ echo "java and the ZooKeeper server are needed (Debian: zookeeper)" >&2; return 1; }
+	[ -e "$LEASERUN_MODULE_DIR/zk.so" ] ||
+		{ echo "no zk.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	ZK_DIR=$(mktemp -d)
+	export ZK_DIR
+	zk_standalone "$ZK_DIR"
+	export LEASERUN_URL="zk://$ZK_EP"
+}
+
+teardown_file() {
+	zk_stop_all "$ZK_DIR"
+	rm -rf "$ZK_DIR"
+}
+
+teardown() {
+	local p
+	for p in ${BG_PIDS:-}; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -9 "$p" 2>/dev/null || true
+	done
+	# A test that stopped the server must not leave it stopped.
+	[ -s "$ZK_DIR/zk1/pid" ] && kill -CONT "$(cat "$ZK_DIR/zk1/pid")" 2>/dev/null
+	true
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# The lock nodes of lease $1 (under /leaserun unless $2 gives the dir),
+# one per line.
+nodes() { zk_cli "$ZK_EP" "ls ${2:-/leaserun/$1}" | tail -n1 | tr -d '[],' | tr ' ' '\n' | grep '^lock-' || true; }
+nnodes() { nodes "$@" | grep -c . || true; }
+
+wait_file() {
+	local i
+	for i in $(seq 300); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
+wait_gone() {
+	local i
+	for i in $(seq "${2:-100}"); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# hold NAME [leaserun options]: a holder whose command runs until it is
+# killed or release() is called; returns once the command runs.  Sets
+# HOLDER (leaserun's pid), CHILD (the command's pid), HOLDER_RC_FILE.
+hold() {
+	local name=$1
+	shift
+	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
+	rm -f "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
+	(
+		rc=0 # the test's errexit holds in here too
+		"$LEASERUN" "$@" "$name" sh -c \
+			'echo $$ > "$0/child.$1"; echo "$LEASERUN_FENCE" > "$0/fence.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
+			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" || rc=$?
+		echo "$rc" >"$HOLDER_RC_FILE"
+	) 3>&- &
+	HOLDER_SUB=$!
+	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
+	wait_file "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
+	[ -n "$HOLDER" ]
+	CHILD=$(cat "$BATS_TEST_TMPDIR/child.$name")
+	BG_PIDS="$BG_PIDS $HOLDER $CHILD"
+}
+
+release() {
+	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
+}
+
+# Waits for the holder started by hold() (in this shell, not in a $(...):
+# a subshell cannot wait for it) and checks its exit status.
+assert_holder_rc() {
+	wait "$HOLDER_SUB" || true
+	assert_equal "$(cat "$HOLDER_RC_FILE")" "$1"
+}
+
+# A command line that appends "start end fence" for check_intervals.
+interval_cmd() {
+	echo 's=$(date +%s%N); sleep '"$2"'; echo "$s $(date +%s%N) $LEASERUN_FENCE" >> '"$1"
+}
+
+@test "a command runs under the lease and its fence is its node's creation zxid" {
+	hold t1
+	node=$(nodes t1)
+	[ -n "$node" ]
+	run zk_cli "$ZK_EP" "stat /leaserun/t1/$node"
+	czxid=$(printf '%s\n' "$output" | sed -n 's/^cZxid = //p')
+	[ -n "$czxid" ]
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/fence.t1")" "$((czxid))"
+	assert_output --partial "ephemeralOwner = 0x"
+	refute_output --partial "ephemeralOwner = 0x0"$'\n'
+	release t1
+	assert_holder_rc 0
+	assert_equal "$(nnodes t1)" 0
+}
+
+@test "the command's exit status is passed through and LEASERUN_URL is given" {
+	run --separate-stderr "$LEASERUN" t2 sh -c 'echo "$LEASERUN_NAME $LEASERUN_URL"; exit 7'
+	assert_failure 7
+	assert_output "t2 zk://$ZK_EP"
+	[ -z "$stderr" ]
+}
+
+@test "the command gets no descriptor of the store" {
+	# Only what the test itself passed down; no socket, epoll or timer.
+	run "$LEASERUN" t3 sh -c 'ls -l /proc/$$/fd/ | grep -c -e "socket:" -e "anon_inode:" || true'
+	assert_success
+	assert_output 0
+	run "$LEASERUN" t3 sh -c 'ls -l /proc/$$/fd/'
+	refute_output --partial "anon_inode:"
+}
+
+@test "-n gives up at once when the lease is held, and leaves no node behind" {
+	hold t4
+	t0=$(now_ms)
+	run "$LEASERUN" -n t4 true
+	assert_failure 1
+	[ $(($(now_ms) - t0)) -lt 1500 ]
+	run "$LEASERUN" -n -E 3 t4 true
+	assert_failure 3
+	assert_equal "$(nnodes t4)" 1
+	release t4
+	assert_holder_rc 0
+	assert_equal "$(nnodes t4)" 0
+}
+
+@test "-w gives up when the wait runs out, and leaves no node behind" {
+	hold t5
+	t0=$(now_ms)
+	run "$LEASERUN" -w 700ms t5 true
+	assert_failure 1
+	el=$(($(now_ms) - t0))
+	[ "$el" -ge 650 ] && [ "$el" -lt 2500 ]
+	assert_equal "$(nnodes t5)" 1
+	release t5
+	assert_holder_rc 0
+}
+
+@test "a waiter gets the lease as soon as the holder is done, not after the TTL" {
+	hold t6 -t 20s
+	f1=$(cat "$BATS_TEST_TMPDIR/fence.t6")
+	(
+		rc=0
+		"$LEASERUN" -v -t 20s -w 30s t6 sh -c 'date +%s%N > "$0/got"; echo $LEASERUN_FENCE > "$0/f2"' "$BATS_TEST_TMPDIR" \
+			2>"$BATS_TEST_TMPDIR/w.err" || rc=$?
+		echo "$rc" >"$BATS_TEST_TMPDIR/wrc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/w.err"
+	t0=$(date +%s%N)
+	release t6
+	wait_file "$BATS_TEST_TMPDIR/wrc"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/wrc")" 0
+	lat=$((($(cat "$BATS_TEST_TMPDIR/got") - t0) / 1000000))
+	echo "hand-over ${lat}ms"
+	[ "$lat" -lt 1500 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/f2")" -gt "$f1" ]
+	assert_holder_rc 0
+}
+
+@test "a waiter whose predecessor gives up waits on the one before it" {
+	hold t23 -t 20s
+	"$LEASERUN" -v -w 3s t23 true 2>"$BATS_TEST_TMPDIR/w1.err" 3>&- &
+	w1=$!
+	BG_PIDS="$BG_PIDS $w1"
+	wait_until 5 grep -q waiting "$BATS_TEST_TMPDIR/w1.err"
+	(
+		rc=0
+		"$LEASERUN" -v -t 20s -w 30s t23 sh -c 'date +%s%N > "$0/got"' "$BATS_TEST_TMPDIR" \
+			2>"$BATS_TEST_TMPDIR/w2.err" || rc=$?
+		echo "$rc" >"$BATS_TEST_TMPDIR/wrc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 grep -q waiting "$BATS_TEST_TMPDIR/w2.err"
+	# The first waiter gives up; the second now watches the holder.
+	rc=0
+	wait "$w1" || rc=$?
+	assert_equal "$rc" 1
+	assert_equal "$(nnodes t23)" 2
+	t0=$(date +%s%N)
+	release t23
+	wait_file "$BATS_TEST_TMPDIR/wrc"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/wrc")" 0
+	lat=$((($(cat "$BATS_TEST_TMPDIR/got") - t0) / 1000000))
+	echo "hand-over ${lat}ms"
+	[ "$lat" -lt 1500 ]
+	assert_holder_rc 0
+}
+
+@test "a signal to leaserun goes to the command, and the lease is given back" {
+	hold t24
+	kill -TERM "$HOLDER"
+	assert_holder_rc 143
+	run "$LEASERUN" -n t24 true
+	assert_success
+}
+
+@test "a waiter stopped by a signal leaves no node behind" {
+	hold t25
+	"$LEASERUN" -v -w 30s t25 true 2>"$BATS_TEST_TMPDIR/w.err" 3>&- &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/w.err"
+	assert_equal "$(nnodes t25)" 2
+	kill -TERM "$w"
+	rc=0
+	wait "$w" || rc=$?
+	assert_equal "$rc" 143
+	assert_equal "$(nnodes t25)" 1
+	release t25
+	assert_holder_rc 0
+}
+
+@test "--status shows the holder, and exits 1 when the lease is free" {
+	hold t7
+	run "$LEASERUN" --status t7
+	assert_success
+	assert_output --partial "held"
+	assert_output --partial "$(hostname) pid $HOLDER"
+	assert_output --partial "fence:   $(cat "$BATS_TEST_TMPDIR/fence.t7")"
+	release t7
+	assert_holder_rc 0
+	run "$LEASERUN" --status t7
+	assert_failure 1
+	assert_output --partial "free"
+	run "$LEASERUN" --status never-used
+	assert_failure 1
+}
+
+@test "our node deleted by another client stops the command at once with 124" {
+	hold t8 -t 30s
+	node=$(nodes t8)
+	run zk_cli "$ZK_EP" "delete /leaserun/t8/$node"
+	t0=$(now_ms)
+	wait_gone "$HOLDER" 30
+	wait_gone "$CHILD" 10
+	[ $(($(now_ms) - t0)) -lt 2000 ]
+	assert_holder_rc 124
+	grep -q "was deleted" "$BATS_TEST_TMPDIR/err.t8"
+}
+
+@test "--break removes the holder: it is stopped at once with 124 and a waiter takes over" {
+	hold t9 -t 30s
+	(
+		rc=0
+		"$LEASERUN" -v -w 30s t9 true 2>"$BATS_TEST_TMPDIR/w.err" || rc=$?
+		echo "$rc" >"$BATS_TEST_TMPDIR/wrc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/w.err"
+	t0=$(now_ms)
+	run "$LEASERUN" --break t9
+	assert_success
+	wait_gone "$HOLDER" 20
+	wait_file "$BATS_TEST_TMPDIR/wrc"
+	[ $(($(now_ms) - t0)) -lt 2000 ]
+	assert_holder_rc 124
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/wrc")" 0
+	run "$LEASERUN" --break t9
+	assert_success
+}
+
+@test "kill -9 of leaserun: the command dies with it, the lease is free after the session timeout" {
+	hold t10 -t 4s
+	kill -9 "$HOLDER"
+	t0=$(now_ms)
+	wait_gone "$CHILD" 20
+	run "$LEASERUN" --status t10
+	assert_success
+	run "$LEASERUN" -w 10s t10 true
+	assert_success
+	el=$(($(now_ms) - t0))
+	echo "free after ${el}ms"
+	# The session outlives us by the TTL less the time since the last
+	# renewal (R = TTL/3), to a tick.
+	[ "$el" -ge 2500 ] && [ "$el" -lt 6500 ]
+}
+
+@test "leaserun stopped for less than the TTL keeps the lease" {
+	hold t11 -t 3s
+	kill -STOP "$HOLDER"
+	sleep 0.5 # shorter than the TTL
+	kill -CONT "$HOLDER"
+	sleep 1.5 # past a renewal (R = 1s)
+	run "$LEASERUN" -n t11 true
+	assert_failure 1
+	release t11
+	assert_holder_rc 0
+}
+
+@test "leaserun stopped past the TTL: a waiter takes over, and the command is stopped with 124" {
+	hold t12 -t 1500ms
+	(
+		rc=0
+		"$LEASERUN" -v -w 20s t12 true 2>"$BATS_TEST_TMPDIR/w.err" || rc=$?
+		echo "$rc" >"$BATS_TEST_TMPDIR/wrc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/w.err"
+	kill -STOP "$HOLDER"
+	wait_file "$BATS_TEST_TMPDIR/wrc"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/wrc")" 0
+	kill -CONT "$HOLDER"
+	wait_gone "$HOLDER" 30
+	wait_gone "$CHILD" 10
+	assert_holder_rc 124
+}
+
+@test "the server stopped for less than the TTL: the command goes on" {
+	hold t13 -t 4s
+	zpid=$(cat "$ZK_DIR/zk1/pid")
+	kill -STOP "$zpid"
+	sleep 1 # shorter than the TTL
+	kill -CONT "$zpid"
+	sleep 2 # past a renewal after the pause
+	alive "$CHILD"
+	release t13
+	assert_holder_rc 0
+}
+
+@test "the server stopped past the TTL: the command is stopped with 124" {
+	hold t14 -t 1500ms
+	zpid=$(cat "$ZK_DIR/zk1/pid")
+	kill -STOP "$zpid"
+	t0=$(now_ms)
+	wait_gone "$HOLDER" 50
+	el=$(($(now_ms) - t0))
+	kill -CONT "$zpid"
+	wait_gone "$CHILD" 10
+	assert_holder_rc 124
+	echo "stopped after ${el}ms"
+	[ "$el" -lt 3000 ]
+	zk_wait_ready "$ZK_DIR" 1
+}
+
+@test "a waiter rides out a server pause longer than its own TTL" {
+	hold t26 -t 10s
+	(
+		rc=0
+		"$LEASERUN" -v -t 1500ms -w 30s t26 true 2>"$BATS_TEST_TMPDIR/w.err" || rc=$?
+		echo "$rc" >"$BATS_TEST_TMPDIR/wrc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/w.err"
+	zpid=$(cat "$ZK_DIR/zk1/pid")
+	kill -STOP "$zpid"
+	sleep 3 # past the waiter's TTL, within the holder's
+	kill -CONT "$zpid"
+	zk_wait_ready "$ZK_DIR" 1
+	[ ! -e "$BATS_TEST_TMPDIR/wrc" ]
+	release t26
+	assert_holder_rc 0
+	wait_file "$BATS_TEST_TMPDIR/wrc"
+	grep -v -e waiting -e acquired -e started -e exited -e released "$BATS_TEST_TMPDIR/w.err" || true
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/wrc")" 0
+}
+
+@test "a server restart that outlasts the TTL: the command is stopped with 124, the session expires" {
+	hold t15 -t 1500ms
+	zk_kill "$ZK_DIR" 1
+	wait_gone "$HOLDER" 50
+	assert_holder_rc 124
+	zk_start "$ZK_DIR" 1
+	zk_wait_ready "$ZK_DIR" 1
+	# The old session lives on in the server's log until it expires.
+	run "$LEASERUN" -w 10s t15 sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	[ "$output" -gt "$(cat "$BATS_TEST_TMPDIR/fence.t15")" ]
+}
+
+@test "a restart within the TTL keeps the lease (the session survives)" {
+	hold t16 -t 10s
+	zk_kill "$ZK_DIR" 1
+	zk_start "$ZK_DIR" 1
+	zk_wait_ready "$ZK_DIR" 1
+	sleep 4 # past a renewal
+	cat "$BATS_TEST_TMPDIR/err.t16"
+	alive "$CHILD"
+	run "$LEASERUN" -n t16 true
+	assert_failure 1
+	release t16
+	assert_holder_rc 0
+}
+
+@test "wrong credentials fail with 125 and one line that does not show the password" {
+	export LEASERUN_URL="zk://alice:right-pw@$ZK_EP"
+	hold t17
+	export LEASERUN_URL="zk://alice:Wr0ngPassw0rd@$ZK_EP"
+	run --separate-stderr "$LEASERUN" -n t17 true
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *NOAUTH* ]]
+	[[ $stderr != *Wr0ngPassw0rd* ]]
+	export LEASERUN_URL="zk://$ZK_EP"
+	run --separate-stderr "$LEASERUN" -w 1s t17 true
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	release t17
+	assert_holder_rc 0
+}
+
+@test "other users cannot delete our node; the holder goes on" {
+	export LEASERUN_URL="zk://alice:right-pw@$ZK_EP"
+	hold t18
+	node=$(nodes t18)
+	run zk_cli "$ZK_EP" "delete /leaserun/t18/$node"
+	assert_output --partial "Insufficient permission"
+	run zk_cli "$ZK_EP" "addauth digest mallory:pw" "delete /leaserun/t18/$node" "getAcl /leaserun/t18/$node"
+	assert_output --partial "Insufficient permission"
+	assert_output --partial "'world,'anyone"
+	run --separate-stderr env LEASERUN_URL="zk://mallory:pw@$ZK_EP" "$LEASERUN" --break t18
+	assert_failure 125
+	alive "$CHILD"
+	run env LEASERUN_URL="zk://$ZK_EP" "$LEASERUN" --status t18
+	assert_success
+	assert_output --partial "pid $HOLDER"
+	release t18
+	assert_holder_rc 0
+}
+
+@test "a lease directory that lets anyone delete is reported when used with credentials" {
+	run "$LEASERUN" t19 true
+	assert_success
+	run --separate-stderr env LEASERUN_URL="zk://alice:right-pw@$ZK_EP" "$LEASERUN" t19 true
+	assert_success
+	[[ $stderr == *"lets anyone delete"* ]]
+}
+
+@test "50 contenders: no overlap, and fences strictly increase" {
+	log=$BATS_TEST_TMPDIR/log
+	pids=()
+	for i in $(seq 50); do
+		"$LEASERUN" -t 5s -w 120s t20 sh -c "$(interval_cmd "$log" 0.01)" 3>&- &
+		pids+=($!)
+	done
+	BG_PIDS="$BG_PIDS ${pids[*]}"
+	fails=0
+	for p in "${pids[@]}"; do
+		wait "$p" || fails=$((fails + 1))
+	done
+	assert_equal "$fails" 0
+	assert_equal "$(wc -l <"$log")" 50
+	run check_intervals "$log"
+	assert_success
+	assert_equal "$(nnodes t20)" 0
+}
+
+@test "waiters get the lease in the order they arrived" {
+	hold t21
+	log=$BATS_TEST_TMPDIR/order
+	pids=()
+	for i in $(seq 12); do
+		"$LEASERUN" -v -w 60s t21 sh -c "echo $i >> '$log'" \
+			2>"$BATS_TEST_TMPDIR/w$i.err" 3>&- &
+		pids+=($!)
+		wait_until 5 grep -q waiting "$BATS_TEST_TMPDIR/w$i.err"
+	done
+	BG_PIDS="$BG_PIDS ${pids[*]}"
+	release t21
+	for p in "${pids[@]}"; do
+		wait "$p"
+	done
+	assert_equal "$(tr '\n' ' ' <"$log")" "1 2 3 4 5 6 7 8 9 10 11 12 "
+	assert_holder_rc 0
+}
+
+@test "a chroot and ?root= choose where the nodes live" {
+	export LEASERUN_URL="zk://$ZK_EP/app/env?root=/locks"
+	hold t22
+	assert_equal "$(nnodes t22 /app/env/locks/t22)" 1
+	run "$LEASERUN" --status t22
+	assert_success
+	assert_output --partial "pid $HOLDER"
+	release t22
+	assert_holder_rc 0
+	assert_equal "$(nnodes t22 /app/env/locks/t22)" 0
+}
+
+@test "bad zk URLs are refused with 125 and a reason" {
+	run "$LEASERUN" -U "zk://$ZK_EP?bogus=1" u1 true
+	assert_failure 125
+	assert_output --partial "unknown zk URL option 'bogus'"
+	run "$LEASERUN" -U "zk://127.0.0.1:99999" u1 true
+	assert_failure 125
+	assert_output --partial "bad port"
+	run "$LEASERUN" -U "zk:///chroot" u1 true
+	assert_failure 125
+	assert_output --partial "no host"
+	run "$LEASERUN" -U "zk://$ZK_EP?root=relative" u1 true
+	assert_failure 125
+	assert_output --partial "bad root"
+	run "$LEASERUN" -U "zk://$ZK_EP?root=/zookeeper" u1 true
+	assert_failure 125
+	run "$LEASERUN" -U "zk://alice@$ZK_EP" u1 true
+	assert_failure 125
+	assert_output --partial "need both user and password"
+}
+
+@test "an unreachable server fails with 125 and one line naming it" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port" u2 true
+	assert_failure 125
+	[ $(($(now_ms) - t0)) -lt 3000 ]
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: Connection refused"* ]]
+}
+
+@test "one server of a list down: the next one is used" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port,$ZK_EP" u3 true
+	assert_success
+	[ -z "$stderr" ]
+}
+
+@test "a TTL beyond the server's maximum session timeout is cut to what it grants, with a warning" {
+	run --separate-stderr "$LEASERUN" -t 40s u4 true
+	assert_success
+	[[ $stderr == *"granted a session timeout of 30000ms instead of the TTL 40000ms"* ]]
+}
+
+@test "the client library prints nothing of its own" {
+	run --separate-stderr "$LEASERUN" u5 sh -c 'echo ok'
+	assert_success
+	assert_output ok
+	assert_equal "$stderr" ""
+	zpid=$(cat "$ZK_DIR/zk1/pid")
+	hold u5 -t 2s
+	kill -STOP "$zpid"
+	sleep 1 # long enough for the client to time out and reconnect
+	kill -CONT "$zpid"
+	release u5
+	assert_holder_rc 0
+	run grep -v '^leaserun: ' "$BATS_TEST_TMPDIR/err.u5"
+	assert_output ""
+}
