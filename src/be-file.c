@@ -228,6 +228,16 @@ static int write_body(int fd, const char *body)
 	return 0;
 }
 
+/* Does our path still name the file we opened? */
+static int same_file(struct lr_store *st)
+{
+	struct stat a, b;
+
+	if (fstat(st->fd, &a) < 0 || stat(st->path, &b) < 0)
+		return 0;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* Is the file at our path still the one we locked? */
 static int still_ours(struct lr_store *st)
 {
@@ -346,10 +356,11 @@ static enum lr_status locked(struct lr_store *st, struct lr_grant *g,
 			   strerror(errno));
 		return LR_ERROR;
 	}
-	/* The watch was added by name: make sure it is on our file. */
+	/* The watch was added by name: make sure it is on our file.  If
+	 * not, the file was replaced in between: start over. */
 	if (!still_ours(st)) {
-		lr_err_set(err, "lock file %s was replaced", st->path);
-		return LR_LOST;
+		unlock_close(st);
+		return LR_TIMEOUT;
 	}
 	g->fence = fence;
 	g->ttl_ms = 0;
@@ -367,8 +378,15 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 			struct pollfd pfd = { st->helper_rd, POLLIN, 0 };
 			char c;
 
-			if (poll(&pfd, 1, 0) <= 0)
+			if (poll(&pfd, 1, 0) <= 0) {
+				/* --break put a new file at the path: the
+				 * helper waits on a dead one.  Start over. */
+				if (!same_file(st)) {
+					unlock_close(st);
+					continue;
+				}
 				return LR_BUSY;
+			}
 			if (read(st->helper_rd, &c, 1) != 1 || c != 'x') {
 				helper_stop(st);
 				lr_err_set(err, "cannot lock %s", st->path);
@@ -564,7 +582,9 @@ static enum lr_status file_break(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
 		return LR_ERROR;
 	}
-	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body));
+	/* One past the last: a holder that bumped the counter while we
+	 * read it must not share its fence with the next one. */
+	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body) + 1);
 	if (write_body(fd, out) < 0 || close(fd) < 0 ||
 	    rename(tmp, st->path) < 0) {
 		lr_err_set(err, "cannot replace %s: %s", st->path,

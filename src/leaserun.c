@@ -34,7 +34,7 @@ extern char **environ;
 
 /* Signals forwarded to the command (unless inherited as ignored). */
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
-				 SIGUSR2, SIGWINCH, SIGCONT, SIGALRM };
+				 SIGUSR2, SIGWINCH, SIGCONT, SIGALRM, SIGTSTP };
 
 enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_FOREGROUND,
        OPT_LOG_FORMAT, OPT_STATUS, OPT_BREAK };
@@ -540,6 +540,8 @@ static void __attribute__((noreturn)) die_of(int sig, int code)
 
 	fflush(stdout);
 	setrlimit(RLIMIT_CORE, &rl);
+	/* A core_pattern pipe ignores RLIMIT_CORE; this it does not. */
+	prctl(PR_SET_DUMPABLE, 0);
 	signal(sig, SIG_DFL);
 	sigemptyset(&set);
 	sigaddset(&set, sig);
@@ -566,7 +568,10 @@ int main(int argc, char **argv)
 	enum lr_status rc;
 
 	/* Block what we handle first thing, before any library (a store's
-	 * client may start threads) can get a signal delivered. */
+	 * client may start threads) can get a signal delivered.  SIGCHLD
+	 * inherited as ignored would make the kernel reap the command
+	 * behind our back: take it back, as timeout(1) does. */
+	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&set);
 	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
 		struct sigaction sa;
@@ -580,6 +585,13 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &set, &old);
 	sigdelset(&set, SIGPIPE);
+
+	/* With 0, 1 or 2 closed, our own fds would take those numbers and
+	 * log lines would land in the lock file or a store socket. */
+	for (i = 0; i < 3; i++)
+		if (fcntl((int)i, F_GETFD) < 0 &&
+		    open("/dev/null", i ? O_WRONLY : O_RDONLY) < 0)
+			return LR_EXIT_FAILED;
 
 	memset(&o, 0, sizeof(o));
 	memset(&r, 0, sizeof(r));

@@ -75,6 +75,7 @@ struct sup {
 	int64_t t_grace, t_kill, t_drain_kill;
 	int64_t backoff;       /* acquire retry interval */
 	int waiting_logged;
+	int too_late;          /* acquires in a row answered too late */
 	pid_t pid;             /* the command, 0 before / after */
 	pid_t guard;           /* kills the group if we are killed */
 	int guard_fd;
@@ -82,6 +83,7 @@ struct sup {
 	int stopped;           /* we stopped it: the outcome is 124 */
 	int certain_loss;      /* do not release */
 	int signo;             /* EV_SIGNAL: which */
+	int sicode;            /* EV_SIGNAL: who sent it (SI_KERNEL: tty) */
 	short revents;         /* EV_STORE: what */
 	unsigned seed;
 };
@@ -103,10 +105,12 @@ const char *lr_timing_check(int64_t ttl_ms, int64_t renew_ms,
 		return "the renew interval must be shorter than the TTL";
 	if (grace_ms <= LR_KAPPA_MS)
 		return "the kill-after grace must be longer than 100ms";
-	if (grace_ms + LR_KAPPA_MS + renew_ms > lr_deadline(0, ttl_ms))
+	/* R/4 is left for the round trip of the acquire itself. */
+	if (grace_ms + LR_KAPPA_MS + renew_ms + renew_ms / 4 >
+	    lr_deadline(0, ttl_ms))
 		return "the kill-after grace plus the renew interval leave no "
 		       "time to stop the command before the TTL runs out "
-		       "(need grace + renew + 100ms < TTL*0.99)";
+		       "(need grace + 1.25*renew + 100ms <= TTL*0.99 - 2ms)";
 	return NULL;
 }
 
@@ -142,13 +146,12 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 {
 	int64_t d = now + cap;
 
-	if (s->state == HELD || s->state == AT_RISK || s->state == DRAINING) {
-		if (s->t_grace < d)
-			d = s->t_grace;
-	} else if (s->state == STOPPING) {
-		if (s->t_kill < d)
-			d = s->t_kill;
-	}
+	if (s->t_grace < d)
+		d = s->t_grace;
+	if (s->t_kill < d)
+		d = s->t_kill;
+	if (s->t_drain_kill < d)
+		d = s->t_drain_kill;
 	return d > now ? d : now;
 }
 
@@ -228,11 +231,21 @@ static void try_acquire(struct sup *s, int64_t now)
 			       "back and trying again",
 			       (long long)(s->D - now));
 			c->ops->release(c->st, now + 1000, &err);
+			if (++s->too_late >= 5) {
+				lr_err_set(&err, "the store took %lldms to "
+						 "grant the lease, too long "
+						 "for this TTL; use a longer "
+						 "--ttl",
+					   (long long)(now - t_send));
+				fail(s, &err);
+				return;
+			}
 			s->D = 0;
 			s->t_renew = s->t_grace = s->t_kill = NEVER;
 			s->t_acquire = now + jitter(s, s->backoff);
 			return;
 		}
+		s->too_late = 0;
 		s->res->fence = g.fence;
 		lr_log(LR_LOG_INFO, "acquired", "acquired, fence %llu",
 		       (unsigned long long)g.fence);
@@ -428,7 +441,10 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
-			lose(s, "the deadline passed without a renewal");
+			lose(s, s->state == STOPPING
+					? "the command did not stop in time"
+					: "the deadline passed without a "
+					  "renewal");
 			return 0;
 		case WAITING:
 		case LOST:
@@ -472,6 +488,11 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case WAITING:
 			if (s->signo == SIGWINCH || s->signo == SIGCONT)
 				return 0;
+			if (s->signo == SIGTSTP) {
+				/* ^Z while waiting: be stopped, as asked. */
+				kill(getpid(), SIGSTOP);
+				return 0;
+			}
 			s->res->outcome = LR_OUT_FAILED;
 			s->res->die_signal = s->signo;
 			lr_err_set(&s->res->err, "stopped by signal %d while "
@@ -482,8 +503,14 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
+			/* In --foreground the terminal already signalled the
+			 * command: do not send a second ^C. */
+			if (c->foreground && s->sicode == SI_KERNEL)
+				return 0;
 			lr_log(LR_LOG_DEBUG, "signal", "forwarding signal %d",
 			       s->signo);
+			/* SIGTSTP stops the command, not us: we go on
+			 * renewing while the job is suspended. */
 			kill_group(s, s->signo);
 			return 0;
 		case LOST:
@@ -492,10 +519,12 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		}
 		return -1;
 	case EV_CHILD:
+		if (s->state == WAITING)
+			return 0; /* a store's helper: the store reaps it */
 		reap(s);
 		switch (s->state) {
 		case WAITING:
-			return 0; /* a store's helper */
+			return -1;
 		case HELD:
 		case AT_RISK:
 		case STOPPING:
@@ -600,7 +629,7 @@ wait:
 		pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
 		pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };
 		nfd = 2;
-		if (cfg->ops->wait_fd && s.state != LOST)
+		if (cfg->ops->wait_fd && cfg->ops->process && s.state != LOST)
 			sfd = cfg->ops->wait_fd(cfg->st, &want);
 		if (sfd >= 0) {
 			pfd[2] = (struct pollfd){ sfd, want, 0 };
@@ -635,6 +664,7 @@ wait:
 				} else {
 					ev = EV_SIGNAL;
 					s.signo = (int)si.ssi_signo;
+					s.sicode = si.ssi_code;
 				}
 				if (handle(&s, ev, now) < 0)
 					goto internal;
@@ -658,9 +688,23 @@ internal:
 	lr_err_set(&res->err, "internal error: no transition from state %s",
 		   state_names[s.state]);
 	res->outcome = LR_OUT_FAILED;
-	if (s.pid > 0 && !s.reaped)
-		kill_group(&s, SIGKILL);
 out:
+	/* Only the error paths get here with the group alive: it must be
+	 * gone before the lease is given back, or not given back at all. */
+	if (s.pid > 0 && (!s.reaped || lr_child_group_alive(s.pid,
+							    cfg->foreground))) {
+		int64_t until = lr_now_ms() + 2000;
+
+		kill_group(&s, SIGKILL);
+		while ((!s.reaped || lr_child_group_alive(s.pid,
+							  cfg->foreground)) &&
+		       lr_now_ms() < until) {
+			reap(&s);
+			poll(NULL, 0, 10);
+		}
+		if (!s.reaped || lr_child_group_alive(s.pid, cfg->foreground))
+			s.certain_loss = 1; /* let it expire instead */
+	}
 	lr_child_guard_stop(s.guard, s.guard_fd);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */

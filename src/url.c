@@ -63,6 +63,7 @@ static char *decode(const char *s, size_t n)
 	*p = '\0';
 	return out;
 bad:
+	*p = '\0';
 	wipe(out);
 	free(out);
 	return NULL;
@@ -90,16 +91,24 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 }
 
 /* Query keys whose values are secrets (libpq's among them). */
+static char *decode(const char *s, size_t n);
+
+/* Is the raw query key [k, k+n) a secret?  It is compared decoded, since
+ * libpq decodes "pass%77ord" to "password"; a key that does not decode
+ * counts as secret. */
 static int secret_key(const char *k, size_t n)
 {
 	static const char *const keys[] = { "password", "sslpassword",
 					    "pass", "token", "secret", NULL };
 	const char *const *p;
+	char *key = decode(k, n);
+	int secret = key == NULL;
 
-	for (p = keys; *p; p++)
-		if (strlen(*p) == n && strncasecmp(k, *p, n) == 0)
-			return 1;
-	return 0;
+	for (p = keys; key && *p; p++)
+		if (strcasecmp(key, *p) == 0)
+			secret = 1;
+	free(key);
+	return secret;
 }
 
 /* The URL s without the password of its user information (at is the
@@ -188,6 +197,14 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 
 	auth = p + 3;
 	auth_end = auth + strcspn(auth, "/?#");
+	if (strchr(auth_end, '@')) {
+		/* "u:ab/cd@host": the password holds a '/' or '?'.  Say so
+		 * without echoing any of it. */
+		snprintf(why, len, "an '@' after the host part: percent-encode "
+				   "'/', '?', '#' and '@' in the user name and "
+				   "password (%%2F, %%3F, %%23, %%40)");
+		return -1;
+	}
 	if (*auth_end == '#') {
 		snprintf(why, len, "URL fragments (#) are not allowed");
 		return -1;

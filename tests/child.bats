@@ -123,3 +123,33 @@ forwards() {
 	assert_success
 	refute_line --partial "LEASERUN_URL_FILE"
 }
+
+@test "closed standard fds do not let log lines into the lock file" {
+	run bash -c '"$LEASERUN" -v job true <&- >&- 2>&-; echo "rc=$?"'
+	assert_output "rc=0"
+	run grep -c '^leaserun' "$LOCKDIR/job.lock"
+	assert_output 0
+	run lr job sh -c 'echo $LEASERUN_FENCE'
+	assert_output 2
+}
+
+@test "SIGCHLD inherited as ignored does not hide the command's exit" {
+	run timeout 10 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV or die' -- "$LEASERUN" job sh -c 'exit 3'
+	assert_equal "$status" 3
+}
+
+@test "^Z (TSTP) stops the command, not leaserun, which goes on renewing" {
+	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; while :; do sleep 0.05; done' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	child=$(cat "$T/pid")
+	kill -TSTP "$pid"
+	stopped() { [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" = T ]; }
+	wait_until 3 stopped "$child"
+	! stopped "$pid"
+	kill -CONT "$pid"
+	wait_until 3 eval '! stopped '"$child"
+	kill -TERM "$pid"
+	wait_rc "$pid"
+	assert_equal "$rc" 143
+}

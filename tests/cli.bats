@@ -202,3 +202,10 @@ refuses() {
 	assert_equal "$stderr" ""
 	kill "$holder"; wait "$holder" || true
 }
+
+@test "a password holding an unescaped '/' is refused without being shown" {
+	run --separate-stderr lr -U 'redis://:ab/secretpart@127.0.0.1:1' job true
+	assert_equal "$status" 125
+	assert_regex "$stderr" "percent-encode"
+	refute_regex "$stderr" "secretpart"
+}

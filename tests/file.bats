@@ -171,3 +171,23 @@ setup() {
 		rm -f "/run/lock/leaserun/lr-test-$$.lock"
 	fi
 }
+
+@test "--break frees a waiter that was queued on the old lock file" {
+	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/a; exec sleep 30' &
+	holder=$!
+	wait_until 5 exists "$T/a"
+	# A hung holder: it cannot notice the break until it runs again.
+	kill -STOP "$holder"
+	"$LEASERUN" -w 20s job sh -c 'echo $LEASERUN_FENCE > '"$T"'/w' &
+	waiter=$!
+	sleep 0.3
+	run lr --break job
+	assert_success
+	wait_until 10 exists "$T/w"
+	wait_rc "$waiter"
+	assert_equal "$rc" 0
+	(( $(cat "$T/w") > 1 ))
+	kill -CONT "$holder"
+	wait_rc "$holder"
+	assert_equal "$rc" 124
+}

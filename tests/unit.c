@@ -130,6 +130,16 @@ static void test_urls(void)
 	CHECK(strcmp(lr_url_param(u, "password"), "s3") == 0);
 	lr_url_free(u);
 
+	CHECK(lr_url_parse("postgres://u@h/db?pass%77ord=s3&x=1", &u, why,
+			   sizeof(why)) == 0);
+	CHECK(strcmp(u->redacted, "postgres://u@h/db?x=1") == 0);
+	lr_url_free(u);
+
+	CHECK(lr_url_parse("redis://:ab/cd@h:6379", &u, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "percent-encode") != NULL);
+	CHECK(strstr(why, "ab") == NULL && strstr(why, "cd") == NULL);
+	lr_url_free(u);
+
 	CHECK(lr_url_parse("redis://h?password=x", &u, why, sizeof(why)) == 0);
 	CHECK(strcmp(u->redacted, "redis://h") == 0);
 	lr_url_free(u);
@@ -188,7 +198,9 @@ static void test_timing(void)
 	CHECK(lr_timing_check(10000, 10000, 2000) != NULL); /* R >= TTL */
 	CHECK(lr_timing_check(10000, 3333, 100) != NULL);  /* grace <= kappa */
 	CHECK(lr_timing_check(10000, 3333, 6700) != NULL); /* grace >= TTL-R */
-	CHECK(lr_timing_check(10000, 3333, 6400) == NULL);
+	CHECK(lr_timing_check(10000, 3333, 5500) == NULL);
+	CHECK(lr_timing_check(10000, 3333, 6400) != NULL); /* no margin */
+	CHECK(lr_timing_check(500, 166, 150) == NULL);   /* smallest TTL */
 }
 
 /*
