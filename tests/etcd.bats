@@ -138,7 +138,9 @@ wait_holder() {
 	t0=$(now_ms)
 	run "$LEASERUN" -n t4 true
 	assert_failure 1
-	[ $(($(now_ms) - t0)) -lt 1500 ]
+	# It did not wait for the holder, who holds until released; the
+	# bound is loose because CI may run this under ASan and load.
+	[ $(($(now_ms) - t0)) -lt 10000 ]
 	assert_equal "$(nkeys t4)" 1
 	run "$LEASERUN" -n -E 3 t4 true
 	assert_failure 3
@@ -161,6 +163,12 @@ wait_holder() {
 	release t5
 	wait_holder
 	assert_equal "$HRC" 0
+	# Both leases are revoked (the waiter's by close(), the holder's by
+	# its release); under load the revokes may land a moment later.
+	for _ in $(seq 100); do
+		[ "$(E lease list | grep -c . || true)" = 1 ] && break
+		sleep 0.1
+	done
 	assert_equal "$(E lease list | grep -c . || true)" 1 # the header only
 }
 
