@@ -135,5 +135,7 @@ int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 const char *lr_status_name(enum lr_status s);
+/* Overwrites a secret string, then frees it.  Accepts NULL. */
+void lr_wipe_free(char *s);
 
 #endif

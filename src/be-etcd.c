@@ -119,18 +119,6 @@ struct lr_store {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static void wipe_free(char *s)
-{
-	if (!s)
-		return;
-#ifdef HAVE_EXPLICIT_BZERO
-	explicit_bzero(s, strlen(s));
-#else
-	memset(s, 0, strlen(s));
-#endif
-	free(s);
-}
-
 static int buf_add(struct buf *b, const void *p, size_t n)
 {
 	if (b->len + n + 1 > MAX_BODY) {
@@ -337,7 +325,7 @@ static struct curl_slist *make_headers(struct lr_store *st)
 			snprintf(line, n, "Authorization: %s", st->token);
 			if ((t = curl_slist_append(h, line)))
 				h = t;
-			wipe_free(line);
+			lr_wipe_free(line);
 		}
 	}
 	return h;
@@ -551,7 +539,7 @@ static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 	char *user = st->user;
 	char eerr[200];
 
-	wipe_free(st->token);
+	lr_wipe_free(st->token);
 	st->token = NULL;
 	jadd_str(o, "name", st->user);
 	jadd_str(o, "password", st->password ? st->password : "");
@@ -1625,8 +1613,8 @@ static void st_close(struct lr_store *st)
 	free(st->key);
 	free(st->dir);
 	free(st->user);
-	wipe_free(st->password);
-	wipe_free(st->token);
+	lr_wipe_free(st->password);
+	lr_wipe_free(st->token);
 	free(st->resp.p);
 	free(st->mykey);
 	free(st);

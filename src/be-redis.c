@@ -277,18 +277,6 @@ static void scripts_init(void)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static void wipe_free(char *s)
-{
-	if (!s)
-		return;
-#ifdef HAVE_EXPLICIT_BZERO
-	explicit_bzero(s, strlen(s));
-#else
-	memset(s, 0, strlen(s));
-#endif
-	free(s);
-}
-
 /* "500ms", "2s", "1.5s", "1m", a bare number is seconds.  -1 if bad. */
 static int64_t duration_ms(const char *s)
 {
@@ -950,7 +938,7 @@ static void r_close(struct lr_store *st)
 	free(st->host);
 	free(st->sock);
 	free(st->user);
-	wipe_free(st->pass);
+	lr_wipe_free(st->pass);
 	free(st->key);
 	free(st->fence_key);
 	free(st->chan);

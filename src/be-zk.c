@@ -141,18 +141,6 @@ struct lr_store {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static void wipe_free(char *s)
-{
-	if (!s)
-		return;
-#ifdef HAVE_EXPLICIT_BZERO
-	explicit_bzero(s, strlen(s));
-#else
-	memset(s, 0, strlen(s));
-#endif
-	free(s);
-}
-
 static char *join3(const char *a, const char *b, const char *c)
 {
 	size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
@@ -912,7 +900,7 @@ static void z_close(struct lr_store *st)
 		close(st->epfd);
 	if (st->tfd >= 0)
 		close(st->tfd);
-	wipe_free(st->auth);
+	lr_wipe_free(st->auth);
 	free(st->hosts);
 	free(st->dir);
 	free(st->prefix);

@@ -6,6 +6,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend.h"
@@ -52,4 +54,16 @@ const char *lr_status_name(enum lr_status s)
 		return "error";
 	}
 	return "?";
+}
+
+void lr_wipe_free(char *s)
+{
+	if (!s)
+		return;
+#ifdef HAVE_EXPLICIT_BZERO
+	explicit_bzero(s, strlen(s));
+#else
+	memset(s, 0, strlen(s));
+#endif
+	free(s);
 }
