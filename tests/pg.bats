@@ -237,8 +237,15 @@ start_holder() {
 	command -v ss >/dev/null || skip "ss (iproute2) is not installed"
 	n=$(name)
 	start_holder "$n" -t 6s
-	run ss -tno state established "( sport = :$PG_PORT or dport = :$PG_PORT )"
-	[ "$(grep -c 'timer:(keepalive' <<<"$output")" -ge 2 ]
+	# A socket with data in flight shows its retransmit timer ("on")
+	# instead, so look a few times.
+	wait_until 5 keepalive_on_both_ends
+}
+
+keepalive_on_both_ends() {
+	local out
+	out=$(ss -tno state established "( sport = :$PG_PORT or dport = :$PG_PORT )")
+	[ "$(grep -c 'timer:(keepalive' <<<"$out")" -ge 2 ]
 }
 
 @test "-w gives up after the duration with 1 and leaves the lock queue" {
