@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -184,6 +185,7 @@ int lr_child_group_alive(pid_t pid, int foreground)
 static struct {
 	int rd, wr;
 	pid_t pgid;
+	char file[4200], tmp[4200], dir[4096]; /* "" when none */
 } guard_arg;
 static char guard_stack[16384] __attribute__((aligned(16)));
 
@@ -198,18 +200,33 @@ static int guard_main(void *unused)
 	do
 		n = syscall(SYS_read, guard_arg.rd, &c, 1);
 	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		syscall(SYS_kill, -guard_arg.pgid, SIGKILL); /* we died */
+	if (n <= 0) { /* we died */
+		syscall(SYS_kill, -guard_arg.pgid, SIGKILL);
+		if (guard_arg.dir[0]) {
+			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.file, 0);
+			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.tmp, 0);
+			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.dir,
+				AT_REMOVEDIR);
+		}
+	}
 	syscall(SYS_exit, 0);
 	return 0;
 }
 
-pid_t lr_child_guard_start(pid_t pgid, int *fd)
+pid_t lr_child_guard_start(pid_t pgid, const char *state_dir, int *fd)
 {
 	pid_t guard;
 	int p[2];
 
 	*fd = -1;
+	guard_arg.dir[0] = guard_arg.file[0] = guard_arg.tmp[0] = '\0';
+	if (state_dir && strlen(state_dir) < sizeof(guard_arg.dir)) {
+		strcpy(guard_arg.dir, state_dir);
+		snprintf(guard_arg.file, sizeof(guard_arg.file), "%s/state",
+			 state_dir);
+		snprintf(guard_arg.tmp, sizeof(guard_arg.tmp), "%s/state.new",
+			 state_dir);
+	}
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
 	guard_arg.rd = p[0];

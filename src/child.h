@@ -38,8 +38,10 @@ size_t lr_child_open_fds(int *fds, size_t max);
 /* A guard is a fork of ours, outside the command's group, that SIGKILLs
  * the group if we die without saying goodbye (kill -9): PDEATHSIG reaches
  * only the command itself, not what it started.  Returns the guard's pid
- * and sets *fd to our end of its pipe, or returns -1. */
-pid_t lr_child_guard_start(pid_t pgid, int *fd);
+ * and sets *fd to our end of its pipe, or returns -1.  The guard also
+ * removes state_dir/state, state_dir/state.new and state_dir (the
+ * command's state file) unless state_dir is NULL. */
+pid_t lr_child_guard_start(pid_t pgid, const char *state_dir, int *fd);
 /* Says goodbye: the guard exits without killing.  Accepts pid 0. */
 void lr_child_guard_stop(pid_t guard, int fd);
 

@@ -26,6 +26,9 @@
 #include "backend.h"
 #include "child.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
+#include "state.h"
 #include "supervise.h"
 #include "url.h"
 #include "util.h"
@@ -36,8 +39,9 @@ extern char **environ;
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 				 SIGUSR2, SIGWINCH, SIGCONT, SIGALRM, SIGTSTP };
 
-enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_FOREGROUND,
-       OPT_LOG_FORMAT, OPT_STATUS, OPT_BREAK };
+enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_WARN_SIGNAL,
+       OPT_FOREGROUND, OPT_LOG_FORMAT, OPT_SYSLOG, OPT_METRICS_FILE,
+       OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON };
 
 static const struct option longopts[] = {
 	{ "nonblock", no_argument, NULL, 'n' },
@@ -51,13 +55,18 @@ static const struct option longopts[] = {
 	{ "ttl", required_argument, NULL, 't' },
 	{ "renew", required_argument, NULL, OPT_RENEW },
 	{ "signal", required_argument, NULL, OPT_SIGNAL },
+	{ "warn-signal", required_argument, NULL, OPT_WARN_SIGNAL },
 	{ "kill-after", required_argument, NULL, 'k' },
 	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+	{ "syslog", no_argument, NULL, OPT_SYSLOG },
+	{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
 	{ "status", no_argument, NULL, OPT_STATUS },
 	{ "break", no_argument, NULL, OPT_BREAK },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "json", no_argument, NULL, OPT_JSON },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -72,10 +81,14 @@ struct opts {
 	const char *url_file;
 	int64_t ttl_ms, renew_ms, grace_ms; /* -1: derive from ttl */
 	int stop_signal;
+	int warn_signal;
 	int foreground;
 	int verbosity;
-	int json;
-	int mode; /* 0 run, OPT_STATUS, OPT_BREAK */
+	int json;        /* --log-format json */
+	int use_syslog;
+	const char *metrics_file;
+	int json_out;    /* --json */
+	int mode; /* 0 run, OPT_STATUS, OPT_BREAK, OPT_CHECK */
 	const char *name;
 	char **argv;
 };
@@ -95,6 +108,7 @@ static void usage(void)
 	      " leaserun [options] NAME -c 'shell command'\n"
 	      " leaserun [options] --status NAME\n"
 	      " leaserun [options] --break NAME\n"
+	      " leaserun --check [--json]\n"
 	      "\n"
 	      "Run a command while holding the named lease in a shared store;\n"
 	      "renew it while the command runs, stop the command if it is lost,\n"
@@ -112,6 +126,8 @@ static void usage(void)
 	      "     --renew DURATION          renew interval (default TTL/3)\n"
 	      "     --signal SIG              signal to stop the command when the\n"
 	      "                               lease is at risk (default TERM)\n"
+	      "     --warn-signal SIG         signal the command as soon as a\n"
+	      "                               renewal fails (default: none)\n"
 	      " -k, --kill-after DURATION     send --signal this long before the\n"
 	      "                               lease deadline, SIGKILL 100ms before\n"
 	      "                               it (default TTL/5)\n"
@@ -120,16 +136,23 @@ static void usage(void)
 	      " -v, --verbose                 log each lifecycle step (twice: more)\n"
 	      " -q, --quiet                   log only failures of leaserun itself\n"
 	      "     --log-format text|json    log line format (default text)\n"
+	      "     --syslog                  log to syslog instead of stderr\n"
+	      "     --metrics-file PATH       keep Prometheus counters in PATH\n"
+	      "                               (node_exporter's textfile collector)\n"
 	      "     --status                  show who holds NAME; exit 0 if held,\n"
 	      "                               1 if free\n"
 	      "     --break                   remove the current holder's lease\n"
+	      "     --check                   from the command: is our lease still\n"
+	      "                               held? exit 0 if so, 1 if not\n"
+	      "     --json                    --status and --check print JSON\n"
 	      " -V, --version                 show the version and stores\n"
 	      " -h, --help                    show this help\n"
 	      "\n"
 	      "Durations take ms, s, m or h; a bare number is seconds.\n"
 	      "Options also come from LEASERUN_URL, LEASERUN_URL_FILE,\n"
 	      "LEASERUN_TTL, LEASERUN_RENEW, LEASERUN_WAIT, LEASERUN_KILL_AFTER,\n"
-	      "LEASERUN_SIGNAL, LEASERUN_CONFLICT_EXIT_CODE, LEASERUN_LOG_FORMAT.\n"
+	      "LEASERUN_SIGNAL, LEASERUN_WARN_SIGNAL, LEASERUN_CONFLICT_EXIT_CODE,\n"
+	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE.\n"
 	      "\n"
 	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
 	      "lease was lost and the command stopped; 125 if leaserun failed;\n"
@@ -137,6 +160,24 @@ static void usage(void)
 	      "\n"
 	      "See leaserun(1).\n",
 	      stdout);
+}
+
+static int metrics_on; /* a run (not --status) that keeps metrics */
+
+/* Counts the end of a run into the metrics file; returns code. */
+static int finish(int code)
+{
+	char why[512];
+
+	if (!metrics_on)
+		return code;
+	metrics_on = 0;
+	if (code == LR_EXIT_FAILED)
+		lr_metrics_count(LR_M_FAILURES);
+	lr_metrics_exit(code);
+	if (lr_metrics_flush(why, sizeof(why)) < 0)
+		lr_log(LR_LOG_WARN, "metrics", "%s", why);
+	return code;
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2)))
@@ -149,7 +190,7 @@ die(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	lr_log(LR_LOG_ERROR, "error", "%s", buf);
-	exit(LR_EXIT_FAILED);
+	exit(finish(LR_EXIT_FAILED));
 }
 
 static void usage_error(const char *fmt, ...)
@@ -225,6 +266,10 @@ static void env_defaults(struct opts *o)
 		o->grace_ms = duration("LEASERUN_KILL_AFTER", v);
 	if ((v = getenv("LEASERUN_SIGNAL")) && *v)
 		o->stop_signal = signal_arg("LEASERUN_SIGNAL", v);
+	if ((v = getenv("LEASERUN_WARN_SIGNAL")) && *v)
+		o->warn_signal = signal_arg("LEASERUN_WARN_SIGNAL", v);
+	if ((v = getenv("LEASERUN_METRICS_FILE")) && *v)
+		o->metrics_file = v;
 	if ((v = getenv("LEASERUN_CONFLICT_EXIT_CODE")) && *v)
 		o->conflict_code = code_arg("LEASERUN_CONFLICT_EXIT_CODE", v);
 	if ((v = getenv("LEASERUN_LOG_FORMAT")) && *v)
@@ -287,6 +332,9 @@ static void parse(int argc, char **argv, struct opts *o)
 		case OPT_SIGNAL:
 			o->stop_signal = signal_arg("--signal", optarg);
 			break;
+		case OPT_WARN_SIGNAL:
+			o->warn_signal = signal_arg("--warn-signal", optarg);
+			break;
 		case 'k':
 			o->grace_ms = duration("--kill-after", optarg);
 			break;
@@ -302,11 +350,23 @@ static void parse(int argc, char **argv, struct opts *o)
 		case OPT_LOG_FORMAT:
 			log_format(o, "--log-format", optarg);
 			break;
+		case OPT_SYSLOG:
+			o->use_syslog = 1;
+			break;
+		case OPT_METRICS_FILE:
+			if (!*optarg)
+				usage_error("--metrics-file needs a path");
+			o->metrics_file = optarg;
+			break;
+		case OPT_JSON:
+			o->json_out = 1;
+			break;
 		case OPT_STATUS:
 		case OPT_BREAK:
+		case OPT_CHECK:
 			if (o->mode && o->mode != c)
-				usage_error("--status and --break exclude "
-					    "each other");
+				usage_error("--status, --break and --check "
+					    "exclude each other");
 			o->mode = c;
 			break;
 		case 'V':
@@ -324,6 +384,14 @@ static void parse(int argc, char **argv, struct opts *o)
 			usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	if (o->mode == OPT_CHECK) {
+		if (optind < argc)
+			usage_error("--check takes no arguments: it reads "
+				    "LEASERUN_STATE");
+		return;
+	}
+	if (o->json_out && o->mode != OPT_STATUS)
+		usage_error("--json goes with --status or --check");
 	if (optind >= argc)
 		usage_error("no lease name given");
 	o->name = argv[optind++];
@@ -415,10 +483,13 @@ static void warn_cb(void *ctx, const char *msg)
 
 static int is_secret(const struct lr_store_ops *ops, const char *var)
 {
+	/* NOTIFY_SOCKET is ours: systemd hears from us, not the command. */
 	static const char *const ours[] = { "LEASERUN_URL=",
 					    "LEASERUN_URL_FILE=",
 					    "LEASERUN_NAME=",
-					    "LEASERUN_FENCE=", NULL };
+					    "LEASERUN_FENCE=",
+					    "LEASERUN_STATE=",
+					    "NOTIFY_SOCKET=", NULL };
 	const char *const *p;
 	size_t n;
 
@@ -438,18 +509,22 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 	struct run *r = ctx;
 	struct lr_child_spec spec;
 	static char sh_name[] = "/bin/sh", sh_c[] = "-c";
-	char **env, name[256 + 16], fence[64], *url, *sh[4];
+	char **env, name[256 + 16], fence[64], *url, *sh[4], *state = NULL;
+	const char *path = lr_state_path();
 	size_t n = 0, i;
 	int errnum;
 	pid_t pid;
 
 	for (i = 0; environ[i]; i++)
 		;
-	env = calloc(i + 4, sizeof(*env));
+	env = calloc(i + 5, sizeof(*env));
 	url = malloc(strlen(r->u->redacted) + 16);
-	if (!env || !url) {
+	if (path && (state = malloc(strlen(path) + 16)))
+		sprintf(state, "LEASERUN_STATE=%s", path);
+	if (!env || !url || (path && !state)) {
 		free(env);
 		free(url);
+		free(state);
 		lr_log(LR_LOG_ERROR, "error", "out of memory");
 		*code = LR_EXIT_FAILED;
 		return -1;
@@ -463,6 +538,8 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 	env[n++] = name;
 	env[n++] = fence;
 	env[n++] = url;
+	if (state)
+		env[n++] = state;
 	env[n] = NULL;
 
 	spec.argv = r->o->argv;
@@ -483,19 +560,62 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 		       spec.argv[0], strerror(errnum));
 	free(env);
 	free(url);
+	free(state);
 	return pid;
 }
 
-static void print_time(const char *label, int64_t ms)
+static void iso_time(char *buf, size_t len, int64_t ms)
 {
-	char buf[64];
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	printf("%-8s %s (%llds ago)\n", label, buf,
-	       (long long)((lr_wall_ms() - ms) / 1000));
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One JSON object on one line; unknown fields are null. */
+static void status_json(struct run *r, const struct lr_info *info)
+{
+	char buf[2048], when[32];
+	size_t n = 0;
+
+#define ADD(...) \
+	(n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, \
+			       __VA_ARGS__), \
+	 n = n < sizeof(buf) ? n : sizeof(buf) - 1)
+	ADD("{\"name\":\"");
+	n = lr_json_escape(buf, sizeof(buf), n, r->o->name);
+	ADD("\",\"store\":\"%s\",\"url\":\"", r->ops->name);
+	n = lr_json_escape(buf, sizeof(buf), n, r->u->redacted);
+	ADD("\",\"held\":%s,\"host\":", info->held ? "true" : "false");
+	if (info->held && info->host[0]) {
+		ADD("\"");
+		n = lr_json_escape(buf, sizeof(buf), n, info->host);
+		ADD("\"");
+	} else {
+		ADD("null");
+	}
+	if (info->held && info->pid)
+		ADD(",\"pid\":%ld", info->pid);
+	else
+		ADD(",\"pid\":null");
+	if (info->held && info->since_ms) {
+		iso_time(when, sizeof(when), info->since_ms);
+		ADD(",\"since\":\"%s\",\"since_ms\":%lld", when,
+		    (long long)info->since_ms);
+	} else {
+		ADD(",\"since\":null,\"since_ms\":null");
+	}
+	if (info->held && info->ttl_left_ms >= 0)
+		ADD(",\"ttl_left_ms\":%lld", (long long)info->ttl_left_ms);
+	else
+		ADD(",\"ttl_left_ms\":null");
+	if (info->fence)
+		ADD(",\"fence\":%" PRIu64 "}\n", info->fence);
+	else
+		ADD(",\"fence\":null}\n");
+#undef ADD
+	fputs(buf, stdout);
 }
 
 static int status(struct run *r, struct lr_store *st)
@@ -503,6 +623,7 @@ static int status(struct run *r, struct lr_store *st)
 	struct lr_info info;
 	struct lr_err err = { "" };
 	enum lr_status rc;
+	char when[32];
 
 	memset(&info, 0, sizeof(info));
 	info.ttl_left_ms = -1;
@@ -510,14 +631,25 @@ static int status(struct run *r, struct lr_store *st)
 	if (rc != LR_OK)
 		die("cannot inspect %s on %s: %s", r->o->name, r->u->redacted,
 		    err.msg[0] ? err.msg : lr_status_name(rc));
+	if (r->o->json_out) {
+		status_json(r, &info);
+		return info.held ? 0 : 1;
+	}
 	printf("%-8s %s\n%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
 	       r->u->redacted, "state:", info.held ? "held" : "free");
 	if (info.held) {
-		if (info.host[0] || info.pid)
-			printf("%-8s %s%spid %ld\n", "holder:", info.host,
-			       info.host[0] ? " " : "", info.pid);
-		if (info.since_ms)
-			print_time("since:", info.since_ms);
+		if (info.host[0] && info.pid)
+			printf("%-8s %s pid %ld\n", "holder:", info.host,
+			       info.pid);
+		else if (info.host[0] || info.pid)
+			printf(info.pid ? "%-8s %spid %ld\n" : "%-8s %s\n",
+			       "holder:", info.host, info.pid);
+		if (info.since_ms) {
+			iso_time(when, sizeof(when), info.since_ms);
+			printf("%-8s %s (%llds ago)\n", "since:", when,
+			       (long long)((lr_wall_ms() - info.since_ms) /
+					   1000));
+		}
 		if (info.ttl_left_ms >= 0)
 			printf("%-8s %lldms left\n", "ttl:",
 			       (long long)info.ttl_left_ms);
@@ -600,11 +732,13 @@ int main(int argc, char **argv)
 	r.nkeep = lr_child_open_fds(keep, sizeof(keep) / sizeof(keep[0]));
 
 	parse(argc, argv, &o);
-	lr_log_setup(o.verbosity, o.json, NULL);
+	if (o.mode == OPT_CHECK)
+		return lr_state_check(o.json_out, o.verbosity < 0);
+	lr_log_setup(o.verbosity, o.json, 0, NULL);
 	if ((reason = lr_name_check(o.name)))
 		usage_error("invalid lease name: %s", reason);
 	finish_timing(&o);
-	lr_log_setup(o.verbosity, o.json, o.name);
+	lr_log_setup(o.verbosity, o.json, o.use_syslog, o.name);
 
 	if (o.url_file)
 		o.url = url_buf = read_url_file(o.url_file);
@@ -620,6 +754,11 @@ int main(int argc, char **argv)
 	r.ops = lr_store_find(r.u->scheme, &err);
 	if (!r.ops)
 		die("%s", err.msg);
+	if (!o.mode) {
+		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);
+		metrics_on = o.metrics_file != NULL;
+		lr_notify_setup();
+	}
 
 	if (gethostname(host, sizeof(host)) < 0)
 		strcpy(host, "unknown");
@@ -685,7 +824,9 @@ int main(int argc, char **argv)
 	cfg.grace_ms = o.grace_ms;
 	cfg.wait_ms = o.wait_ms;
 	cfg.stop_signal = o.stop_signal;
+	cfg.warn_signal = o.warn_signal;
 	cfg.foreground = o.foreground;
+	cfg.name = o.name;
 	cfg.spawn = spawn;
 	cfg.ctx = &r;
 	lr_supervise(&cfg, &res);
@@ -695,27 +836,32 @@ int main(int argc, char **argv)
 	free(url_buf);
 
 	switch (res.outcome) {
-	case LR_OUT_CONFLICT:
-		lr_log(LR_LOG_NOTICE, "conflict",
-		       o.wait_ms == 0 ? "held by another; not waiting"
-				      : "held by another; gave up waiting");
+	case LR_OUT_CONFLICT: {
+		const struct lr_field f[] = { LR_STR("holder", res.holder) };
+
+		lr_logf(LR_LOG_NOTICE, "conflict", f, 1,
+			o.wait_ms == 0 ? "held by %s; not waiting"
+				       : "held by %s; gave up waiting",
+			res.holder[0] ? res.holder : "another");
 		break;
+	}
 	case LR_OUT_LOST:
 		lr_log(LR_LOG_WARN, "stopped",
 		       "the command was stopped because the lease was lost");
 		break;
 	case LR_OUT_FAILED:
 		if (res.die_signal)
-			die_of(res.die_signal, 128 + res.die_signal);
+			die_of(res.die_signal,
+			       finish(128 + res.die_signal));
 		lr_log(LR_LOG_ERROR, "error", "%s", res.err.msg);
 		break;
 	case LR_OUT_CHILD:
 		if (res.code)
-			return res.code;
+			return finish(res.code);
 		break;
 	}
 	code = lr_exit_code(res.outcome, res.wstatus, o.conflict_code, &sig);
 	if (sig)
-		die_of(sig, code);
-	return code;
+		die_of(sig, finish(code));
+	return finish(code);
 }

@@ -1,9 +1,10 @@
 /*
- * log.c - lifecycle events on stderr, one line each.
+ * log.c - lifecycle events on stderr or to syslog, one line each.
  *
  * Text:  leaserun: NAME: message
  * JSON:  {"time":"2026-11-30T04:31:07.123Z","level":"info",
- *         "event":"acquired","name":"NAME","msg":"..."}
+ *         "event":"acquired","name":"NAME","fence":7,"msg":"..."}
+ * The fields between the name and the message depend on the event.
  * Messages never hold secrets: callers pass redacted URLs only.
  */
 #include "config.h"
@@ -11,19 +12,25 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 static int log_verbosity;
 static int log_json;
+static int log_syslog;
 static const char *log_name;
 
-void lr_log_setup(int verbosity, int json, const char *name)
+void lr_log_setup(int verbosity, int json, int use_syslog, const char *name)
 {
 	log_verbosity = verbosity;
 	log_json = json;
+	if (use_syslog && !log_syslog)
+		openlog("leaserun", LOG_PID, LOG_USER);
+	log_syslog = use_syslog;
 	log_name = name;
 }
 
@@ -51,36 +58,37 @@ static const char *level_name(enum lr_level level)
 	return names[level];
 }
 
-/* Appends s to buf as a JSON string body. */
-static size_t json_escape(char *buf, size_t len, size_t at, const char *s)
+static int level_prio(enum lr_level level)
 {
-	for (; *s && at + 7 < len; s++) {
-		unsigned char c = (unsigned char)*s;
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
+				    LOG_DEBUG };
 
-		if (c == '"' || c == '\\') {
-			buf[at++] = '\\';
-			buf[at++] = (char)c;
-		} else if (c < 0x20) {
-			at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c);
-		} else {
-			buf[at++] = (char)c;
-		}
-	}
-	buf[at] = '\0';
-	return at;
+	return prio[level];
 }
 
-void lr_log(enum lr_level level, const char *event, const char *fmt, ...)
+static size_t add(char *buf, size_t len, size_t at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static size_t add(char *buf, size_t len, size_t at, const char *fmt, ...)
 {
-	char msg[1024], line[2600];
 	va_list ap;
-	size_t n;
+	int n;
 
-	if (!shown(level))
-		return;
+	if (at >= len - 1)
+		return at;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(buf + at, len - at, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		return at;
+	return at + (size_t)n < len ? at + (size_t)n : len - 1;
+}
+
+static void emit(enum lr_level level, const char *event,
+		 const struct lr_field *f, int nf, const char *msg)
+{
+	char line[4096];
+	size_t n = 0;
+	int i;
 
 	if (log_json) {
 		struct timespec ts;
@@ -90,29 +98,76 @@ void lr_log(enum lr_level level, const char *event, const char *fmt, ...)
 		gmtime_r(&ts.tv_sec, &tm);
 		n = strftime(line, sizeof(line), "{\"time\":\"%Y-%m-%dT%H:%M:%S",
 			     &tm);
-		n += (size_t)snprintf(line + n, sizeof(line) - n,
-				      ".%03ldZ\",\"level\":\"%s\",\"event\":\"",
-				      ts.tv_nsec / 1000000, level_name(level));
-		n = json_escape(line, sizeof(line), n, event);
-		n += (size_t)snprintf(line + n, sizeof(line) - n, "\"");
+		n = add(line, sizeof(line), n,
+			".%03ldZ\",\"level\":\"%s\",\"event\":\"",
+			ts.tv_nsec / 1000000, level_name(level));
+		n = lr_json_escape(line, sizeof(line), n, event);
+		n = add(line, sizeof(line), n, "\"");
 		if (log_name) {
-			n += (size_t)snprintf(line + n, sizeof(line) - n,
-					      ",\"name\":\"");
-			n = json_escape(line, sizeof(line), n, log_name);
-			n += (size_t)snprintf(line + n, sizeof(line) - n, "\"");
+			n = add(line, sizeof(line), n, ",\"name\":\"");
+			n = lr_json_escape(line, sizeof(line), n, log_name);
+			n = add(line, sizeof(line), n, "\"");
 		}
-		n += (size_t)snprintf(line + n, sizeof(line) - n,
-				      ",\"msg\":\"");
-		n = json_escape(line, sizeof(line), n, msg);
-		snprintf(line + n, sizeof(line) - n, "\"}\n");
+		for (i = 0; i < nf; i++) {
+			n = add(line, sizeof(line), n, ",\"");
+			n = lr_json_escape(line, sizeof(line), n, f[i].key);
+			if (f[i].s) {
+				n = add(line, sizeof(line), n, "\":\"");
+				n = lr_json_escape(line, sizeof(line), n, f[i].s);
+				n = add(line, sizeof(line), n, "\"");
+			} else {
+				n = add(line, sizeof(line), n, "\":%lld",
+					f[i].n);
+			}
+		}
+		n = add(line, sizeof(line), n, ",\"msg\":\"");
+		n = lr_json_escape(line, sizeof(line), n, msg);
+		n = add(line, sizeof(line), n, "\"}\n");
 	} else if (log_name) {
-		snprintf(line, sizeof(line), "leaserun: %s: %s\n", log_name, msg);
+		n = add(line, sizeof(line), 0, "leaserun: %s: %s\n", log_name,
+			msg);
 	} else {
-		snprintf(line, sizeof(line), "leaserun: %s\n", msg);
+		n = add(line, sizeof(line), 0, "leaserun: %s\n", msg);
+	}
+	if (log_syslog) {
+		/* syslog names us and the time; the text form drops both. */
+		const char *body = line;
+
+		if (!log_json)
+			body += strlen("leaserun: ");
+		syslog(level_prio(level), "%.*s", (int)(n - 1), body);
+		if (level != LR_LOG_ERROR)
+			return;
 	}
 	/* One write per line, so lines from many processes never mix. */
-	n = strlen(line);
 	if (write(STDERR_FILENO, line, n) < 0) {
 		/* nowhere left to complain */
 	}
+}
+
+void lr_logf(enum lr_level level, const char *event,
+	     const struct lr_field *f, int nf, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!shown(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	emit(level, event, f, nf, msg);
+}
+
+void lr_log(enum lr_level level, const char *event, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!shown(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	emit(level, event, NULL, 0, msg);
 }

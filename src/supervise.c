@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -41,6 +42,9 @@
 
 #include "child.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
+#include "state.h"
 #include "supervise.h"
 
 enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE };
@@ -74,7 +78,10 @@ struct sup {
 	int64_t t_renew;       /* next renew */
 	int64_t t_grace, t_kill, t_drain_kill;
 	int64_t backoff;       /* acquire retry interval */
+	int64_t t_start;       /* for the wait time */
+	int64_t t_acquired;    /* for the hold time; 0 before */
 	int waiting_logged;
+	int state_failed;      /* the state file could not be written */
 	int too_late;          /* acquires in a row answered too late */
 	pid_t pid;             /* the command, 0 before / after */
 	pid_t guard;           /* kills the group if we are killed */
@@ -155,6 +162,60 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 	return d > now ? d : now;
 }
 
+/* Rewrites the command's state file; warns once if it cannot. */
+static void keep_state(struct sup *s, enum lr_lease_state st)
+{
+	if (s->state_failed)
+		return;
+	if (lr_state_write(s->cfg->name, st, s->res->fence, s->D) < 0) {
+		s->state_failed = 1;
+		lr_log(LR_LOG_WARN, "state",
+		       "cannot write the lease state file (%s); the command "
+		       "runs without LEASERUN_STATE",
+		       strerror(errno));
+		lr_state_remove();
+	}
+}
+
+static void flush_metrics(void)
+{
+	char why[512];
+
+	if (lr_metrics_flush(why, sizeof(why)) < 0)
+		lr_log(LR_LOG_WARN, "metrics", "%s", why);
+}
+
+/* "host pid N", as far as the store knows; "" if it does not. */
+static void holder(struct sup *s, int64_t now, char *buf, size_t len)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_info info;
+	struct lr_err err = { "" };
+
+	buf[0] = '\0';
+	if (!c->ops->inspect)
+		return;
+	memset(&info, 0, sizeof(info));
+	info.ttl_left_ms = -1;
+	if (c->ops->inspect(c->st, now + 1000, &info, &err) != LR_OK ||
+	    !info.held)
+		return;
+	if (info.host[0] && info.pid)
+		snprintf(buf, len, "%s pid %ld", info.host, info.pid);
+	else if (info.host[0])
+		snprintf(buf, len, "%s", info.host);
+	else if (info.pid)
+		snprintf(buf, len, "pid %ld", info.pid);
+}
+
+static void conflict(struct sup *s)
+{
+	s->res->outcome = LR_OUT_CONFLICT;
+	lr_metrics_count(LR_M_CONFLICTS);
+	lr_metrics_observe(LR_H_WAIT, lr_now_ms() - s->t_start);
+	set_state(s, DONE);
+}
+
 static void kill_group(struct sup *s, int sig)
 {
 	if (s->pid > 0)
@@ -163,8 +224,14 @@ static void kill_group(struct sup *s, int sig)
 
 static void lose(struct sup *s, const char *why)
 {
-	lr_log(LR_LOG_WARN, "lost", "lease lost: %s; killing the command",
-	       why);
+	const struct lr_field f[] = { LR_STR("reason", why) };
+
+	lr_logf(LR_LOG_WARN, "lost", f, 1,
+		"lease lost: %s; killing the command", why);
+	lr_metrics_count(LR_M_LOST);
+	keep_state(s, LR_ST_LOST);
+	lr_notify("STATUS=lost %s: %s; the command was killed", s->cfg->name,
+		  why);
 	s->stopped = 1;
 	kill_group(s, SIGKILL);
 	set_state(s, LOST);
@@ -247,8 +314,21 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		s->too_late = 0;
 		s->res->fence = g.fence;
-		lr_log(LR_LOG_INFO, "acquired", "acquired, fence %llu",
-		       (unsigned long long)g.fence);
+		s->t_acquired = now;
+		{
+			const struct lr_field f[] = {
+				LR_NUM("fence", g.fence),
+				LR_NUM("wait_ms", now - s->t_start),
+				LR_NUM("ttl_ms", s->ttl),
+			};
+
+			lr_logf(LR_LOG_INFO, "acquired", f, 3,
+				"acquired, fence %llu",
+				(unsigned long long)g.fence);
+		}
+		lr_metrics_count(LR_M_ACQUIRED);
+		lr_metrics_observe(LR_H_WAIT, now - s->t_start);
+		keep_state(s, LR_ST_HELD);
 		s->pid = c->spawn(c->ctx, &g, &s->res->code);
 		if (s->pid < 0) {
 			s->pid = 0;
@@ -257,10 +337,18 @@ static void try_acquire(struct sup *s, int64_t now)
 			set_state(s, DONE);
 			return;
 		}
-		lr_log(LR_LOG_INFO, "started", "command started, pid %ld",
-		       (long)s->pid);
+		{
+			const struct lr_field f[] = { LR_NUM("pid", s->pid) };
+
+			lr_logf(LR_LOG_INFO, "started", f, 1,
+				"command started, pid %ld", (long)s->pid);
+		}
+		lr_notify("READY=1\nSTATUS=holding %s, fence %llu",
+			  c->name, (unsigned long long)g.fence);
 		if (!c->foreground) {
-			s->guard = lr_child_guard_start(s->pid, &s->guard_fd);
+			s->guard = lr_child_guard_start(
+				s->pid, lr_state_path() ? lr_state_dir() : NULL,
+				&s->guard_fd);
 			if (s->guard < 0) {
 				lr_log(LR_LOG_WARN, "guard",
 				       "cannot start the group guard (%s): "
@@ -272,15 +360,24 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		s->t_acquire = s->t_wait_over = NEVER;
 		set_state(s, HELD);
+		flush_metrics();
 		return;
 	case LR_BUSY:
 		if (c->wait_ms == 0) {
-			s->res->outcome = LR_OUT_CONFLICT;
-			set_state(s, DONE);
+			holder(s, now, s->res->holder, sizeof(s->res->holder));
+			conflict(s);
 			return;
 		}
 		if (!s->waiting_logged) {
-			lr_log(LR_LOG_INFO, "waiting", "held by another; waiting");
+			char who[300];
+			const struct lr_field f[] = { LR_STR("holder", who) };
+
+			holder(s, now, who, sizeof(who));
+			lr_logf(LR_LOG_INFO, "waiting", f, 1,
+				"held by %s; waiting",
+				who[0] ? who : "another");
+			lr_notify("STATUS=waiting for %s, held by %s",
+				  c->name, who[0] ? who : "another");
 			s->waiting_logged = 1;
 		}
 		s->t_acquire = now + jitter(s, s->backoff);
@@ -297,6 +394,28 @@ static void try_acquire(struct sup *s, int64_t now)
 	}
 }
 
+/* HELD -> AT_RISK: the first renew failed. */
+static void at_risk(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	const struct lr_field f[] = { LR_NUM("left_ms", s->D - now) };
+
+	set_state(s, AT_RISK);
+	keep_state(s, LR_ST_AT_RISK);
+	if (c->warn_signal) {
+		lr_logf(LR_LOG_WARN, "at-risk", f, 1,
+			"lease at risk: %lldms left; sending signal %d to "
+			"the command",
+			(long long)(s->D - now), c->warn_signal);
+		kill_group(s, c->warn_signal);
+	} else {
+		lr_logf(LR_LOG_WARN, "at-risk", f, 1,
+			"lease at risk: %lldms left", (long long)(s->D - now));
+	}
+	lr_notify("STATUS=%s at risk: renewals failing, %lldms left",
+		  c->name, (long long)(s->D - now));
+}
+
 static void try_renew(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -307,30 +426,50 @@ static void try_renew(struct sup *s, int64_t now)
 	rc = c->ops->renew(c->st, call_deadline(s, t_send, s->renew_ms), &err);
 	t1 = lr_now_ms();
 	switch (rc) {
-	case LR_OK:
+	case LR_OK: {
 		extend(s, t_send);
-		lr_log(LR_LOG_DEBUG, "renewed", "renewed in %lldms, %lldms left",
-		       (long long)(t1 - t_send), (long long)(s->D - t1));
+		const struct lr_field f[] = {
+			LR_NUM("latency_ms", t1 - t_send),
+			LR_NUM("left_ms", s->D - t1),
+		};
+
+		lr_logf(LR_LOG_INFO, "renewed", f, 2,
+			"renewed%s in %lldms, %lldms left",
+			s->state == AT_RISK ? " again" : "",
+			(long long)(t1 - t_send), (long long)(s->D - t1));
+		lr_metrics_observe(LR_H_HEARTBEAT, t1 - t_send);
 		if (s->state == AT_RISK) {
-			lr_log(LR_LOG_INFO, "renewed", "renewed again");
 			set_state(s, HELD);
+			lr_notify("STATUS=holding %s, fence %llu", c->name,
+				  (unsigned long long)s->res->fence);
 		}
+		keep_state(s, s->state == HELD || s->state == DRAINING
+				      ? LR_ST_HELD : LR_ST_STOPPING);
 		return;
+	}
 	case LR_LOST:
 		s->certain_loss = 1;
 		lose(s, err.msg[0] ? err.msg : "the store says it is not ours");
 		return;
 	case LR_BUSY:
 	case LR_TIMEOUT:
-	case LR_ERROR:
-		lr_log(LR_LOG_WARN, "renew-failed",
-		       "renew failed (%s); %lldms left",
-		       err.msg[0] ? err.msg : lr_status_name(rc),
-		       (long long)(s->D - t1));
+	case LR_ERROR: {
+		const char *why = err.msg[0] ? err.msg : lr_status_name(rc);
+		const struct lr_field f[] = {
+			LR_NUM("latency_ms", t1 - t_send),
+			LR_NUM("left_ms", s->D - t1),
+			LR_STR("error", why),
+		};
+
+		lr_logf(LR_LOG_WARN, "renew-failed", f, 3,
+			"renew failed (%s); %lldms left", why,
+			(long long)(s->D - t1));
+		lr_metrics_count(LR_M_RENEW_FAILURES);
 		if (s->state == HELD)
-			set_state(s, AT_RISK);
+			at_risk(s, t1);
 		s->t_renew = t1 + jitter(s, s->renew_ms / 3);
 		return;
+	}
 	}
 	(void)now;
 }
@@ -345,13 +484,22 @@ static void reap(struct sup *s)
 		if (p == s->guard)
 			s->guard = 0; /* it died: nothing to stop */
 		if (p == s->pid && !s->reaped) {
+			const struct lr_field f[] = {
+				LR_STR("how", WIFSIGNALED(ws) ? "signal"
+							     : "exit"),
+				LR_NUM("status", WIFSIGNALED(ws)
+							 ? WTERMSIG(ws)
+							 : WEXITSTATUS(ws)),
+			};
+
 			s->reaped = 1;
 			s->res->wstatus = ws;
-			lr_log(LR_LOG_INFO, "exited",
-			       WIFSIGNALED(ws) ? "command killed by signal %d"
-					       : "command exited with status %d",
-			       WIFSIGNALED(ws) ? WTERMSIG(ws)
-					       : WEXITSTATUS(ws));
+			lr_logf(LR_LOG_INFO, "exited", f, 2,
+				WIFSIGNALED(ws)
+					? "command killed by signal %d"
+					: "command exited with status %d",
+				WIFSIGNALED(ws) ? WTERMSIG(ws)
+						: WEXITSTATUS(ws));
 		}
 	}
 }
@@ -395,8 +543,8 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	case EV_WAIT_OVER:
 		if (s->state != WAITING)
 			return -1;
-		s->res->outcome = LR_OUT_CONFLICT;
-		set_state(s, DONE);
+		holder(s, now, s->res->holder, sizeof(s->res->holder));
+		conflict(s);
 		return 0;
 	case EV_RENEW:
 		switch (s->state) {
@@ -416,11 +564,20 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		switch (s->state) {
 		case HELD: /* the renew that should have moved D is late */
 		case AT_RISK:
-		case DRAINING:
-			lr_log(LR_LOG_WARN, "at-risk",
-			       "cannot renew: %lldms left; sending signal %d "
-			       "to the command",
-			       (long long)(s->D - now), c->stop_signal);
+		case DRAINING: {
+			const struct lr_field f[] = {
+				LR_NUM("left_ms", s->D - now),
+				LR_NUM("signal", c->stop_signal),
+			};
+
+			lr_logf(LR_LOG_WARN, "stopping", f, 2,
+				"cannot renew: %lldms left; sending signal %d "
+				"to the command",
+				(long long)(s->D - now), c->stop_signal);
+			keep_state(s, LR_ST_STOPPING);
+			lr_notify("STATUS=stopping the command: %s could not "
+				  "be renewed",
+				  c->name);
 			s->stopped = 1;
 			kill_group(s, c->stop_signal);
 			kill_group(s, SIGCONT);
@@ -428,6 +585,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 				set_state(s, STOPPING);
 			s->t_grace = NEVER; /* t_kill stays where D put it */
 			return 0;
+		}
 		case WAITING:
 		case STOPPING:
 		case LOST:
@@ -568,7 +726,7 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 	s.ttl = cfg->ttl_ms;
 	s.renew_ms = cfg->renew_ms;
 	s.grace_ms = cfg->grace_ms;
-	s.t_acquire = lr_now_ms();
+	s.t_acquire = s.t_start = lr_now_ms();
 	s.t_wait_over = cfg->wait_ms > 0 ? s.t_acquire + cfg->wait_ms : NEVER;
 	s.t_renew = s.t_grace = s.t_kill = s.t_drain_kill = NEVER;
 	s.backoff = 50;
@@ -716,14 +874,23 @@ out:
 			enum lr_status rc;
 
 			rc = cfg->ops->release(cfg->st, now + 5000, &err);
-			if (rc == LR_OK)
-				lr_log(LR_LOG_INFO, "released", "released");
-			else
+			if (rc == LR_OK) {
+				const struct lr_field f[] = { LR_NUM(
+					"held_ms", lr_now_ms() - s.t_acquired) };
+
+				lr_logf(LR_LOG_INFO, "released", f, 1,
+					"released");
+			} else
 				lr_log(LR_LOG_WARN, "release-failed",
 				       "could not release: %s",
 				       err.msg[0] ? err.msg
 						  : lr_status_name(rc));
 		}
 	}
+	if (s.t_acquired)
+		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
+	lr_state_remove();
+	if (s.t_acquired)
+		lr_notify("STOPPING=1\nSTATUS=released %s", cfg->name);
 	close(tfd);
 }

@@ -23,7 +23,9 @@ struct lr_sup_cfg {
 	int64_t grace_ms;    /* stop signal this long before the deadline */
 	int64_t wait_ms;     /* -1: wait for ever; 0: -n */
 	int stop_signal;     /* --signal */
+	int warn_signal;     /* --warn-signal: at the first failed renew; 0 */
 	int foreground;
+	const char *name;    /* the lease, for the state file and systemd */
 	/* Called once the lease is held: spawns the command and returns its
 	 * pid, or -1 with *code (125/126/127) after reporting why. */
 	pid_t (*spawn)(void *ctx, const struct lr_grant *g, int *code);
@@ -36,10 +38,13 @@ struct lr_sup_result {
 	int code;          /* LR_OUT_CHILD with no child: 125/126/127 */
 	int die_signal;    /* told to stop while waiting: die of this */
 	uint64_t fence;
+	char holder[300];  /* LR_OUT_CONFLICT: who holds it, "" unknown */
 	struct lr_err err; /* LR_OUT_FAILED: why */
 };
 
-/* Runs the whole lifecycle.  Never exits; logs lifecycle events. */
+/* Runs the whole lifecycle.  Never exits; logs lifecycle events, counts
+ * them for the metrics file, keeps the command's state file and tells
+ * systemd. */
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res);
 
 /* The effective deadline after a successful send at t_send. */

@@ -162,3 +162,23 @@ int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig)
 	}
 	return LR_EXIT_FAILED;
 }
+
+size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s)
+{
+	if (at >= len)
+		return at;
+	for (; *s && at + 7 < len; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			buf[at++] = '\\';
+			buf[at++] = (char)c;
+		} else if (c < 0x20) {
+			at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c);
+		} else {
+			buf[at++] = (char)c;
+		}
+	}
+	buf[at] = '\0';
+	return at;
+}

@@ -184,9 +184,10 @@ refuses() {
 	assert_success
 	assert_equal "${#stderr_lines[@]}" 4
 	for line in "${stderr_lines[@]}"; do
-		assert_regex "$line" '^\{"time":"[0-9-]+T[0-9:.]+Z","level":"[a-z]+","event":"[a-z-]+","name":"job","msg":"[^"]*"\}$'
+		assert_regex "$line" '^\{"time":"[0-9-]+T[0-9:.]+Z","level":"[a-z]+","event":"[a-z-]+","name":"job",.*"msg":"[^"]*"\}$'
+		jq -e . <<<"$line" >/dev/null
 	done
-	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","msg":"acquired, fence 1"'
+	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","fence":1,.*"msg":"acquired, fence 1"'
 	assert_regex "${stderr_lines[3]}" '"event":"released"'
 }
 
@@ -196,7 +197,7 @@ refuses() {
 	wait_until 3 lr --status job
 	run --separate-stderr lr -n job true
 	assert_equal "$status" 1
-	assert_regex "$stderr" "held by another; not waiting"
+	assert_regex "$stderr" "held by $(hostname) pid $holder; not waiting"
 	run --separate-stderr lr -q -n job true
 	assert_equal "$status" 1
 	assert_equal "$stderr" ""

@@ -1,0 +1,203 @@
+/*
+ * state.c - the command's view of its lease (see state.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "state.h"
+
+static const char *const state_word[] = { "held", "at-risk", "stopping",
+					  "lost" };
+
+static char st_dir[4096];
+static char st_file[4200];
+static char st_tmp[4200];
+static int st_made;
+
+static int make_dir(void)
+{
+	const char *base = getenv("XDG_RUNTIME_DIR");
+
+	if (!base || base[0] != '/' || access(base, W_OK | X_OK) < 0)
+		base = getenv("TMPDIR");
+	if (!base || base[0] != '/' || access(base, W_OK | X_OK) < 0)
+		base = "/tmp";
+	if (snprintf(st_dir, sizeof(st_dir), "%s/leaserun.XXXXXX", base) >=
+	    (int)sizeof(st_dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (!mkdtemp(st_dir))
+		return -1;
+	snprintf(st_file, sizeof(st_file), "%s/state", st_dir);
+	snprintf(st_tmp, sizeof(st_tmp), "%s/state.new", st_dir);
+	st_made = 1;
+	return 0;
+}
+
+int lr_state_write(const char *name, enum lr_lease_state st, uint64_t fence,
+		   int64_t deadline_boot)
+{
+	char buf[512];
+	int fd, n, e;
+
+	if (!st_made && make_dir() < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf),
+		     "name=%s\nstate=%s\nfence=%" PRIu64 "\npid=%ld\n"
+		     "deadline=%lld\ndeadline_boottime=%lld\n",
+		     name, state_word[st], fence, (long)getpid(),
+		     (long long)(lr_wall_ms() + deadline_boot - lr_now_ms()),
+		     (long long)deadline_boot);
+	fd = open(st_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0644);
+	if (fd < 0)
+		return -1;
+	if (write(fd, buf, (size_t)n) != n) {
+		e = errno ? errno : EIO;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (close(fd) < 0 || rename(st_tmp, st_file) < 0)
+		return -1;
+	return 0;
+}
+
+const char *lr_state_path(void)
+{
+	return st_made ? st_file : NULL;
+}
+
+const char *lr_state_dir(void)
+{
+	return st_dir;
+}
+
+const char *lr_state_tmp(void)
+{
+	return st_tmp;
+}
+
+void lr_state_remove(void)
+{
+	if (!st_made)
+		return;
+	unlink(st_file);
+	unlink(st_tmp);
+	rmdir(st_dir);
+	st_made = 0;
+}
+
+/* ---- --check ---- */
+
+static const char *value(const char *buf, const char *key)
+{
+	size_t k = strlen(key);
+	const char *p = buf;
+
+	while (p && *p) {
+		if (strncmp(p, key, k) == 0 && p[k] == '=')
+			return p + k + 1;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return NULL;
+}
+
+static long long number(const char *buf, const char *key)
+{
+	const char *v = value(buf, key);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static void word(const char *buf, const char *key, char *out, size_t len)
+{
+	const char *v = value(buf, key);
+	size_t n = v ? strcspn(v, "\n") : 0;
+
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, v ? v : "", n);
+	out[n] = '\0';
+	for (; *out; out++) /* printed inside JSON quotes */
+		if (*out == '"' || *out == '\\' || (unsigned char)*out < 0x20)
+			*out = '?';
+}
+
+int lr_state_check(int json, int quiet)
+{
+	const char *path = getenv("LEASERUN_STATE");
+	char buf[1024], name[256], st[32], when[64];
+	long long fence, deadline, left;
+	ssize_t n;
+	int fd, held, expired;
+	time_t t;
+	struct tm tm;
+
+	if (!path || !*path) {
+		fprintf(stderr, "leaserun: --check: LEASERUN_STATE is not set "
+				"(run it from a command that leaserun "
+				"started)\n");
+		return 125;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		/* leaserun has finished and removed it */
+		if (json)
+			printf("{\"held\":false,\"state\":\"released\"}\n");
+		else if (!quiet)
+			printf("not held: leaserun has released the lease\n");
+		return 1;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "leaserun: --check: cannot read %s: %s\n", path,
+			strerror(errno));
+		return 125;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || !value(buf, "state")) {
+		fprintf(stderr, "leaserun: --check: %s is not a leaserun "
+				"state file\n", path);
+		return 125;
+	}
+	buf[n] = '\0';
+	word(buf, "name", name, sizeof(name));
+	word(buf, "state", st, sizeof(st));
+	fence = number(buf, "fence");
+	deadline = number(buf, "deadline");
+	left = number(buf, "deadline_boottime") - lr_now_ms();
+	expired = left <= 0;
+	held = !expired &&
+	       (strcmp(st, "held") == 0 || strcmp(st, "at-risk") == 0);
+	if (expired && strcmp(st, "lost") != 0)
+		snprintf(st, sizeof(st), "expired");
+	if (left < 0)
+		left = 0;
+	t = (time_t)(deadline / 1000);
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (json) {
+		printf("{\"name\":\"%s\",\"held\":%s,\"state\":\"%s\","
+		       "\"fence\":%lld,\"left_ms\":%lld,\"deadline\":"
+		       "\"%s.%03lldZ\",\"deadline_ms\":%lld}\n",
+		       name, held ? "true" : "false", st, fence, left, when,
+		       deadline % 1000, deadline);
+	} else if (!quiet) {
+		printf("%s: %s, fence %lld, %lldms left (until %s.%03lldZ)\n",
+		       name, st, fence, left, when, deadline % 1000);
+	}
+	return held ? 0 : 1;
+}
