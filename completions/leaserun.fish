@@ -5,8 +5,9 @@ function __fish_leaserun_rest
     set -l tokens (commandline -opc) (commandline -ct)
     set -e tokens[1]
     argparse -s n/nonblock nb w/wait= timeout= E/conflict-exit-code= \
-        c/command= U/url= url-file= t/ttl= renew= signal= k/kill-after= \
-        foreground v/verbose q/quiet log-format= status break \
+        c/command= U/url= url-file= t/ttl= renew= signal= warn-signal= \
+        k/kill-after= foreground v/verbose q/quiet log-format= syslog \
+        metrics-file= status break check json \
         V/version h/help -- $tokens 2>/dev/null
     or return 1
     string join0 -- $argv
@@ -19,13 +20,20 @@ function __fish_leaserun_before_name
     test (count $rest) -le 1
 end
 
-# True once the lease name is given (not for --status / --break).
+# True where a lease name may come: not after --check, which takes none.
+function __fish_leaserun_wants_name
+    __fish_leaserun_before_name
+    and not contains -- --check (commandline -opc)
+end
+
+# True once the lease name is given (not for --status / --break / --check).
 function __fish_leaserun_after_name
     set -l rest (__fish_leaserun_rest | string split0)
     or return 1
     test (count $rest) -ge 2
     and not contains -- --status (commandline -opc)
     and not contains -- --break (commandline -opc)
+    and not contains -- --check (commandline -opc)
 end
 
 # Lease names already used in the file store's directory: DIR of a
@@ -74,7 +82,7 @@ set -l signals HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE \
     ALRM TERM CONT TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS
 
 complete -c leaserun -f
-complete -c leaserun -n __fish_leaserun_before_name -a '(__fish_leaserun_names)' -d 'lease name'
+complete -c leaserun -n __fish_leaserun_wants_name -a '(__fish_leaserun_names)' -d 'lease name'
 complete -c leaserun -n __fish_leaserun_after_name -a '(__fish_leaserun_command)'
 
 complete -c leaserun -n __fish_leaserun_before_name -s n -l nonblock -d 'fail (exit 1) rather than wait'
@@ -86,12 +94,17 @@ complete -c leaserun -n __fish_leaserun_before_name -l url-file -r -F -d 'read t
 complete -c leaserun -n __fish_leaserun_before_name -s t -l ttl -x -d 'lease time to live (default 10s)'
 complete -c leaserun -n __fish_leaserun_before_name -l renew -x -d 'renew interval (default TTL/3)'
 complete -c leaserun -n __fish_leaserun_before_name -l signal -x -a "$signals" -d 'signal to stop the command when the lease is at risk'
+complete -c leaserun -n __fish_leaserun_before_name -l warn-signal -x -a "$signals" -d 'signal the command as soon as a renewal fails'
 complete -c leaserun -n __fish_leaserun_before_name -s k -l kill-after -x -d 'send --signal this long before the lease deadline'
 complete -c leaserun -n __fish_leaserun_before_name -l foreground -d 'keep the command in our process group'
 complete -c leaserun -n __fish_leaserun_before_name -s v -l verbose -d 'log each lifecycle step (twice: more)'
 complete -c leaserun -n __fish_leaserun_before_name -s q -l quiet -d 'log only failures of leaserun itself'
 complete -c leaserun -n __fish_leaserun_before_name -l log-format -x -a 'text json' -d 'log line format'
+complete -c leaserun -n __fish_leaserun_before_name -l syslog -d 'log to syslog instead of stderr'
+complete -c leaserun -n __fish_leaserun_before_name -l metrics-file -r -F -d 'keep Prometheus counters in PATH'
 complete -c leaserun -n __fish_leaserun_before_name -l status -d 'show who holds NAME'
 complete -c leaserun -n __fish_leaserun_before_name -l break -d "remove the current holder's lease"
+complete -c leaserun -n __fish_leaserun_before_name -l check -d 'from the command: is our lease still held?'
+complete -c leaserun -n __fish_leaserun_before_name -l json -d '--status and --check print JSON'
 complete -c leaserun -n __fish_leaserun_before_name -s V -l version -d 'show the version and stores'
 complete -c leaserun -n __fish_leaserun_before_name -s h -l help -d 'show the help'

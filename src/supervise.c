@@ -228,7 +228,6 @@ static void lose(struct sup *s, const char *why)
 
 	lr_logf(LR_LOG_WARN, "lost", f, 1,
 		"lease lost: %s; killing the command", why);
-	lr_metrics_count(LR_M_LOST);
 	keep_state(s, LR_ST_LOST);
 	lr_notify("STATUS=lost %s: %s; the command was killed", s->cfg->name,
 		  why);
@@ -524,6 +523,8 @@ static void after_exit(struct sup *s, int64_t now)
 		return;
 	}
 	s->res->outcome = s->stopped ? LR_OUT_LOST : LR_OUT_CHILD;
+	if (s->stopped)
+		lr_metrics_count(LR_M_LOST);
 	set_state(s, DONE);
 }
 

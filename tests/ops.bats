@@ -1,0 +1,294 @@
+#!/usr/bin/env bats
+# Operations on the file store and the fault store (the file store with
+# renewals that fail on demand): the metrics file as node_exporter serves
+# it, the JSON event stream, --status --json, the command's state file and
+# --check, --warn-signal, systemd's notify socket and syslog.  Each store's
+# own file runs ops_check against its real server.
+
+load helpers
+
+setup_file() {
+	command -v jq >/dev/null || { echo "jq is not installed" >&2; return 1; }
+}
+
+setup() {
+	lockdir_setup
+	T=$BATS_TEST_TMPDIR
+	BG_PIDS=
+}
+
+teardown() {
+	local p
+	for p in $BG_PIDS; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+
+# bg CMD...: runs CMD in the background, killed at teardown; sets BG.
+bg() {
+	"$@" &
+	BG=$!
+	BG_PIDS="$BG_PIDS $BG"
+}
+
+@test "ops_check on the file store: --status --json, a waiter's events, --check, metrics" {
+	ops_check job none fence
+}
+
+@test "metrics: counters add up across runs and names in one file" {
+	m=$T/textfile/leaserun.prom
+	mkdir "$T/textfile"
+	lr --metrics-file "$m" job true
+	lr --metrics-file "$m" job sh -c 'exit 3' || true
+	lr --metrics-file "$m" other true
+	bg "$LEASERUN" job sleep 5
+	wait_until 5 lr --status job
+	run lr -n --metrics-file "$m" job true
+	assert_failure 1
+	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="file"}')" 2
+	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="other",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_conflicts_total{name="job",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_wait_seconds_count{name="job",store="file"}')" 3
+	assert_equal "$(metric "$m" 'leaserun_hold_seconds_count{name="job",store="file"}')" 2
+	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="other",store="file"}')" 0
+	# The last success of "job" was its first run, before the failure.
+	[ -n "$(metric "$m" 'leaserun_last_success_timestamp_seconds{name="job"')" ]
+	# No temporary file is left for the collector to trip over.
+	assert_equal "$(ls "$T/textfile")" leaserun.prom
+}
+
+@test "metrics: 20 runs at once on one host lose no count" {
+	m=$T/m.prom
+	for i in $(seq 20); do
+		lr -w 60 --metrics-file "$m" job true &
+	done
+	wait
+	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="file"}')" 20
+	assert_equal "$(metric "$m" 'leaserun_wait_seconds_count{name="job",store="file"}')" 20
+}
+
+@test "metrics: a lost lease, failed renewals and leaserun's own failure are counted" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	m=$T/m.prom
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	run lr -t 1s --metrics-file "$m" job sleep 10
+	assert_equal "$status" 124
+	echo "acquire=fail" > "$LOCKDIR/job.fault"
+	run lr --metrics-file "$m" job true
+	assert_equal "$status" 125
+	assert_equal "$(metric "$m" 'leaserun_lost_total{name="job",store="fault"}')" 1
+	(( $(metric "$m" 'leaserun_renew_failures_total{name="job",store="fault"}') >= 2 ))
+	assert_equal "$(metric "$m" 'leaserun_failures_total{name="job",store="fault"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="fault"}')" 125
+	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="fault"}')" 1
+}
+
+@test "metrics: heartbeat latency is a histogram of real renewals" {
+	m=$T/m.prom
+	lr -t 600ms --renew 100ms -k 200ms --metrics-file "$m" job sleep 1
+	n=$(metric "$m" 'leaserun_heartbeat_latency_seconds_count{name="job",store="file"}')
+	(( n >= 5 ))
+	assert_equal "$(metric "$m" 'leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="+Inf"}')" "$n"
+}
+
+@test "metrics: node_exporter's textfile collector serves the file without errors" {
+	command -v prometheus-node-exporter >/dev/null ||
+		{ echo "prometheus-node-exporter is not installed" >&2; return 1; }
+	mkdir "$T/textfile"
+	m=$T/textfile/leaserun.prom
+	lr --metrics-file "$m" job true
+	lr --metrics-file "$m" other sh -c 'exit 2' || true
+	port=$("$LR_BUILDDIR/tests/freeport")
+	bg prometheus-node-exporter --web.listen-address="127.0.0.1:$port" \
+		--collector.disable-defaults --collector.textfile \
+		--collector.textfile.directory="$T/textfile"
+	wait_until 10 curl -sf -o "$T/scrape" "http://127.0.0.1:$port/metrics"
+	grep -E '^leaserun_(acquired|last_exit)|^node_textfile_scrape_error' "$T/scrape" >&3
+	grep -qx 'node_textfile_scrape_error 0' "$T/scrape"
+	grep -qx 'leaserun_acquired_total{name="job",store="file"} 1' "$T/scrape"
+	grep -qx 'leaserun_last_exit_status{name="other",store="file"} 2' "$T/scrape"
+	grep -q '^leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="0.001"} 0$' "$T/scrape"
+}
+
+@test "metrics: a file that cannot be written is a warning, not a failed job" {
+	run --separate-stderr lr --metrics-file /nonexistent/dir/m.prom job sh -c 'exit 7'
+	assert_equal "$status" 7
+	assert_regex "$stderr" "cannot lock the directory of /nonexistent/dir/m.prom"
+}
+
+@test "events: a JSON stream a log pipeline can read, with the fields of each step" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	# Renewals fail for a while, then work again.
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	( sleep 0.5; : > "$LOCKDIR/job.fault" ) &
+	run --separate-stderr lr -v -t 2s --renew 200ms -k 400ms --log-format json job sh -c 'sleep 1.2; exit 3'
+	assert_equal "$status" 3
+	echo "$stderr" >&3
+	# Every line is one JSON object with the common fields.
+	jq -e -s 'all(.time and .level and .event and .name == "job" and .msg)' <<<"$stderr"
+	jq -e -s 'map(.event) | index("acquired") < index("started") and
+		index("started") < index("renew-failed") and
+		index("renew-failed") < index("at-risk") and
+		index("at-risk") < index("exited") and
+		index("exited") < index("released")' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "acquired") | .fence == 1 and .wait_ms >= 0 and .ttl_ms == 2000' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "started") | .pid > 0' <<<"$stderr"
+	jq -e -s '[.[] | select(.event == "renew-failed")][0] | .latency_ms >= 0 and .left_ms > 0 and (.error | test("injected"))' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "at-risk") | .left_ms > 0 and .level == "warning"' <<<"$stderr"
+	jq -e -s '[.[] | select(.event == "renewed" and (.msg | test("again")))] | length == 1' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "exited") | .how == "exit" and .status == 3' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "released") | .held_ms >= 1000' <<<"$stderr"
+}
+
+@test "events: loss carries its reason; -q leaves only what failed" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo "renew=lost" > "$LOCKDIR/job.fault"
+	run --separate-stderr lr -t 1s --log-format json job sleep 10
+	assert_equal "$status" 124
+	jq -e -s '.[] | select(.event == "lost") | .level == "warning" and (.reason | length > 0)' <<<"$stderr"
+	run --separate-stderr lr -q -t 1s --log-format json job sleep 10
+	assert_equal "$status" 124
+	assert_equal "$stderr" ""
+}
+
+@test "--check: held with the fence and the time left; exit 1 once leaserun has released" {
+	run lr -t 5s job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; "$LEASERUN" --check; echo "rc=$?"; "$LEASERUN" --check -q; echo "rc=$?"' "$T"
+	assert_success
+	assert_line --index 0 --regexp '^job: held, fence 1, [0-9]+ms left \(until [0-9-]+T[0-9:.]+Z\)$'
+	assert_line --index 1 "rc=0"
+	assert_line --index 2 "rc=0"
+	# Gone with leaserun, directory and all.
+	state=$(cat "$T/path")
+	[ ! -e "$state" ] && [ ! -e "$(dirname "$state")" ]
+	LEASERUN_STATE=$state run lr --check
+	assert_failure 1
+	assert_output --partial "released"
+}
+
+@test "--check outside leaserun fails with 125 and says why" {
+	run --separate-stderr lr --check
+	assert_equal "$status" 125
+	assert_regex "$stderr" "LEASERUN_STATE is not set"
+	echo junk > "$T/junk"
+	LEASERUN_STATE=$T/junk run --separate-stderr lr --check
+	assert_equal "$status" 125
+	run --separate-stderr lr --check job
+	assert_equal "$status" 125
+}
+
+@test "--check: a leaserun stopped past its deadline means expired (1), though the file still says held" {
+	bg "$LEASERUN" -t 1s -k 300ms job sh -c 'echo $$ > "$0/pid"; while :; do sleep 0.1; done' "$T"
+	holder=$BG
+	wait_until 5 exists "$T/pid"
+	state=$(tr '\0' '\n' < "/proc/$(cat "$T/pid")/environ" | sed -n 's/^LEASERUN_STATE=//p')
+	LEASERUN_STATE=$state run lr --check
+	assert_success
+	kill -STOP "$holder"
+	sleep 1.2
+	LEASERUN_STATE=$state run lr --check --json
+	kill -CONT "$holder"
+	assert_failure 1
+	jq -e '.held == false and .state == "expired" and .left_ms == 0' <<<"$output"
+	grep -qx 'state=held' "$state" || [ ! -e "$state" ]
+}
+
+@test "--warn-signal reaches the command at the first failed renewal, before the stop signal; --check says at-risk, then stopping" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	run --separate-stderr lr -t 2s --renew 300ms -k 600ms --warn-signal USR1 job sh -c '
+		trap "\"\$LEASERUN\" --check --json > \"\$0/warn\"; echo usr1" USR1
+		trap "\"\$LEASERUN\" --check --json > \"\$0/term\"; echo term; exit 0" TERM
+		while :; do sleep 0.05; done' "$T"
+	assert_equal "$status" 124
+	assert_line --index 0 usr1
+	assert_line --index 1 term
+	jq -e '.held and .state == "at-risk"' "$T/warn"
+	jq -e '.held == false and .state == "stopping"' "$T/term"
+}
+
+@test "--warn-signal: a bad signal is a usage error" {
+	run --separate-stderr lr --warn-signal BOGUS job true
+	assert_equal "$status" 125
+	assert_regex "$stderr" "invalid --warn-signal 'BOGUS'"
+}
+
+@test "kill -9 of leaserun: the guard removes the state directory with the command's group" {
+	bg "$LEASERUN" job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; exec sleep 60' "$T"
+	wait_until 5 exists "$T/path"
+	dir=$(dirname "$(cat "$T/path")")
+	[ -d "$dir" ]
+	kill -9 "$BG"
+	wait_until 5 eval "[ ! -e '$dir' ]"
+}
+
+@test "systemd: READY=1 and STATUS= lines on NOTIFY_SOCKET, which the command does not inherit" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	bg socat -u "UNIX-RECV:$T/notify" "OPEN:$T/notes,creat,append"
+	wait_until 5 test -S "$T/notify"
+	bg "$LEASERUN" job sleep 60
+	holder=$BG
+	wait_until 5 lr --status job
+	NOTIFY_SOCKET=$T/notify run lr -w 300ms job sh -c 'echo "child:${NOTIFY_SOCKET-unset}"'
+	assert_failure 1
+	kill "$holder"
+	NOTIFY_SOCKET=$T/notify run lr job sh -c 'echo "child:${NOTIFY_SOCKET-unset}"'
+	assert_success
+	assert_output "child:unset"
+	wait_until 5 grep -q STOPPING=1 "$T/notes"
+	cat "$T/notes" >&3
+	grep -qx "STATUS=waiting for job, held by $(hostname) pid $holder" "$T/notes"
+	grep -qx "READY=1" "$T/notes"
+	grep -qx "STATUS=holding job, fence 2" "$T/notes"
+	grep -qx "STATUS=released job" "$T/notes"
+}
+
+@test "systemd: an abstract NOTIFY_SOCKET (@name) works too" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	abs=leaserun-test-$$-$BATS_TEST_NUMBER
+	bg socat -u "ABSTRACT-RECV:$abs" "OPEN:$T/notes,creat,append"
+	wait_until 5 eval "grep -q '@$abs' /proc/net/unix"
+	NOTIFY_SOCKET=@$abs run lr job true
+	assert_success
+	wait_until 5 grep -qx READY=1 "$T/notes"
+}
+
+@test "--syslog: the lines go to /dev/log (with the level as priority), not to stderr" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
+	bg socat -u "UNIX-RECV:$T/log.sock,mode=666" "OPEN:$T/syslog,creat,append"
+	wait_until 5 test -S "$T/log.sock"
+	# A private /dev with our socket as /dev/log, in a mount namespace.
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o mode=755 lrdev /dev &&
+		mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/urandom c 1 9 &&
+		ln -s "$0/log.sock" /dev/log &&
+		"$LEASERUN" -v --syslog job true &&
+		"$LEASERUN" --syslog --log-format json bad/name true' "$T"
+	assert_equal "$status" 125
+	wait_until 5 grep -q released "$T/syslog"
+	cat "$T/syslog" >&3
+	grep -Eq '^<14>[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} leaserun\[[0-9]+\]: job: acquired, fence 1' "$T/syslog"
+	# Nothing of the run on stderr; the usage error (before the log is
+	# set up) still says what is wrong.
+	refute_regex "$stderr" "acquired"
+	assert_regex "$stderr" "invalid lease name"
+}
+
+@test "--syslog: leaserun's own failure goes to syslog and to stderr, so cron still mails it" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
+	bg socat -u "UNIX-RECV:$T/log.sock,mode=666" "OPEN:$T/syslog,creat,append"
+	wait_until 5 test -S "$T/log.sock"
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo "acquire=fail" > "$LOCKDIR/job.fault"
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o mode=755 lrdev /dev &&
+		mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/urandom c 1 9 &&
+		ln -s "$0/log.sock" /dev/log &&
+		exec "$LEASERUN" --syslog job true' "$T"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "injected acquire failure"
+	wait_until 5 grep -q "injected acquire failure" "$T/syslog"
+	grep -q '^<11>' "$T/syslog"
+}
