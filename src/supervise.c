@@ -368,10 +368,12 @@ static void try_acquire(struct sup *s, int64_t now)
 			return;
 		}
 		if (!s->waiting_logged) {
-			char who[300];
+			/* Asked once, before the store starts its wait (a
+			 * store may not take other calls during it). */
+			char *who = s->res->holder;
 			const struct lr_field f[] = { LR_STR("holder", who) };
 
-			holder(s, now, who, sizeof(who));
+			holder(s, now, who, sizeof(s->res->holder));
 			lr_logf(LR_LOG_INFO, "waiting", f, 1,
 				"held by %s; waiting",
 				who[0] ? who : "another");
@@ -544,8 +546,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	case EV_WAIT_OVER:
 		if (s->state != WAITING)
 			return -1;
-		holder(s, now, s->res->holder, sizeof(s->res->holder));
-		conflict(s);
+		conflict(s); /* res->holder: as seen when the wait began */
 		return 0;
 	case EV_RENEW:
 		switch (s->state) {

@@ -1,8 +1,7 @@
 #!/usr/bin/env bats
 # The etcd store against a real etcd (one member on free loopback ports).
 
-load '/usr/lib/bats/bats-support/load'
-load '/usr/lib/bats/bats-assert/load'
+load 'helpers'
 load 'etcd-server'
 
 setup_file() {
@@ -479,4 +478,16 @@ wait_holder() {
 	wait "$w"
 	wait_holder
 	assert_equal "$HRC" 0
+}
+
+@test "operations: --status --json, a waiter's events, --check and metrics on etcd" {
+	ops_check t-ops ttl fence
+}
+
+@test "operations: a revoked lease: a lost event with its reason, counted in the metrics" {
+	hold t-ops2 -v --log-format json --metrics-file "$BATS_TEST_TMPDIR/m.prom"
+	E lease revoke "$(lease_hex t-ops2)" >/dev/null
+	wait_holder
+	assert_equal "$HRC" 124
+	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
 }

@@ -77,7 +77,7 @@ ops_check() {
 		"$LEASERUN" --check --json > "$0/check" || echo "rc=$?" >> "$0/check"
 		echo $$ > "$0/pid"; exec sleep 60' "$d" 2>"$d/h.err" &
 	h=$!
-	BG_PIDS="$BG_PIDS $h"
+	BG_PIDS="${BG_PIDS:-} $h"
 	wait_until 10 exists "$d/pid"
 	BG_PIDS="$BG_PIDS $(cat "$d/pid")"
 	f=$(cat "$d/fence")
@@ -105,11 +105,13 @@ ops_check() {
 	assert_failure 1
 	jq -e -s --arg who "$(hostname) pid $h" '
 		any(.[]; .event == "waiting" and .holder == $who) and
-		any(.[]; .event == "conflict" and .holder == $who)' <<<"$stderr"
+		any(.[]; .event == "conflict" and .holder == $who)' <<<"$stderr" ||
+		{ echo "$stderr"; return 1; }
 
 	kill -TERM "$h"
-	wait_rc "$h"
-	[ "$rc" = 143 ]
+	local hrc=0
+	wait "$h" || hrc=$?
+	[ "$hrc" = 143 ]
 	run "$LEASERUN" --status --json "$n"
 	assert_failure 1
 	jq -e '.held == false and .host == null and .pid == null' <<<"$output"
@@ -123,3 +125,49 @@ ops_check() {
 
 # metric FILE LINE-PREFIX: the value of the first sample that starts so.
 metric() { awk -v p="$2" 'index($0, p) == 1 { print $NF; exit }' "$1"; }
+
+# ops_loss_seen NAME ERRFILE METRICS: a holder started with --log-format
+# json and --metrics-file METRICS, its stderr in ERRFILE, ended with 124
+# after the store took its lease away: the JSON events say so with a
+# reason, the metrics count it, its state directory is gone.
+ops_loss_seen() {
+	local n=$1 err=$2 m=$3
+	jq -e -s 'any(.[]; .event == "lost" and .level == "warning" and
+		(.reason | length) > 0)' "$err"
+	jq -e -s 'any(.[]; .event == "acquired" and .fence > 0)' "$err"
+	[ "$(metric "$m" "leaserun_lost_total{name=\"$n\",")" = 1 ]
+	[ "$(metric "$m" "leaserun_acquired_total{name=\"$n\",")" = 1 ]
+	[ "$(metric "$m" "leaserun_last_exit_status{name=\"$n\",")" = 124 ]
+}
+
+# ops_warn_recover NAME STOP CONT: a holder with --warn-signal USR1 whose
+# store STOP (a command) makes unresponsive and CONT brings back before
+# the stop signal is due: the command hears USR1 as soon as a renewal
+# fails, --check then says at-risk, the lease is renewed again and the
+# command ends normally, still holding it.
+ops_warn_recover() {
+	local n=$1 stop=$2 cont=$3 d=$BATS_TEST_TMPDIR h hrc=0
+	"$LEASERUN" -v -t 6s -k 300ms --warn-signal USR1 --log-format json \
+		--metrics-file "$d/w.prom" "$n" sh -c '
+		exec 2>"$0/child.err" # sh reports the sleep that USR1 ended
+		trap "\"\$LEASERUN\" --check --json > \"\$0/warn\"" USR1
+		echo $$ > "$0/w.pid"
+		while [ ! -e "$0/done" ]; do sleep 0.05; done
+		"$LEASERUN" --check --json > "$0/after"' "$d" 2>"$d/w.err" &
+	h=$!
+	BG_PIDS="${BG_PIDS:-} $h"
+	wait_until 10 exists "$d/w.pid"
+	$stop
+	wait_until 15 exists "$d/warn" || { $cont; return 1; }
+	$cont
+	wait_until 10 grep -q 'renewed again' "$d/w.err"
+	touch "$d/done"
+	wait "$h" || hrc=$?
+	[ "$hrc" = 0 ]
+	jq -e '.held and .state == "at-risk"' "$d/warn"
+	jq -e '.held and .state == "held"' "$d/after"
+	jq -e -s 'any(.[]; .event == "at-risk" and (.msg | test("signal 10")))' "$d/w.err"
+	(( $(metric "$d/w.prom" "leaserun_renew_failures_total{name=\"$n\",") >= 1 ))
+	[ "$(metric "$d/w.prom" "leaserun_lost_total{name=\"$n\",")" = 0 ]
+	[ "$(metric "$d/w.prom" "leaserun_last_exit_status{name=\"$n\",")" = 0 ]
+}

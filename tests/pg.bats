@@ -404,3 +404,25 @@ keepalive_on_both_ends() {
 	run check_intervals "$log"
 	assert_success
 }
+
+@test "operations: --status --json, a waiter's events, --check and metrics on PostgreSQL" {
+	# A session lock has no TTL, and the fence (a transaction id taken
+	# at acquire) is not kept on the server: both are null.
+	ops_check "$(name)" none none
+}
+
+@test "operations: pg_terminate_backend: a lost event with its reason, counted in the metrics" {
+	n=$(name)
+	start_holder "$n" -v --log-format json --metrics-file "$BATS_TEST_TMPDIR/m.prom"
+	pg_sql "SELECT pg_terminate_backend($(holder_backend "$n"))" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	ops_loss_seen "$n" "$BATS_TEST_TMPDIR/$n.err" "$BATS_TEST_TMPDIR/m.prom"
+}
+
+pg_freeze() { pg_server_signal STOP; }
+pg_thaw() { pg_server_signal CONT; }
+
+@test "operations: a stopped server: --warn-signal at the first failed renewal, renewed again when it wakes" {
+	ops_warn_recover "$(name)" pg_freeze pg_thaw
+}

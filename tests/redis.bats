@@ -530,3 +530,24 @@ command_conn_ids() {
 	assert_success
 	is_free "$n"
 }
+
+@test "operations: --status --json, a waiter's events, --check and metrics on Redis" {
+	ops_check "$(name)" ttl fence
+}
+
+@test "operations: the key deleted: a lost event with its reason, counted in the metrics" {
+	n=$(name)
+	start_holder "$n" -v -t 30s --log-format json --metrics-file "$BATS_TEST_TMPDIR/m.prom"
+	sleep 0.2
+	rcli del "$(keyof "$n")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	ops_loss_seen "$n" "$BATS_TEST_TMPDIR/$n.err" "$BATS_TEST_TMPDIR/m.prom"
+}
+
+redis_freeze() { kill -STOP "$(redis_pid)"; }
+redis_thaw() { kill -CONT "$(redis_pid)"; }
+
+@test "operations: a stopped server: --warn-signal at the first failed renewal, renewed again when it wakes" {
+	ops_warn_recover "$(name)" redis_freeze redis_thaw
+}

@@ -555,3 +555,16 @@ interval_cmd() {
 	run grep -v '^leaserun: ' "$BATS_TEST_TMPDIR/err.u5"
 	assert_output ""
 }
+
+@test "operations: --status --json, a waiter's events, --check and metrics on ZooKeeper" {
+	# The holder's session lives as long as it does: no TTL to show.
+	ops_check t-ops none fence
+}
+
+@test "operations: our node deleted: a lost event with its reason, counted in the metrics" {
+	hold t-ops2 -t 30s -v --log-format json --metrics-file "$BATS_TEST_TMPDIR/m.prom"
+	node=$(nodes t-ops2)
+	run zk_cli "$ZK_EP" "delete /leaserun/t-ops2/$node"
+	assert_holder_rc 124
+	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
+}
