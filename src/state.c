@@ -168,12 +168,12 @@ int lr_state_check(int json, int quiet)
 	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if (n <= 0 || !value(buf, "state")) {
+	buf[n > 0 ? n : 0] = '\0';
+	if (!value(buf, "state") || !value(buf, "deadline_boottime")) {
 		fprintf(stderr, "leaserun: --check: %s is not a leaserun "
 				"state file\n", path);
 		return 125;
 	}
-	buf[n] = '\0';
 	word(buf, "name", name, sizeof(name));
 	word(buf, "state", st, sizeof(st));
 	fence = number(buf, "fence");
