@@ -58,6 +58,10 @@
 #define MAX_BODY	   (8u << 20) /* refuse replies larger than this */
 #define CLOSE_BUDGET_MS	   1000	      /* close() revokes within this */
 #define DEFAULT_ATTEMPT_MS 1000	      /* per endpoint when others remain */
+/* The watch on our key is set up this long after acquire, so that short
+ * commands never pay for its connection; it starts from the revision of
+ * the acquire, so a delete in between is still seen. */
+#define WATCH_DELAY_MS	   20
 #define FD_SCAN_MAX	   1024	      /* see st_open() */
 
 struct buf {
@@ -108,6 +112,8 @@ struct lr_store {
 	int epfd, tfd;
 	int64_t curl_at; /* curl's timer, or -1 */
 	int64_t ka_at;	 /* keepalive due while waiting, or -1 */
+	int64_t watch_at; /* holding: start the watch on our key, or -1 */
+	int64_t watch_rev; /* ... from this revision */
 
 	/* the lock */
 	enum hold hold;
@@ -589,6 +595,8 @@ static void arm_timer(struct lr_store *st)
 		at = st->curl_at;
 	if (st->ka_at >= 0 && (at < 0 || st->ka_at < at))
 		at = st->ka_at;
+	if (st->watch_at >= 0 && (at < 0 || st->watch_at < at))
+		at = st->watch_at;
 	if (at >= 0) {
 		if (at < 1)
 			at = 1;
@@ -1094,7 +1102,7 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 	}
 	st->req = req;
 	st->epfd = st->tfd = -1;
-	st->curl_at = st->ka_at = -1;
+	st->curl_at = st->ka_at = st->watch_at = -1;
 	st->attempt_ms = DEFAULT_ATTEMPT_MS;
 	st->tls = strcmp(u->scheme, "etcds") == 0;
 
@@ -1268,8 +1276,11 @@ retry:
 		free(sc.pred_key);
 		st->hold = H_HOLDING;
 		st->ka_at = -1;
+		if (st->w.state != W_OFF)
+			watch_stop(st); /* the one on our predecessor */
+		st->watch_rev = st->rev + 1;
+		st->watch_at = lr_now_ms() + WATCH_DELAY_MS;
 		arm_timer(st);
-		watch_start(st, st->mykey, st->rev + 1);
 		g->fence = (uint64_t)st->my_crev;
 		g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
 				? st->lease_ttl_s * 1000
@@ -1324,6 +1335,11 @@ static enum lr_status st_process(struct lr_store *st, short revents,
 				st->curl_at = -1;
 				curl_multi_socket_action(
 				    st->wm, CURL_SOCKET_TIMEOUT, 0, &running);
+			}
+			if (st->hold == H_HOLDING && st->watch_at >= 0 &&
+			    now >= st->watch_at) {
+				st->watch_at = -1;
+				watch_start(st, st->mykey, st->watch_rev);
 			}
 			if (st->hold == H_WAITING && st->ka_at >= 0 &&
 			    now >= st->ka_at) {
@@ -1436,6 +1452,7 @@ static enum lr_status st_release(struct lr_store *st, int64_t deadline,
 	int64_t lease = st->lease;
 
 	watch_stop(st);
+	st->watch_at = -1;
 	jadd_b64(c, "key", st->mykey ? st->mykey : "");
 	jadd_str(c, "target", "CREATE");
 	jadd_str(c, "result", "EQUAL");
