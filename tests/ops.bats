@@ -253,18 +253,30 @@ bg() {
 	wait_until 5 grep -qx READY=1 "$T/notes"
 }
 
+# private_devlog SOCKET CMD...: runs CMD in a mount namespace of its own
+# whose /dev is a fresh tmpfs with null, urandom and log -> SOCKET.  The
+# namespace keeps the propagation it inherits (a chroot's / is no mount
+# point to make private), and /dev is made private before the mount, so
+# nothing reaches the machine's /dev.
+private_devlog() {
+	unshare -m --propagation unchanged sh -c '
+		sock=$1; shift
+		mount --make-rprivate /dev &&
+		mount -t tmpfs -o mode=755 lrdev /dev &&
+		mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/urandom c 1 9 &&
+		ln -s "$sock" /dev/log &&
+		exec "$@"' sh "$@"
+}
+
 @test "--syslog: the lines go to /dev/log (with the level as priority), not to stderr" {
 	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
 	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
 	bg socat -u "UNIX-RECV:$T/log.sock,mode=666" "OPEN:$T/syslog,creat,append"
 	wait_until 5 test -S "$T/log.sock"
 	# A private /dev with our socket as /dev/log, in a mount namespace.
-	run --separate-stderr unshare -m sh -c '
-		mount -t tmpfs -o mode=755 lrdev /dev &&
-		mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/urandom c 1 9 &&
-		ln -s "$0/log.sock" /dev/log &&
+	run --separate-stderr private_devlog "$T/log.sock" sh -c '
 		"$LEASERUN" -v --syslog job true &&
-		"$LEASERUN" --syslog --log-format json bad/name true' "$T"
+		"$LEASERUN" --syslog --log-format json bad/name true'
 	assert_equal "$status" 125
 	wait_until 5 grep -q released "$T/syslog"
 	cat "$T/syslog" >&3
@@ -282,11 +294,7 @@ bg() {
 	wait_until 5 test -S "$T/log.sock"
 	export LEASERUN_URL="fault://$LOCKDIR"
 	echo "acquire=fail" > "$LOCKDIR/job.fault"
-	run --separate-stderr unshare -m sh -c '
-		mount -t tmpfs -o mode=755 lrdev /dev &&
-		mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/urandom c 1 9 &&
-		ln -s "$0/log.sock" /dev/log &&
-		exec "$LEASERUN" --syslog job true' "$T"
+	run --separate-stderr private_devlog "$T/log.sock" "$LEASERUN" --syslog job true
 	assert_equal "$status" 125
 	assert_regex "$stderr" "injected acquire failure"
 	wait_until 5 grep -q "injected acquire failure" "$T/syslog"
