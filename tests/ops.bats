@@ -124,7 +124,6 @@ bg() {
 	( sleep 0.5; : > "$LOCKDIR/job.fault" ) &
 	run --separate-stderr lr -v -t 2s --renew 200ms -k 400ms --log-format json job sh -c 'sleep 1.2; exit 3'
 	assert_equal "$status" 3
-	echo "$stderr" >&3
 	# Every line is one JSON object with the common fields.
 	jq -e -s 'all(.time and .level and .event and .name == "job" and .msg)' <<<"$stderr"
 	jq -e -s 'map(.event) | index("acquired") < index("started") and
