@@ -164,15 +164,16 @@ static void usage(void)
 
 static int metrics_on; /* a run (not --status) that keeps metrics */
 
-/* Counts the end of a run into the metrics file; returns code. */
-static int finish(int code)
+/* Counts the end of a run into the metrics file; returns code.  failed:
+ * leaserun itself failed (a command's own 125 is not ours). */
+static int finish(int code, int failed)
 {
 	char why[512];
 
 	if (!metrics_on)
 		return code;
 	metrics_on = 0;
-	if (code == LR_EXIT_FAILED)
+	if (failed)
 		lr_metrics_count(LR_M_FAILURES);
 	lr_metrics_exit(code);
 	if (lr_metrics_flush(why, sizeof(why)) < 0)
@@ -190,7 +191,7 @@ die(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	lr_log(LR_LOG_ERROR, "error", "%s", buf);
-	exit(finish(LR_EXIT_FAILED));
+	exit(finish(LR_EXIT_FAILED, 1));
 }
 
 static void usage_error(const char *fmt, ...)
@@ -225,6 +226,19 @@ static int signal_arg(const char *what, const char *s)
 	if (sig < 0 || sig == SIGSTOP || sig == SIGCHLD)
 		usage_error("invalid %s '%s': expected a signal name or number",
 			    what, s);
+	return sig;
+}
+
+/* A warning must leave the command running: no stop and no kill, which
+ * nothing would ever undo if the lease is renewed after all. */
+static int warn_signal_arg(const char *what, const char *s)
+{
+	int sig = signal_arg(what, s);
+
+	if (sig == SIGKILL || sig == SIGTSTP || sig == SIGTTIN ||
+	    sig == SIGTTOU)
+		usage_error("invalid %s '%s': a warning must not stop or kill "
+			    "the command", what, s);
 	return sig;
 }
 
@@ -267,7 +281,7 @@ static void env_defaults(struct opts *o)
 	if ((v = getenv("LEASERUN_SIGNAL")) && *v)
 		o->stop_signal = signal_arg("LEASERUN_SIGNAL", v);
 	if ((v = getenv("LEASERUN_WARN_SIGNAL")) && *v)
-		o->warn_signal = signal_arg("LEASERUN_WARN_SIGNAL", v);
+		o->warn_signal = warn_signal_arg("LEASERUN_WARN_SIGNAL", v);
 	if ((v = getenv("LEASERUN_METRICS_FILE")) && *v)
 		o->metrics_file = v;
 	if ((v = getenv("LEASERUN_CONFLICT_EXIT_CODE")) && *v)
@@ -333,7 +347,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->stop_signal = signal_arg("--signal", optarg);
 			break;
 		case OPT_WARN_SIGNAL:
-			o->warn_signal = signal_arg("--warn-signal", optarg);
+			o->warn_signal = warn_signal_arg("--warn-signal",
+							 optarg);
 			break;
 		case 'k':
 			o->grace_ms = duration("--kill-after", optarg);
@@ -576,21 +591,26 @@ static void iso_time(char *buf, size_t len, int64_t ms)
 /* One JSON object on one line; unknown fields are null. */
 static void status_json(struct run *r, const struct lr_info *info)
 {
-	char buf[2048], when[32];
-	size_t n = 0;
+	char *buf, when[32];
+	size_t n = 0, len;
 
 #define ADD(...) \
-	(n += (size_t)snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, \
+	(n += (size_t)snprintf(buf + n, n < len ? len - n : 0, \
 			       __VA_ARGS__), \
-	 n = n < sizeof(buf) ? n : sizeof(buf) - 1)
+	 n = n < len ? n : len - 1)
+	/* Every byte may grow sixfold when escaped (\u00XX). */
+	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted) +
+		   strlen(info->host)) + 512;
+	if (!(buf = malloc(len)))
+		die("out of memory");
 	ADD("{\"name\":\"");
-	n = lr_json_escape(buf, sizeof(buf), n, r->o->name);
+	n = lr_json_escape(buf, len, n, r->o->name);
 	ADD("\",\"store\":\"%s\",\"url\":\"", r->ops->name);
-	n = lr_json_escape(buf, sizeof(buf), n, r->u->redacted);
+	n = lr_json_escape(buf, len, n, r->u->redacted);
 	ADD("\",\"held\":%s,\"host\":", info->held ? "true" : "false");
 	if (info->held && info->host[0]) {
 		ADD("\"");
-		n = lr_json_escape(buf, sizeof(buf), n, info->host);
+		n = lr_json_escape(buf, len, n, info->host);
 		ADD("\"");
 	} else {
 		ADD("null");
@@ -616,6 +636,7 @@ static void status_json(struct run *r, const struct lr_info *info)
 		ADD(",\"fence\":null}\n");
 #undef ADD
 	fputs(buf, stdout);
+	free(buf);
 }
 
 static int status(struct run *r, struct lr_store *st)
@@ -852,16 +873,16 @@ int main(int argc, char **argv)
 	case LR_OUT_FAILED:
 		if (res.die_signal)
 			die_of(res.die_signal,
-			       finish(128 + res.die_signal));
+			       finish(128 + res.die_signal, 0));
 		lr_log(LR_LOG_ERROR, "error", "%s", res.err.msg);
 		break;
 	case LR_OUT_CHILD:
-		if (res.code)
-			return finish(res.code);
+		if (res.code) /* the command could not start */
+			return finish(res.code, res.code == LR_EXIT_FAILED);
 		break;
 	}
 	code = lr_exit_code(res.outcome, res.wstatus, o.conflict_code, &sig);
 	if (sig)
-		die_of(sig, finish(code));
-	return finish(code);
+		die_of(sig, finish(code, 0));
+	return finish(code, res.outcome == LR_OUT_FAILED);
 }

@@ -9,9 +9,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,8 +31,6 @@ void lr_log_setup(int verbosity, int json, int use_syslog, const char *name)
 {
 	log_verbosity = verbosity;
 	log_json = json;
-	if (use_syslog && !log_syslog)
-		openlog("leaserun", LOG_PID, LOG_USER);
 	log_syslog = use_syslog;
 	log_name = name;
 }
@@ -64,6 +65,59 @@ static int level_prio(enum lr_level level)
 				    LOG_DEBUG };
 
 	return prio[level];
+}
+
+/*
+ * Our own syslog(3): the same datagram on /dev/log (RFC 3164, facility
+ * user), but sent without blocking.  A stuck log daemon must not stall
+ * the loop that stops the command in time; a line it cannot take now is
+ * dropped.
+ */
+static int sl_fd = -1;
+
+static int sl_connect(void)
+{
+	struct sockaddr_un a;
+
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	strcpy(a.sun_path, "/dev/log");
+	sl_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (sl_fd < 0)
+		return -1;
+	if (connect(sl_fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(sl_fd);
+		sl_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void sl_send(int prio, const char *msg, size_t n)
+{
+	char buf[4400];
+	time_t t = time(NULL);
+	struct tm tm;
+	size_t h;
+	int again;
+
+	localtime_r(&t, &tm);
+	h = (size_t)snprintf(buf, sizeof(buf), "<%d>", LOG_USER | prio);
+	h += strftime(buf + h, sizeof(buf) - h, "%b %e %H:%M:%S ", &tm);
+	h += (size_t)snprintf(buf + h, sizeof(buf) - h, "leaserun[%ld]: %.*s",
+			      (long)getpid(), (int)n, msg);
+	if (h >= sizeof(buf))
+		h = sizeof(buf) - 1;
+	for (again = 0; again < 2; again++) {
+		if (sl_fd < 0 && sl_connect() < 0)
+			return;
+		if (send(sl_fd, buf, h, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 ||
+		    (errno != ECONNREFUSED && errno != ENOTCONN))
+			return;
+		/* the daemon restarted: connect again, once */
+		close(sl_fd);
+		sl_fd = -1;
+	}
 }
 
 static size_t add(char *buf, size_t len, size_t at, const char *fmt, ...)
@@ -130,12 +184,17 @@ static void emit(enum lr_level level, const char *event,
 		n = add(line, sizeof(line), 0, "leaserun: %s\n", msg);
 	}
 	if (log_syslog) {
-		/* syslog names us and the time; the text form drops both. */
+		/* syslog names us and the time; the text form drops the
+		 * name, and neither form keeps the newline. */
 		const char *body = line;
+		size_t len = n;
 
 		if (!log_json)
 			body += strlen("leaserun: ");
-		syslog(level_prio(level), "%.*s", (int)(n - 1), body);
+		len -= (size_t)(body - line);
+		if (len && body[len - 1] == '\n')
+			len--;
+		sl_send(level_prio(level), body, len);
 		if (level != LR_LOG_ERROR)
 			return;
 	}

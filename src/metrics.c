@@ -243,19 +243,53 @@ static void parse_line(struct table *t, char *line)
 	}
 }
 
-static void read_file(struct table *t, const char *path)
+/* Reads what the file holds.  Returns 0 (also when there is no file),
+ * or -1 with why when the path holds something that is not ours: a
+ * file of another program is never replaced. */
+static int read_file(struct table *t, const char *path, char *why,
+		     size_t len)
 {
 	char line[1024];
-	FILE *f = fopen(path, "re");
+	struct stat sb;
+	FILE *f;
+	int fd, ours = 0, any = 0;
 
-	if (!f)
-		return;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(why, len, "cannot read %s: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		snprintf(why, len, "%s is not a regular file; not replacing "
+				   "it", path);
+		close(fd);
+		return -1;
+	}
+	if (!(f = fdopen(fd, "r"))) {
+		snprintf(why, len, "cannot read %s: %s", path,
+			 strerror(errno));
+		close(fd);
+		return -1;
+	}
 	while (fgets(line, sizeof(line), f)) {
+		any = 1;
+		if (strncmp(line, "leaserun_", 9) == 0 ||
+		    strncmp(line, "# TYPE leaserun_", 16) == 0)
+			ours = 1;
 		line[strcspn(line, "\n")] = '\0';
 		if (line[0] != '#')
 			parse_line(t, line);
 	}
 	fclose(f);
+	if (any && !ours) {
+		snprintf(why, len, "%s holds no leaserun metrics; not "
+				   "replacing it", path);
+		return -1;
+	}
+	return 0;
 }
 
 static void merge(struct series *into, const struct series *d)
@@ -373,7 +407,8 @@ int lr_metrics_flush(char *why, size_t len)
 			 m_path, strerror(errno));
 		return -1;
 	}
-	read_file(&t, m_path);
+	if (read_file(&t, m_path, why, len) < 0)
+		goto out;
 	if (!(s = find(&t, mine.name, mine.store))) {
 		snprintf(why, len, "out of memory");
 		goto out;

@@ -62,7 +62,8 @@ void lr_notify(const char *fmt, ...)
 	if ((size_t)n > sizeof(msg) - 2)
 		n = sizeof(msg) - 2;
 	msg[n++] = '\n';
-	if (sendto(n_fd, msg, (size_t)n, MSG_NOSIGNAL,
+	/* Never wait for systemd: the loop has deadlines to keep. */
+	if (sendto(n_fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT,
 		   (struct sockaddr *)&n_addr, n_len) < 0) {
 		/* systemd gone or not listening: nothing to do */
 	}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -36,7 +37,10 @@ static int make_dir(void)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if (!mkdtemp(st_dir))
+	/* Others may pass through (a command that changes user can still
+	 * read the file, though not inside a private XDG_RUNTIME_DIR), not
+	 * list or write. */
+	if (!mkdtemp(st_dir) || chmod(st_dir, 0711) < 0)
 		return -1;
 	snprintf(st_file, sizeof(st_file), "%s/state", st_dir);
 	snprintf(st_tmp, sizeof(st_tmp), "%s/state.new", st_dir);

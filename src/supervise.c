@@ -162,27 +162,29 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 	return d > now ? d : now;
 }
 
-/* Rewrites the command's state file; warns once if it cannot. */
+/* Rewrites the command's state file; warns once if it cannot.  A file
+ * that cannot be updated any more stays as it was: its deadline makes
+ * --check say "expired" once that passes, which is the truth or late
+ * news, never a lie about a lease we lost. */
 static void keep_state(struct sup *s, enum lr_lease_state st)
 {
 	if (s->state_failed)
 		return;
 	if (lr_state_write(s->cfg->name, st, s->res->fence, s->D) < 0) {
 		s->state_failed = 1;
-		lr_log(LR_LOG_WARN, "state",
-		       "cannot write the lease state file (%s); the command "
-		       "runs without LEASERUN_STATE",
-		       strerror(errno));
-		lr_state_remove();
+		if (lr_state_path())
+			lr_log(LR_LOG_WARN, "state",
+			       "cannot update the lease state file (%s); "
+			       "leaserun --check will report the lease "
+			       "expired from %lldms on",
+			       strerror(errno),
+			       (long long)(s->D - lr_now_ms()));
+		else
+			lr_log(LR_LOG_WARN, "state",
+			       "cannot write the lease state file (%s); the "
+			       "command runs without LEASERUN_STATE",
+			       strerror(errno));
 	}
-}
-
-static void flush_metrics(void)
-{
-	char why[512];
-
-	if (lr_metrics_flush(why, sizeof(why)) < 0)
-		lr_log(LR_LOG_WARN, "metrics", "%s", why);
 }
 
 /* "host pid N", as far as the store knows; "" if it does not. */
@@ -200,6 +202,11 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 	if (c->ops->inspect(c->st, now + 1000, &info, &err) != LR_OK ||
 	    !info.held)
 		return;
+	/* A store's holder text goes into log lines and systemd's
+	 * newline-separated messages: no control characters. */
+	for (char *p = info.host; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	if (info.host[0] && info.pid)
 		snprintf(buf, len, "%s pid %ld", info.host, info.pid);
 	else if (info.host[0])
@@ -226,13 +233,14 @@ static void lose(struct sup *s, const char *why)
 {
 	const struct lr_field f[] = { LR_STR("reason", why) };
 
+	/* The kill first: the command has nothing to learn any more. */
+	s->stopped = 1;
+	kill_group(s, SIGKILL);
 	lr_logf(LR_LOG_WARN, "lost", f, 1,
 		"lease lost: %s; killing the command", why);
 	keep_state(s, LR_ST_LOST);
 	lr_notify("STATUS=lost %s: %s; the command was killed", s->cfg->name,
 		  why);
-	s->stopped = 1;
-	kill_group(s, SIGKILL);
 	set_state(s, LOST);
 	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
 }
@@ -359,7 +367,6 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		s->t_acquire = s->t_wait_over = NEVER;
 		set_state(s, HELD);
-		flush_metrics();
 		return;
 	case LR_BUSY:
 		if (c->wait_ms == 0) {
@@ -444,8 +451,10 @@ static void try_renew(struct sup *s, int64_t now)
 			lr_notify("STATUS=holding %s, fence %llu", c->name,
 				  (unsigned long long)s->res->fence);
 		}
-		keep_state(s, s->state == HELD || s->state == DRAINING
-				      ? LR_ST_HELD : LR_ST_STOPPING);
+		/* Told to stop (at D - grace, or draining what was left):
+		 * a renewal does not take that back. */
+		keep_state(s, s->stopped || s->state == DRAINING
+				      ? LR_ST_STOPPING : LR_ST_HELD);
 		return;
 	}
 	case LR_LOST:
@@ -517,6 +526,7 @@ static void after_exit(struct sup *s, int64_t now)
 			lr_log(LR_LOG_INFO, "draining",
 			       "command exited; stopping what is left of its "
 			       "process group");
+			keep_state(s, LR_ST_STOPPING);
 			kill_group(s, s->cfg->stop_signal);
 			kill_group(s, SIGCONT);
 			s->t_drain_kill = now + s->grace_ms;
@@ -866,6 +876,10 @@ out:
 			s.certain_loss = 1; /* let it expire instead */
 	}
 	lr_child_guard_stop(s.guard, s.guard_fd);
+	/* Whatever escaped the group must not read "held" once we let go. */
+	lr_state_remove();
+	if (s.t_acquired)
+		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
 	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&
@@ -882,17 +896,19 @@ out:
 
 				lr_logf(LR_LOG_INFO, "released", f, 1,
 					"released");
-			} else
+				lr_notify("STOPPING=1\nSTATUS=released %s",
+					  cfg->name);
+			} else {
 				lr_log(LR_LOG_WARN, "release-failed",
 				       "could not release: %s",
 				       err.msg[0] ? err.msg
 						  : lr_status_name(rc));
+				lr_notify("STOPPING=1\nSTATUS=could not "
+					  "release %s", cfg->name);
+			}
+		} else {
+			lr_notify("STOPPING=1\nSTATUS=lost %s", cfg->name);
 		}
 	}
-	if (s.t_acquired)
-		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
-	lr_state_remove();
-	if (s.t_acquired)
-		lr_notify("STOPPING=1\nSTATUS=released %s", cfg->name);
 	close(tfd);
 }

@@ -86,10 +86,46 @@ bg() {
 
 @test "metrics: heartbeat latency is a histogram of real renewals" {
 	m=$T/m.prom
-	lr -t 600ms --renew 100ms -k 200ms --metrics-file "$m" job sleep 1
+	lr -t 1s --renew 100ms -k 300ms --metrics-file "$m" job sleep 1.2
 	n=$(metric "$m" 'leaserun_heartbeat_latency_seconds_count{name="job",store="file"}')
 	(( n >= 5 ))
-	assert_equal "$(metric "$m" 'leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="+Inf"}')" "$n"
+	# Local renewals take well under 10s; buckets are cumulative.
+	assert_equal "$(metric "$m" 'leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="10"}')" "$n"
+	grep '^leaserun_heartbeat_latency_seconds_bucket{name="job"' "$m" |
+		awk '$NF < prev { print "bucket decreases: " $0; bad = 1 } { prev = $NF } END { exit bad }'
+	(( $(metric "$m" 'leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="0.001"}') <= n ))
+}
+
+@test "metrics: a file of another program is not replaced; the job still runs" {
+	printf '127.0.0.1 localhost\n::1 localhost\n' > "$T/hosts"
+	cp "$T/hosts" "$T/hosts.orig"
+	run --separate-stderr lr --metrics-file "$T/hosts" job sh -c 'exit 4'
+	assert_equal "$status" 4
+	assert_regex "$stderr" "holds no leaserun metrics; not replacing it"
+	cmp "$T/hosts" "$T/hosts.orig"
+	mkfifo "$T/fifo"
+	run --separate-stderr timeout 10 "$LEASERUN" --metrics-file "$T/fifo" job true
+	assert_equal "$status" 0
+	assert_regex "$stderr" "not a regular file"
+}
+
+@test "metrics: a directory locked by someone else never stalls the loop that keeps the lease" {
+	mkdir "$T/textfile"
+	bg flock -x "$T/textfile" sleep 30
+	wait_until 5 eval "grep -q ' FLOCK ' /proc/locks"
+	# TTL 1s: a loop stuck on the lock for a second would lose the
+	# lease (124).  The file is written only when leaserun ends.
+	run --separate-stderr lr -t 1s --metrics-file "$T/textfile/m.prom" job sleep 1.5
+	assert_equal "$status" 0
+	assert_regex "$stderr" "cannot lock the directory"
+}
+
+@test "metrics: a command's own 125 is not counted as leaserun's failure" {
+	m=$T/m.prom
+	run lr --metrics-file "$m" job sh -c 'exit 125'
+	assert_equal "$status" 125
+	assert_equal "$(metric "$m" 'leaserun_failures_total{name="job",store="file"}')" 0
+	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="file"}')" 125
 }
 
 @test "metrics: node_exporter's textfile collector serves the file without errors" {
@@ -119,10 +155,13 @@ bg() {
 
 @test "events: a JSON stream a log pipeline can read, with the fields of each step" {
 	export LEASERUN_URL="fault://$LOCKDIR"
-	# Renewals fail for a while, then work again.
+	# Renewals fail until the command, warned, clears the fault.
 	echo "renew=fail" > "$LOCKDIR/job.fault"
-	( sleep 0.5; : > "$LOCKDIR/job.fault" ) &
-	run --separate-stderr lr -v -t 2s --renew 200ms -k 400ms --log-format json job sh -c 'sleep 1.2; exit 3'
+	run --separate-stderr lr -v -t 2s --renew 200ms -k 400ms --warn-signal USR1 --log-format json job sh -c '
+		exec 2>/dev/null # sh reports the sleep that USR1 ended
+		trap ": > \"\$0\"" USR1
+		i=0; while [ $i -lt 24 ]; do sleep 0.05; i=$((i + 1)); done
+		exit 3' "$LOCKDIR/job.fault"
 	assert_equal "$status" 3
 	# Every line is one JSON object with the common fields.
 	jq -e -s 'all(.time and .level and .event and .name == "job" and .msg)' <<<"$stderr"
@@ -134,7 +173,7 @@ bg() {
 	jq -e -s '.[] | select(.event == "acquired") | .fence == 1 and .wait_ms >= 0 and .ttl_ms == 2000' <<<"$stderr"
 	jq -e -s '.[] | select(.event == "started") | .pid > 0' <<<"$stderr"
 	jq -e -s '[.[] | select(.event == "renew-failed")][0] | .latency_ms >= 0 and .left_ms > 0 and (.error | test("injected"))' <<<"$stderr"
-	jq -e -s '.[] | select(.event == "at-risk") | .left_ms > 0 and .level == "warning"' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "at-risk") | .left_ms > 0 and .level == "warning" and (.msg | test("signal 10"))' <<<"$stderr"
 	jq -e -s '[.[] | select(.event == "renewed" and (.msg | test("again")))] | length == 1' <<<"$stderr"
 	jq -e -s '.[] | select(.event == "exited") | .how == "exit" and .status == 3' <<<"$stderr"
 	jq -e -s '.[] | select(.event == "released") | .held_ms >= 1000' <<<"$stderr"
@@ -186,10 +225,11 @@ bg() {
 	kill -STOP "$holder"
 	sleep 1.2
 	LEASERUN_STATE=$state run lr --check --json
+	# The stopped leaserun could not say otherwise.
+	grep -qx 'state=held' "$state"
 	kill -CONT "$holder"
 	assert_failure 1
 	jq -e '.held == false and .state == "expired" and .left_ms == 0' <<<"$output"
-	grep -qx 'state=held' "$state" || [ ! -e "$state" ]
 }
 
 @test "--warn-signal reaches the command at the first failed renewal, before the stop signal; --check says at-risk, then stopping" {
@@ -206,10 +246,17 @@ bg() {
 	jq -e '.held == false and .state == "stopping"' "$T/term"
 }
 
-@test "--warn-signal: a bad signal is a usage error" {
+@test "--warn-signal: a bad signal, or one that would stop or kill the command, is a usage error" {
 	run --separate-stderr lr --warn-signal BOGUS job true
 	assert_equal "$status" 125
 	assert_regex "$stderr" "invalid --warn-signal 'BOGUS'"
+	for sig in TSTP TTIN TTOU KILL STOP; do
+		run --separate-stderr lr --warn-signal "$sig" job true
+		assert_equal "$status" 125
+	done
+	LEASERUN_WARN_SIGNAL=TSTP run --separate-stderr lr job true
+	assert_equal "$status" 125
+	assert_regex "$stderr" "must not stop or kill the command"
 }
 
 @test "kill -9 of leaserun: the guard removes the state directory with the command's group" {
@@ -252,6 +299,20 @@ bg() {
 	wait_until 5 grep -qx READY=1 "$T/notes"
 }
 
+# dgram_listen SOCKET OUT: receives datagrams on a new Unix socket and
+# appends each to OUT as one line (syslog datagrams carry no newline).
+dgram_listen() {
+	bg perl -MSocket -MIO::Socket::UNIX -e '
+		unlink $ARGV[0];
+		my $s = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $ARGV[0])
+			or die "listen: $!";
+		chmod 0666, $ARGV[0];
+		open my $o, ">>", $ARGV[1] or die "$ARGV[1]: $!";
+		$o->autoflush(1);
+		while (defined $s->recv(my $m, 65536)) { print $o "$m\n" }' "$1" "$2"
+	wait_until 5 test -S "$1"
+}
+
 # private_devlog SOCKET CMD...: runs CMD in a mount namespace of its own
 # whose /dev is a fresh tmpfs with null, urandom and log -> SOCKET.  The
 # namespace keeps the propagation it inherits (a chroot's / is no mount
@@ -268,10 +329,8 @@ private_devlog() {
 }
 
 @test "--syslog: the lines go to /dev/log (with the level as priority), not to stderr" {
-	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
 	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
-	bg socat -u "UNIX-RECV:$T/log.sock,mode=666" "OPEN:$T/syslog,creat,append"
-	wait_until 5 test -S "$T/log.sock"
+	dgram_listen "$T/log.sock" "$T/syslog"
 	# A private /dev with our socket as /dev/log, in a mount namespace.
 	run --separate-stderr private_devlog "$T/log.sock" sh -c '
 		"$LEASERUN" -v --syslog job true &&
@@ -279,7 +338,9 @@ private_devlog() {
 	assert_equal "$status" 125
 	wait_until 5 grep -q released "$T/syslog"
 	cat "$T/syslog" >&3
-	grep -Eq '^<14>[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} leaserun\[[0-9]+\]: job: acquired, fence 1' "$T/syslog"
+	grep -Eqx '<14>[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} leaserun\[[0-9]+\]: job: acquired, fence 1' "$T/syslog"
+	# One datagram a line, none with a newline of its own.
+	assert_equal "$(grep -c . "$T/syslog")" "$(wc -l < "$T/syslog")"
 	# Nothing of the run on stderr; the usage error (before the log is
 	# set up) still says what is wrong.
 	refute_regex "$stderr" "acquired"
@@ -287,10 +348,8 @@ private_devlog() {
 }
 
 @test "--syslog: leaserun's own failure goes to syslog and to stderr, so cron still mails it" {
-	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
 	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
-	bg socat -u "UNIX-RECV:$T/log.sock,mode=666" "OPEN:$T/syslog,creat,append"
-	wait_until 5 test -S "$T/log.sock"
+	dgram_listen "$T/log.sock" "$T/syslog"
 	export LEASERUN_URL="fault://$LOCKDIR"
 	echo "acquire=fail" > "$LOCKDIR/job.fault"
 	run --separate-stderr private_devlog "$T/log.sock" "$LEASERUN" --syslog job true
