@@ -490,6 +490,32 @@ static char *read_url_file(const char *path)
 	return s;
 }
 
+/* --url-file /dev/fd/N (bash's <(...), or 3< file): the fd held the
+ * store's password, so the command does not get it. */
+static void forget_url_fd(struct run *r, const char *path)
+{
+	const char *p = NULL;
+	size_t i, j;
+	char *end;
+	long fd;
+
+	if (strncmp(path, "/dev/fd/", 8) == 0)
+		p = path + 8;
+	else if (strncmp(path, "/proc/self/fd/", 14) == 0)
+		p = path + 14;
+	if (!p || !*p)
+		return;
+	fd = strtol(p, &end, 10);
+	if (*end || fd < 3)
+		return;
+	for (i = j = 0; i < r->nkeep; i++)
+		if (r->keep[i] != fd)
+			r->keep[j++] = r->keep[i];
+	if (j < r->nkeep)
+		close((int)fd);
+	r->nkeep = j;
+}
+
 static void warn_cb(void *ctx, const char *msg)
 {
 	(void)ctx;
@@ -761,8 +787,10 @@ int main(int argc, char **argv)
 	finish_timing(&o);
 	lr_log_setup(o.verbosity, o.json, o.use_syslog, o.name);
 
-	if (o.url_file)
+	if (o.url_file) {
 		o.url = url_buf = read_url_file(o.url_file);
+		forget_url_fd(&r, o.url_file);
+	}
 	if (!o.url)
 		o.url = "file://";
 	if (lr_url_parse(o.url, &r.u, why, sizeof(why)) < 0)

@@ -179,6 +179,16 @@ refuses() {
 	[ -e "$LOCKDIR/job.lock" ]
 }
 
+@test "--url-file /dev/fd/N: the command does not inherit that fd, which held the URL" {
+	echo "file://$LOCKDIR" > "$LOCKDIR.url"
+	LEASERUN_URL= run lr --url-file /dev/fd/7 job sh -c '[ -e /proc/$$/fd/7 ] && echo has-7 || echo no-7' 7< "$LOCKDIR.url"
+	assert_success
+	assert_output no-7
+	# A fd given otherwise is the command's, as ever.
+	LEASERUN_URL= run lr --url-file "$LOCKDIR.url" job sh -c '[ -e /proc/$$/fd/7 ] && echo has-7 || echo no-7' 7< "$LOCKDIR.url"
+	assert_output has-7
+}
+
 @test "--log-format json writes one JSON object per lifecycle line" {
 	run --separate-stderr lr -v --log-format json job true
 	assert_success
