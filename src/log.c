@@ -204,29 +204,35 @@ static void emit(enum lr_level level, const char *event,
 	}
 }
 
-void lr_logf(enum lr_level level, const char *event,
-	     const struct lr_field *f, int nf, const char *fmt, ...)
+static void vlog(enum lr_level level, const char *event,
+		 const struct lr_field *f, int nf, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
+static void vlog(enum lr_level level, const char *event,
+		 const struct lr_field *f, int nf, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
 
 	if (!shown(level))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	emit(level, event, f, nf, msg);
+}
+
+void lr_logf(enum lr_level level, const char *event,
+	     const struct lr_field *f, int nf, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(level, event, f, nf, fmt, ap);
+	va_end(ap);
 }
 
 void lr_log(enum lr_level level, const char *event, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
-	if (!shown(level))
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vlog(level, event, NULL, 0, fmt, ap);
 	va_end(ap);
-	emit(level, event, NULL, 0, msg);
 }
