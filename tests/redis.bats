@@ -552,3 +552,25 @@ redis_thaw() { kill -CONT "$(redis_pid)"; }
 @test "operations: a stopped server: --warn-signal at the first failed renewal, renewed again when it wakes" {
 	ops_warn_recover "$(name)" redis_freeze redis_thaw
 }
+
+@test "operations: systemd hears whom a waiter waits for on Redis, then READY=1 with the fence" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	socat -u "UNIX-RECV:$d/notify" "OPEN:$d/notes,creat,append" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test -S "$d/notify"
+	start_holder "$n" -t 30s
+	NOTIFY_SOCKET=$d/notify "$LEASERUN" -w 20s "$n" sh -c 'echo "$LEASERUN_FENCE" > "$0/fence"' "$d" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 grep -q '^STATUS=waiting' "$d/notes"
+	kill "$BG"
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	wait_until 5 grep -q '^STOPPING=1' "$d/notes"
+	grep -qx "STATUS=waiting for $n, held by $(hostname) pid $BG" "$d/notes"
+	grep -qx "READY=1" "$d/notes"
+	grep -qx "STATUS=holding $n, fence $(cat "$d/fence")" "$d/notes"
+	grep -qx "STATUS=released $n" "$d/notes"
+}
