@@ -685,6 +685,33 @@ static const char *fence_sql(const struct lr_store *st)
 				     : "txid_current()::text";
 }
 
+/* The SQL that names a session once it holds the lock, so that --status
+ * can show the fence: "leaserun:NAME@host:pid#FENCE", the name cut so that
+ * the whole fits application_name's 63 bytes (the fence never is).  The
+ * fence expression is evaluated again in the same statement, so it is the
+ * same transaction id.  0, or -1 if it does not fit buf. */
+static int app_sql(struct lr_store *st, char *buf, size_t len)
+{
+	char tail[48], *name, *t;
+	int room, n = -1;
+
+	snprintf(tail, sizeof(tail), "@%.24s:%ld",
+		 st->req->host ? st->req->host : "?", st->req->pid);
+	room = (int)(sizeof(st->appname) - 1 - strlen("leaserun:") -
+		     strlen(tail) - 1);
+	name = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
+	t = PQescapeLiteral(st->conn, tail, strlen(tail));
+	if (name && t)
+		n = snprintf(buf, len,
+			     "set_config('application_name', 'leaserun:' || "
+			     "left(%s, greatest(0, %d - length(%s))) || %s || "
+			     "'#' || %s, false)",
+			     name, room, fence_sql(st), t, fence_sql(st));
+	PQfreemem(name);
+	PQfreemem(t);
+	return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
 static enum lr_status grant(struct lr_store *st, struct lr_grant *g)
 {
 	g->fence = st->fence;
@@ -708,7 +735,7 @@ static enum lr_status pooled(struct lr_store *st, int was, int now,
 static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 				 struct lr_grant *g, struct lr_err *err)
 {
-	char sql[320];
+	char sql[1024], app[512];
 	PGresult *r = NULL;
 	enum lr_status s;
 	int got;
@@ -740,10 +767,13 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 		if (s != LR_OK)
 			return s;
 	}
+	if (app_sql(st, app, sizeof(app)) < 0)
+		snprintf(app, sizeof(app), "NULL");
 	snprintf(sql, sizeof(sql),
-		 "SELECT l, CASE WHEN l THEN %s END, pg_backend_pid() "
+		 "SELECT l, CASE WHEN l THEN %s END, pg_backend_pid(), "
+		 "CASE WHEN l THEN %s END "
 		 "FROM pg_try_advisory_lock(%s) AS l",
-		 fence_sql(st), st->keystr);
+		 fence_sql(st), app, st->keystr);
 	s = q_run(st, sql, Q_TRY, deadline, &r, err);
 	if (s != LR_OK)
 		goto out;
@@ -771,12 +801,14 @@ static int pg_wait_fd(struct lr_store *st, short *events)
 	if (!conn_ok(st) || st->gone)
 		return -1;
 	if (st->want_wait && !st->held && st->inflight == Q_NONE) {
-		char sql[320];
+		char sql[1024], app[512];
 
+		if (app_sql(st, app, sizeof(app)) < 0)
+			snprintf(app, sizeof(app), "NULL");
 		snprintf(sql, sizeof(sql),
-			 "SELECT true, %s, pg_backend_pid() "
+			 "SELECT true, %s, pg_backend_pid(), %s "
 			 "FROM pg_advisory_lock(%s)",
-			 fence_sql(st), st->keystr);
+			 fence_sql(st), app, st->keystr);
 		st->want_wait = 0;
 		if (q_send(st, sql, Q_WAIT, NULL) != LR_OK)
 			return -1;
@@ -926,9 +958,10 @@ out:
 
 /* "leaserun:NAME@host:pid": host and pid, read from the right (the name
  * may hold '@' and ':').  Returns 0 if app is not ours. */
-static int parse_appname(const char *app, char *host, size_t hlen, long *pid)
+static int parse_appname(const char *app, char *host, size_t hlen, long *pid,
+			 uint64_t *fence)
 {
-	const char *colon, *at;
+	const char *colon, *at, *hash;
 
 	if (strncmp(app, "leaserun:", 9) != 0)
 		return 0;
@@ -940,6 +973,9 @@ static int parse_appname(const char *app, char *host, size_t hlen, long *pid)
 	if (*at != '@')
 		return 0;
 	*pid = strtol(colon + 1, NULL, 10);
+	hash = strchr(colon, '#'); /* "#FENCE" once the lock is held */
+	if (hash)
+		*fence = strtoull(hash + 1, NULL, 10);
 	snprintf(host, hlen, "%.*s", (int)(colon - at - 1), at + 1);
 	return 1;
 }
@@ -977,7 +1013,7 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 	info->held = 1;
 	info->since_ms = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
 	if (!parse_appname(PQgetvalue(r, 0, 1), info->host,
-			   sizeof(info->host), &info->pid)) {
+			   sizeof(info->host), &info->pid, &info->fence)) {
 		/* Someone took the lock from SQL: say who. */
 		snprintf(info->host, sizeof(info->host),
 			 "%s (backend %s, application_name \"%.64s\")",

@@ -86,7 +86,7 @@ gone() {
 # background; sets BG (leaserun's pid) and waits for the child's pid.
 start_holder() {
 	local n=$1; shift
-	"$LEASERUN" "$@" "$n" sh -c "echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
+	"$LEASERUN" "$@" "$n" sh -c "echo \$LEASERUN_FENCE > '$BATS_TEST_TMPDIR/$n.fence'; echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
 		2>"$BATS_TEST_TMPDIR/$n.err" &
 	BG=$!
 	BG_PIDS="$BG_PIDS $BG"
@@ -183,7 +183,21 @@ start_holder() {
 	n=$(name)
 	start_holder "$n"
 	run pg_sql "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'leaserun:$n@%'"
-	assert_output "leaserun:$n@$(hostname | cut -c1-24):$BG"
+	# "#FENCE" once it holds the lock, so that --status can show it.
+	fence=$(cat "$BATS_TEST_TMPDIR/$n.fence")
+	assert_output "leaserun:$n@$(hostname | cut -c1-24):$BG#$fence"
+}
+
+@test "a long name is cut so that the fence always fits application_name" {
+	n=pg-$(printf 'x%.0s' $(seq 80))
+	start_holder "$n"
+	fence=$(cat "$BATS_TEST_TMPDIR/$n.fence")
+	run pg_sql "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'leaserun:pg-%'"
+	assert_regex "$output" "^leaserun:pg-x+@.*:$BG#$fence\$"
+	(( ${#output} <= 63 ))
+	run lr --status --json "$n"
+	assert_success
+	jq -e --argjson f "$fence" '.fence == $f' <<<"$output"
 }
 
 @test "--status shows the holder's host and pid while held and exits 1 when free" {
@@ -406,9 +420,9 @@ keepalive_on_both_ends() {
 }
 
 @test "operations: --status --json, a waiter's events, --check and metrics on PostgreSQL" {
-	# A session lock has no TTL, and the fence (a transaction id taken
-	# at acquire) is not kept on the server: both are null.
-	ops_check "$(name)" none none
+	# A session lock has no TTL (null); the fence comes from the
+	# holder's application_name.
+	ops_check "$(name)" none fence
 }
 
 @test "operations: pg_terminate_backend: a lost event with its reason, counted in the metrics" {
