@@ -193,13 +193,17 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_info info;
 	struct lr_err err = { "" };
+	int64_t deadline = now + 1000;
 
 	buf[0] = '\0';
 	if (!c->ops->inspect)
 		return;
+	/* A courtesy: never worth outliving -w for. */
+	if (s->t_wait_over < deadline)
+		deadline = s->t_wait_over > now ? s->t_wait_over : now;
 	memset(&info, 0, sizeof(info));
 	info.ttl_left_ms = -1;
-	if (c->ops->inspect(c->st, now + 1000, &info, &err) != LR_OK ||
+	if (c->ops->inspect(c->st, deadline, &info, &err) != LR_OK ||
 	    !info.held)
 		return;
 	/* A store's holder text goes into log lines and systemd's
