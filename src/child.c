@@ -196,6 +196,9 @@ static int guard_main(void *unused)
 	long n;
 
 	(void)unused;
+	/* A group of its own: whoever SIGKILLs leaserun's whole group
+	 * (timeout(1) does) must not take the guard along. */
+	syscall(SYS_setpgid, 0, 0);
 	syscall(SYS_close, guard_arg.wr);
 	do
 		n = syscall(SYS_read, guard_arg.rd, &c, 1);
@@ -241,6 +244,7 @@ pid_t lr_child_guard_start(pid_t pgid, const char *state_dir, int *fd)
 		close(p[1]);
 		return -1;
 	}
+	setpgid(guard, guard); /* as it does itself: no window either way */
 	*fd = p[1];
 	return guard;
 }

@@ -35,9 +35,11 @@ int lr_child_group_alive(pid_t pid, int foreground);
 size_t lr_child_open_fds(int *fds, size_t max);
 
 
-/* A guard is a fork of ours, outside the command's group, that SIGKILLs
- * the group if we die without saying goodbye (kill -9): PDEATHSIG reaches
- * only the command itself, not what it started.  Returns the guard's pid
+/* A guard is a fork of ours, outside the command's group and in a group
+ * of its own (so that a kill of our whole group, as timeout(1) sends,
+ * spares it), that SIGKILLs the command's group if we die without saying
+ * goodbye (kill -9): PDEATHSIG reaches only the command itself, not what
+ * it started.  Returns the guard's pid
  * and sets *fd to our end of its pipe, or returns -1.  The guard also
  * removes state_dir/state, state_dir/state.new and state_dir (the
  * command's state file) unless state_dir is NULL. */

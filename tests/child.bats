@@ -80,6 +80,16 @@ forwards() {
 	assert_success
 }
 
+@test "SIGKILL to leaserun's whole process group (timeout -s KILL) leaves no child running and no state behind" {
+	# timeout(1) signals its own process group, where leaserun runs.
+	run timeout -s KILL 1 "$LEASERUN" job sh -c 'sleep 60 & echo $! > "$0/grand.pid"; echo "$LEASERUN_STATE" > "$0/state"; wait' "$T"
+	assert_equal "$status" 137
+	wait_until 3 dead "$(cat "$T/grand.pid")"
+	wait_until 3 eval "[ ! -e \"\$(dirname '$(cat "$T/state")')\" ]"
+	run lr -n job true
+	assert_success
+}
+
 @test "the child runs in its own process group" {
 	"$LEASERUN" job sh -c 'ps -o pgid= -p $$ > '"$T"'/pgid; echo $$ > '"$T"'/pid' &
 	pid=$!
