@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -216,19 +215,19 @@ static int guard_main(void *unused)
 	return 0;
 }
 
-pid_t lr_child_guard_start(pid_t pgid, const char *state_dir, int *fd)
+pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd)
 {
 	pid_t guard;
 	int p[2];
 
 	*fd = -1;
 	guard_arg.dir[0] = guard_arg.file[0] = guard_arg.tmp[0] = '\0';
-	if (state_dir && strlen(state_dir) < sizeof(guard_arg.dir)) {
-		strcpy(guard_arg.dir, state_dir);
-		snprintf(guard_arg.file, sizeof(guard_arg.file), "%s/state",
-			 state_dir);
-		snprintf(guard_arg.tmp, sizeof(guard_arg.tmp), "%s/state.new",
-			 state_dir);
+	if (rm && strlen(rm[0]) < sizeof(guard_arg.file) &&
+	    strlen(rm[1]) < sizeof(guard_arg.tmp) &&
+	    strlen(rm[2]) < sizeof(guard_arg.dir)) {
+		strcpy(guard_arg.file, rm[0]);
+		strcpy(guard_arg.tmp, rm[1]);
+		strcpy(guard_arg.dir, rm[2]);
 	}
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;

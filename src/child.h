@@ -40,10 +40,10 @@ size_t lr_child_open_fds(int *fds, size_t max);
  * spares it), that SIGKILLs the command's group if we die without saying
  * goodbye (kill -9): PDEATHSIG reaches only the command itself, not what
  * it started.  Returns the guard's pid
- * and sets *fd to our end of its pipe, or returns -1.  The guard also
- * removes state_dir/state, state_dir/state.new and state_dir (the
- * command's state file) unless state_dir is NULL. */
-pid_t lr_child_guard_start(pid_t pgid, const char *state_dir, int *fd);
+ * and sets *fd to our end of its pipe, or returns -1.  Unless rm is NULL,
+ * the guard then also removes the files rm[0] and rm[1] and the directory
+ * rm[2] (the command's state file). */
+pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd);
 /* Says goodbye: the guard exits without killing.  Accepts pid 0. */
 void lr_child_guard_stop(pid_t guard, int fd);
 

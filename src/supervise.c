@@ -357,8 +357,12 @@ static void try_acquire(struct sup *s, int64_t now)
 		lr_notify("READY=1\nSTATUS=holding %s, fence %llu",
 			  c->name, (unsigned long long)g.fence);
 		if (!c->foreground) {
+			const char *const rm[3] = { lr_state_path(),
+						    lr_state_tmp(),
+						    lr_state_dir() };
+
 			s->guard = lr_child_guard_start(
-				s->pid, lr_state_path() ? lr_state_dir() : NULL,
+				s->pid, lr_state_path() ? rm : NULL,
 				&s->guard_fd);
 			if (s->guard < 0) {
 				lr_log(LR_LOG_WARN, "guard",

@@ -12,18 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend.h" /* lr_wipe_free */
 #include "url.h"
-
-static void wipe(char *s)
-{
-	if (!s)
-		return;
-#ifdef HAVE_EXPLICIT_BZERO
-	explicit_bzero(s, strlen(s));
-#else
-	memset(s, 0, strlen(s));
-#endif
-}
 
 static int hexval(int c)
 {
@@ -64,8 +54,7 @@ static char *decode(const char *s, size_t n)
 	return out;
 bad:
 	*p = '\0';
-	wipe(out);
-	free(out);
+	lr_wipe_free(out);
 	return NULL;
 }
 
@@ -284,16 +273,14 @@ void lr_url_free(struct lr_url *u)
 
 	if (!u)
 		return;
-	wipe(u->password);
-	free(u->password);
+	lr_wipe_free(u->password);
 	free(u->scheme);
 	free(u->user);
 	free(u->hosts);
 	free(u->path);
 	for (i = 0; i < u->nparams; i++) {
-		wipe(u->params[i].value);
 		free(u->params[i].key);
-		free(u->params[i].value);
+		lr_wipe_free(u->params[i].value);
 	}
 	free(u->params);
 	free(u->redacted);
