@@ -137,5 +137,8 @@ void lr_err_set(struct lr_err *err, const char *fmt, ...)
 const char *lr_status_name(enum lr_status s);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
+/* Fills fds with the fds >= 3 open now (sorted); returns their count, at
+ * most max. */
+size_t lr_open_fds(int *fds, size_t max);
 
 #endif

@@ -62,7 +62,7 @@
  * commands never pay for its connection; it starts from the revision of
  * the acquire, so a delete in between is still seen. */
 #define WATCH_DELAY_MS	   20
-#define FD_SCAN_MAX	   1024	      /* see st_open() */
+#define FD_LIST_MAX	   1024	      /* see st_open() */
 
 struct buf {
 	char *p;
@@ -1186,20 +1186,25 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 	{
 		/* libcurl 7.88 gives each multi handle a socketpair (for
 		 * curl_multi_wakeup) without close-on-exec: mark what
-		 * appears while the handles are made. */
-		unsigned char was_open[FD_SCAN_MAX];
-		int fd;
+		 * appears while the handles are made.  (Listed from /proc:
+		 * a fcntl() on each possible fd cost more than a request.)
+		 * A list that may be cut short marks nothing: one of the
+		 * user's fds must not lose its way to the command. */
+		int was[FD_LIST_MAX], now[FD_LIST_MAX];
+		size_t nwas = lr_open_fds(was, FD_LIST_MAX), nnow, k, j = 0;
 
-		for (fd = 0; fd < FD_SCAN_MAX; fd++)
-			was_open[fd] = fcntl(fd, F_GETFD) != -1;
 		st->rm = curl_multi_init();
 		st->wm = curl_multi_init();
 		st->re = curl_easy_init();
-		for (fd = 0; fd < FD_SCAN_MAX; fd++) {
+		nnow = nwas < FD_LIST_MAX ? lr_open_fds(now, FD_LIST_MAX) : 0;
+		for (k = 0; k < nnow; k++) {
 			int fl;
 
-			if (!was_open[fd] && (fl = fcntl(fd, F_GETFD)) != -1)
-				fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+			while (j < nwas && was[j] < now[k])
+				j++;
+			if ((j == nwas || was[j] != now[k]) &&
+			    (fl = fcntl(now[k], F_GETFD)) != -1)
+				fcntl(now[k], F_SETFD, fl | FD_CLOEXEC);
 		}
 	}
 	st->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -30,10 +30,6 @@ int lr_child_signal(pid_t pid, int foreground, int sig);
  * foreground mode, where the group is ours). */
 int lr_child_group_alive(pid_t pid, int foreground);
 
-/* Fills fds with the fds >= 3 open now (sorted); returns their count, at
- * most max. */
-size_t lr_child_open_fds(int *fds, size_t max);
-
 
 /* A guard is a fork of ours, outside the command's group and in a group
  * of its own (so that a kill of our whole group, as timeout(1) sends,

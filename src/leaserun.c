@@ -776,7 +776,7 @@ int main(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	r.o = &o;
 	r.keep = keep;
-	r.nkeep = lr_child_open_fds(keep, sizeof(keep) / sizeof(keep[0]));
+	r.nkeep = lr_open_fds(keep, sizeof(keep) / sizeof(keep[0]));
 
 	parse(argc, argv, &o);
 	if (o.mode == OPT_CHECK)

@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,4 +68,39 @@ void lr_wipe_free(char *s)
 	memset(s, 0, strlen(s));
 #endif
 	free(s);
+}
+
+size_t lr_open_fds(int *fds, size_t max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = 0, i, j;
+	int self;
+
+	if (!d) {
+		/* No /proc: keep what fcntl says is open below 256. */
+		for (i = 3; i < 256 && n < max; i++)
+			if (fcntl((int)i, F_GETFD) >= 0)
+				fds[n++] = (int)i;
+		return n;
+	}
+	self = dirfd(d);
+	while ((e = readdir(d)) && n < max) {
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = atoi(e->d_name);
+		if (fd >= 3 && fd != self)
+			fds[n++] = fd;
+	}
+	closedir(d);
+	for (i = 1; i < n; i++) /* insertion sort: n is tiny */
+		for (j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+			int t = fds[j];
+
+			fds[j] = fds[j - 1];
+			fds[j - 1] = t;
+		}
+	return n;
 }

@@ -132,6 +132,29 @@ wait_holder() {
 	refute_output --partial "anon_inode:"
 }
 
+@test "leaserun's own descriptors on etcd, libcurl's socketpairs too, are close-on-exec" {
+	hold t3c
+	n=0
+	for f in /proc/"$HOLDER"/fd/*; do
+		fd=${f##*/}
+		[ "$fd" -gt 2 ] || continue
+		case $(readlink "$f") in
+		socket:* | anon_inode:*) ;;
+		*) continue ;; # inherited from bats: the user's, left as they are
+		esac
+		n=$((n + 1))
+		flags=$(awk '$1 == "flags:" { print $2 }' /proc/"$HOLDER"/fdinfo/"$fd")
+		# O_CLOEXEC is 02000000 in fdinfo's octal flags.
+		[ $((0$flags & 02000000)) -ne 0 ] ||
+			{ echo "fd $fd ($(readlink "$f")) flags $flags" >&2; false; }
+	done
+	# The client, the watch client and their wakeup socketpairs at least.
+	[ "$n" -ge 6 ]
+	release t3c
+	wait_holder
+	assert_equal "$HRC" 0
+}
+
 @test "-n gives up at once when the lease is held, and leaves nothing behind" {
 	hold t4
 	t0=$(now_ms)
