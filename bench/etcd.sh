@@ -11,6 +11,10 @@
 #    ratio.  Target: leaserun at least 2x smaller.
 # Both take the same kind of lock (a lease, a key under NAME/ bound to it,
 # the lowest create revision holds), run true, and give it back.
+# 3. The floor: bench/curl-floor.c, a program that only loads libcurl and
+#    calls curl_global_init(), timed and measured in the same run.  No
+#    libcurl client can take less; etcdctl/floor is the best ratio any of
+#    them could reach on this machine.  Needs cc and pkg-config's libcurl.
 #
 # Starts its own etcd (tests/etcd-server.bash: one member on free loopback
 # ports in a temporary directory) and stops it by PID at the end.  Needs
@@ -55,10 +59,20 @@ etcd_single "$data" >/dev/null
 ep=$LRE_EP
 echo "etcd $(etcd --version | awk 'NR == 1 { print $3 }') on $ep, data on $where; $runs runs each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
+floor=()
+# shellcheck disable=SC2046 # pkg-config's words are meant to split
+if command -v cc >/dev/null && pkg-config --exists libcurl 2>/dev/null &&
+	cc -O2 -o "$tmp/curl-floor" $(pkg-config --cflags libcurl) \
+		"$srcdir/bench/curl-floor.c" $(pkg-config --libs libcurl); then
+	floor=(-n floor "$tmp/curl-floor")
+else
+	echo "bench: no cc or libcurl headers: the floor is not measured" >&2
+fi
+
 hyperfine -N --warmup 20 --runs "$runs" --export-csv "$tmp/t.csv" \
 	-n leaserun "$LEASERUN -U etcd://$ep -n bench true" \
 	-n etcdctl "etcdctl --endpoints $ep lock bench true" \
-	>"$tmp/hyperfine.out" 2>&1 ||
+	"${floor[@]}" >"$tmp/hyperfine.out" 2>&1 ||
 	{ cat "$tmp/hyperfine.out" >&2; exit 1; }
 
 # CSV: command,mean,stddev,median,user,system,min,max (seconds)
@@ -68,6 +82,10 @@ awk -F, 'NR > 1 { mean[$1] = $2; med[$1] = $4 }
 			mean["leaserun"] * 1000, med["leaserun"] * 1000,
 			mean["etcdctl"] * 1000, med["etcdctl"] * 1000,
 			mean["etcdctl"] / mean["leaserun"], med["etcdctl"] / med["leaserun"]
+		if ("floor" in med)
+			printf "floor  libcurl alone %.2f ms (median %.2f)  etcdctl/floor %.2fx (median %.2fx): the most any libcurl client could reach here\n",
+				mean["floor"] * 1000, med["floor"] * 1000,
+				mean["etcdctl"] / mean["floor"], med["etcdctl"] / med["floor"]
 	}' "$tmp/t.csv"
 
 rss() {
@@ -79,3 +97,8 @@ lr_kb=$(rss "$LEASERUN" -U "etcd://$ep" -n bench true)
 ec_kb=$(rss etcdctl --endpoints "$ep" lock bench true)
 awk -v a="$lr_kb" -v b="$ec_kb" 'BEGIN {
 	printf "memory leaserun %d KB  etcdctl lock %d KB  etcdctl/leaserun %.2fx (peak RSS, median of 21)\n", a, b, b / a }'
+if [ ${#floor[@]} -gt 0 ]; then
+	fl_kb=$(rss "$tmp/curl-floor")
+	awk -v f="$fl_kb" -v b="$ec_kb" 'BEGIN {
+		printf "floor  libcurl alone %d KB  etcdctl/floor %.2fx (peak RSS, median of 21)\n", f, b / f }'
+fi
