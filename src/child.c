@@ -36,17 +36,28 @@ static void close_from(unsigned lo, unsigned hi)
 		close((int)lo);
 }
 
-/* In the child: close every fd >= 3 but the kept ones. */
-static void close_ours(const int *keep, size_t nkeep)
+/* In the child: close every fd >= 3 but the kept ones (sorted) and
+ * also, which is not among them. */
+static void close_ours(const int *keep, size_t nkeep, int also)
 {
 	unsigned lo = 3;
-	size_t i;
+	size_t i = 0;
 
-	for (i = 0; i < nkeep; i++) {
-		if ((unsigned)keep[i] > lo)
-			close_from(lo, (unsigned)keep[i] - 1);
+	for (;;) {
+		int fd;
+
+		if (also >= 0 && (i == nkeep || also < keep[i])) {
+			fd = also;
+			also = -1;
+		} else if (i < nkeep) {
+			fd = keep[i++];
+		} else {
+			break;
+		}
+		if ((unsigned)fd > lo)
+			close_from(lo, (unsigned)fd - 1);
 		/* The user's fds lose FD_CLOEXEC only if they had it off. */
-		lo = (unsigned)keep[i] + 1;
+		lo = (unsigned)fd + 1;
 	}
 	close_from(lo, ~0U);
 }
@@ -88,22 +99,8 @@ pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 			_exit(LR_EXIT_FAILED);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		{
-			/* Keep the exec pipe open across close_ours(). */
-			int keep[256];
-			size_t i, k = 0, placed = 0;
-
-			for (i = 0; i < spec->nkeep && k < 255; i++) {
-				if (!placed && p[1] < spec->keep_fds[i]) {
-					keep[k++] = p[1];
-					placed = 1;
-				}
-				keep[k++] = spec->keep_fds[i];
-			}
-			if (!placed)
-				keep[k++] = p[1];
-			close_ours(keep, k);
-		}
+		/* The exec pipe stays open until the exec closes it. */
+		close_ours(spec->keep_fds, spec->nkeep, p[1]);
 		execvpe(spec->argv[0], spec->argv, spec->envp);
 		e = errno;
 		if (write(p[1], &e, sizeof(e)) < 0) {

@@ -741,7 +741,8 @@ int main(int argc, char **argv)
 	sigset_t set, old;
 	char host[256], why[256], *url_buf = NULL, token[37];
 	const char *reason;
-	int keep[256], sigfd, code, sig;
+	static int *keep; /* static: still reachable at exit */
+	int sigfd, code, sig;
 	size_t i;
 	uuid_t uu;
 	enum lr_status rc;
@@ -775,8 +776,17 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	memset(&r, 0, sizeof(r));
 	r.o = &o;
+	/* The command gets every fd we were started with, however many. */
+	for (i = 64;; i *= 2) {
+		int *k = realloc(keep, i * sizeof(*keep));
+
+		if (!k)
+			return LR_EXIT_FAILED;
+		keep = k;
+		if ((r.nkeep = lr_open_fds(keep, i)) < i)
+			break;
+	}
 	r.keep = keep;
-	r.nkeep = lr_open_fds(keep, sizeof(keep) / sizeof(keep[0]));
 
 	parse(argc, argv, &o);
 	if (o.mode == OPT_CHECK)

@@ -70,15 +70,22 @@ void lr_wipe_free(char *s)
 	free(s);
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
 size_t lr_open_fds(int *fds, size_t max)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
-	size_t n = 0, i, j;
+	size_t n = 0, i;
 	int self;
 
 	if (!d) {
-		/* No /proc: keep what fcntl says is open below 256. */
+		/* No /proc: what fcntl says is open below 256. */
 		for (i = 3; i < 256 && n < max; i++)
 			if (fcntl((int)i, F_GETFD) >= 0)
 				fds[n++] = (int)i;
@@ -95,12 +102,6 @@ size_t lr_open_fds(int *fds, size_t max)
 			fds[n++] = fd;
 	}
 	closedir(d);
-	for (i = 1; i < n; i++) /* insertion sort: n is tiny */
-		for (j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
-			int t = fds[j];
-
-			fds[j] = fds[j - 1];
-			fds[j - 1] = t;
-		}
+	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
 }

@@ -111,6 +111,17 @@ forwards() {
 	assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
 }
 
+@test "the child gets every fd it was given, however many (here 600)" {
+	# The same comparison with 600 fds open: leaserun once kept 256.
+	script='for i in $(seq 600); do exec {x}</dev/null; done; exec 7>/dev/null'
+	run bash -c "$script"'; "$LEASERUN" job sh -c "ls /proc/self/fd"'
+	assert_success
+	fds=$(echo "$output" | sort -n | tr '\n' ' ')
+	bash -c "$script; ls /proc/self/fd" >"$T/want"
+	assert_equal "$(sort -n "$T/want" | wc -l)" "$(echo "$output" | wc -l)"
+	assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
+}
+
 @test "the child starts with a clean signal mask" {
 	run lr job sh -c 'grep SigBlk /proc/self/status'
 	assert_success
