@@ -28,15 +28,6 @@ teardown() {
 	done
 }
 
-wait_file() {
-	for _ in $(seq 200); do
-		[ -e "$1" ] && return 0
-		sleep 0.05
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
-
 @test "the leader is killed while a job holds: the job keeps its lease or is stopped, never two holders" {
 	leader=$(etcd_leader "$LRE_DIR")
 	[ -n "$leader" ]

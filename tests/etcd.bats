@@ -37,8 +37,6 @@ teardown() {
 
 E() { etcdctl --endpoints "$LRE_EP" "$@"; }
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # Number of keys under the lease's directory.
 nkeys() { E get --prefix --keys-only "${2:-leaserun/}$1/" | grep -c . || true; }
 
@@ -52,61 +50,6 @@ crev() {
 lease_hex() {
 	printf '%x\n' "$(E get --prefix "leaserun/$1/" -w fields |
 		awk '$1 == "\"Lease\"" { print $3; exit }')"
-}
-
-# Waits (bounded) until a file exists.
-wait_file() {
-	local i
-	for i in $(seq 200); do
-		[ -e "$1" ] && return 0
-		sleep 0.05
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
-
-# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
-wait_gone() {
-	local i
-	for i in $(seq "${2:-100}"); do
-		kill -0 "$1" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-# Starts a holder of lease $1 (extra leaserun options after it) whose
-# command runs until it is killed or "release" is called; waits until it
-# holds.  Sets HOLDER (leaserun's pid) and HOLDER_RC_FILE.
-hold() {
-	local name=$1
-	shift
-	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
-	rm -f "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
-	(
-		"$LEASERUN" "$@" "$name" sh -c \
-			'echo $$ > "$0/child.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
-			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" &&
-			rc=0 || rc=$?
-		echo "$rc" >"$HOLDER_RC_FILE"
-	) 3>&- &
-	HOLDER_SUB=$!
-	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
-	wait_file "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
-	[ -n "$HOLDER" ]
-	BG_PIDS="$BG_PIDS $HOLDER $(cat "$BATS_TEST_TMPDIR/child.$name")"
-}
-
-release() {
-	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
-}
-
-# Waits for the holder started by hold(); sets HRC to its exit status.
-wait_holder() {
-	wait "$HOLDER_SUB" || true
-	HRC=$(cat "$HOLDER_RC_FILE")
 }
 
 @test "a command runs under the lease and its fence is the key's create revision" {

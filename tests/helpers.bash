@@ -171,3 +171,85 @@ ops_warn_recover() {
 	[ "$(metric "$d/w.prom" "leaserun_lost_total{name=\"$n\",")" = 0 ]
 	[ "$(metric "$d/w.prom" "leaserun_last_exit_status{name=\"$n\",")" = 0 ]
 }
+
+# --- Shared by the store test files (redis, pg, etcd, zk) ---
+
+# Milliseconds since the epoch.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Waits (bounded, 15 s) until a file exists.
+wait_file() {
+	local i
+	for i in $(seq 300); do
+		[ -e "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
+wait_gone() {
+	local i
+	for i in $(seq "${2:-100}"); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# hold NAME [leaserun options]: a holder whose command runs until it is
+# killed or release() is called; returns once the command runs.  Sets
+# HOLDER (leaserun's pid), CHILD (the command's pid), HOLDER_RC_FILE.
+hold() {
+	local name=$1
+	shift
+	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
+	rm -f "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
+	(
+		rc=0 # the test's errexit holds in here too
+		"$LEASERUN" "$@" "$name" sh -c \
+			'echo $$ > "$0/child.$1"; echo "$LEASERUN_FENCE" > "$0/fence.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
+			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" || rc=$?
+		echo "$rc" >"$HOLDER_RC_FILE"
+	) 3>&- &
+	HOLDER_SUB=$!
+	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
+	wait_file "$BATS_TEST_TMPDIR/started.$name"
+	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
+	[ -n "$HOLDER" ]
+	CHILD=$(cat "$BATS_TEST_TMPDIR/child.$name")
+	BG_PIDS="$BG_PIDS $HOLDER $CHILD"
+}
+
+release() {
+	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
+}
+
+# Waits for the holder started by hold(); sets HRC to its exit status.
+wait_holder() {
+	wait "$HOLDER_SUB" || true
+	HRC=$(cat "$HOLDER_RC_FILE")
+}
+
+# Waits for the holder started by hold() (in this shell, not in a $(...):
+# a subshell cannot wait for it) and checks its exit status.
+assert_holder_rc() {
+	wait "$HOLDER_SUB" || true
+	assert_equal "$(cat "$HOLDER_RC_FILE")" "$1"
+}
+
+# Starts "leaserun [OPTS] NAME sh -c 'echo $$ > pidfile; exec sleep 60'"
+# in the background; sets BG (leaserun's pid) and CHILD (the command's),
+# whose fence is in $BATS_TEST_TMPDIR/NAME.fence.
+start_holder() {
+	local n=$1; shift
+	"$LEASERUN" "$@" "$n" sh -c "echo \$LEASERUN_FENCE > '$BATS_TEST_TMPDIR/$n.fence'; echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
+		2>"$BATS_TEST_TMPDIR/$n.err" &
+	BG=$!
+	BG_PIDS="$BG_PIDS $BG"
+	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
+	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
+	BG_PIDS="$BG_PIDS $CHILD"
+}

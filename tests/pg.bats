@@ -39,8 +39,6 @@ wait_rc() {
 	wait "$1" || RC=$?
 }
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # A lease name unique to this test.
 name() { echo "pg-$BATS_TEST_NUMBER"; }
 
@@ -80,19 +78,6 @@ nobody_queued() {
 # in a container may not reap).
 gone() {
 	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
-}
-
-# Starts "leaserun NAME sh -c 'echo $$ > pidfile; exec sleep 60'" in the
-# background; sets BG (leaserun's pid) and waits for the child's pid.
-start_holder() {
-	local n=$1; shift
-	"$LEASERUN" "$@" "$n" sh -c "echo \$LEASERUN_FENCE > '$BATS_TEST_TMPDIR/$n.fence'; echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
-		2>"$BATS_TEST_TMPDIR/$n.err" &
-	BG=$!
-	BG_PIDS="$BG_PIDS $BG"
-	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
-	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
-	BG_PIDS="$BG_PIDS $CHILD"
 }
 
 @test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {

@@ -32,8 +32,6 @@ teardown() {
 	rcli config set maxmemory-policy noeviction >/dev/null || true
 }
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # "At once" below means well under the renew interval (10s for -t 30s):
 # the limits leave room for a loaded machine and a sanitizer build, whose
 # exit alone can take a few hundred ms.
@@ -47,19 +45,6 @@ gone() { ! redis_running "$1"; }
 
 is_held() { [ "$(rcli exists "$(keyof "$1")")" = 1 ]; }
 is_free() { [ "$(rcli exists "$(keyof "$1")")" = 0 ]; }
-
-# Starts "leaserun [OPTS] NAME sh -c 'echo $$ > pidfile; exec sleep 60'"
-# in the background; sets BG (leaserun's pid) and CHILD (the command's).
-start_holder() {
-	local n=$1; shift
-	"$LEASERUN" "$@" "$n" sh -c "echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
-		2>"$BATS_TEST_TMPDIR/$n.err" &
-	BG=$!
-	BG_PIDS="$BG_PIDS $BG"
-	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
-	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
-	BG_PIDS="$BG_PIDS $CHILD"
-}
 
 # wait_rc PID: waits for a background job of this shell and sets RC to
 # its exit status.  (Not in $(...): a subshell cannot wait for a job of

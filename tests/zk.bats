@@ -32,68 +32,10 @@ teardown() {
 	true
 }
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # The lock nodes of lease $1 (under /leaserun unless $2 gives the dir),
 # one per line.
 nodes() { zk_cli "$ZK_EP" "ls ${2:-/leaserun/$1}" | tail -n1 | tr -d '[],' | tr ' ' '\n' | grep '^lock-' || true; }
 nnodes() { nodes "$@" | grep -c . || true; }
-
-wait_file() {
-	local i
-	for i in $(seq 300); do
-		[ -e "$1" ] && return 0
-		sleep 0.05
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
-
-# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
-wait_gone() {
-	local i
-	for i in $(seq "${2:-100}"); do
-		kill -0 "$1" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-# hold NAME [leaserun options]: a holder whose command runs until it is
-# killed or release() is called; returns once the command runs.  Sets
-# HOLDER (leaserun's pid), CHILD (the command's pid), HOLDER_RC_FILE.
-hold() {
-	local name=$1
-	shift
-	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
-	rm -f "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
-	(
-		rc=0 # the test's errexit holds in here too
-		"$LEASERUN" "$@" "$name" sh -c \
-			'echo $$ > "$0/child.$1"; echo "$LEASERUN_FENCE" > "$0/fence.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
-			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" || rc=$?
-		echo "$rc" >"$HOLDER_RC_FILE"
-	) 3>&- &
-	HOLDER_SUB=$!
-	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
-	wait_file "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
-	[ -n "$HOLDER" ]
-	CHILD=$(cat "$BATS_TEST_TMPDIR/child.$name")
-	BG_PIDS="$BG_PIDS $HOLDER $CHILD"
-}
-
-release() {
-	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
-}
-
-# Waits for the holder started by hold() (in this shell, not in a $(...):
-# a subshell cannot wait for it) and checks its exit status.
-assert_holder_rc() {
-	wait "$HOLDER_SUB" || true
-	assert_equal "$(cat "$HOLDER_RC_FILE")" "$1"
-}
 
 # A command line that appends "start end fence" for check_intervals.
 interval_cmd() {
