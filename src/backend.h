@@ -138,7 +138,8 @@ const char *lr_status_name(enum lr_status s);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
 /* Fills fds with the fds >= 3 open now (sorted); returns their count, at
- * most max. */
+ * most max: max itself means the list may be cut short.  Without /proc,
+ * asks fcntl() about each fd below RLIMIT_NOFILE (at most 65536). */
 size_t lr_open_fds(int *fds, size_t max);
 
 #endif

@@ -1188,8 +1188,8 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 		 * curl_multi_wakeup) without close-on-exec: mark what
 		 * appears while the handles are made.  (Listed from /proc:
 		 * a fcntl() on each possible fd cost more than a request.)
-		 * A list that may be cut short marks nothing: one of the
-		 * user's fds must not lose its way to the command. */
+		 * A "before" list that may be cut short marks nothing: one
+		 * of the user's fds must not lose its way to the command. */
 		int was[FD_LIST_MAX], now[FD_LIST_MAX];
 		size_t nwas = lr_open_fds(was, FD_LIST_MAX), nnow, k, j = 0;
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "backend.h"
@@ -85,8 +86,15 @@ size_t lr_open_fds(int *fds, size_t max)
 	int self;
 
 	if (!d) {
-		/* No /proc: what fcntl says is open below 256. */
-		for (i = 3; i < 256 && n < max; i++)
+		/* No /proc (or no fd left to read it): ask fcntl about each
+		 * fd that can be open. */
+		struct rlimit rl;
+		size_t hi = 65536;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < hi)
+			hi = (size_t)rl.rlim_cur;
+		for (i = 3; i < hi && n < max; i++)
 			if (fcntl((int)i, F_GETFD) >= 0)
 				fds[n++] = (int)i;
 		return n;

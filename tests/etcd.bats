@@ -86,7 +86,8 @@ lease_hex() {
 		*) continue ;; # inherited from bats: the user's, left as they are
 		esac
 		n=$((n + 1))
-		flags=$(awk '$1 == "flags:" { print $2 }' /proc/"$HOLDER"/fdinfo/"$fd")
+		flags=$(awk '$1 == "flags:" { print $2 }' /proc/"$HOLDER"/fdinfo/"$fd" 2>/dev/null)
+		[ -n "$flags" ] || continue # closed meanwhile
 		# O_CLOEXEC is 02000000 in fdinfo's octal flags.
 		[ $((0$flags & 02000000)) -ne 0 ] ||
 			{ echo "fd $fd ($(readlink "$f")) flags $flags" >&2; false; }
@@ -96,6 +97,14 @@ lease_hex() {
 	release t3c
 	wait_holder
 	assert_equal "$HRC" 0
+}
+
+@test "the command gets the user's fds on etcd, unmarked by the store's close-on-exec pass" {
+	run bash -c 'exec 7>/dev/null 9</dev/null; "$LEASERUN" t3d sh -c "ls /proc/self/fd"'
+	assert_success
+	fds=$(echo "$output" | sort -n | tr '\n' ' ')
+	want=$(bash -c 'exec 7>/dev/null 9</dev/null; ls /proc/self/fd' | sort -n | tr '\n' ' ')
+	assert_equal "$fds" "$want"
 }
 
 @test "-n gives up at once when the lease is held, and leaves nothing behind" {
