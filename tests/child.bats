@@ -122,6 +122,21 @@ forwards() {
 	assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
 }
 
+@test "without /proc the child still gets every fd it was given, fd 300 too" {
+	[ "$(id -u)" = 0 ] || { echo "needs root to hide /proc" >&2; return 1; }
+	# An empty tmpfs over /proc in a mount namespace of its own (made
+	# private first, so nothing reaches the machine's /proc).
+	run unshare -m --propagation unchanged bash -c '
+		mount --make-rprivate /proc &&
+			mount -t tmpfs -o size=64k lrproc /proc || exit 99
+		[ ! -e /proc/self ] || exit 98
+		exec 300>"$1/300" 7>"$1/7"
+		"$LEASERUN" job bash -c "echo via300 >&300 && echo via7 >&7"' bash "$T"
+	assert_success
+	assert_equal "$(cat "$T/300")" via300
+	assert_equal "$(cat "$T/7")" via7
+}
+
 @test "the child starts with a clean signal mask" {
 	run lr job sh -c 'grep SigBlk /proc/self/status'
 	assert_success
