@@ -481,6 +481,43 @@ static enum lr_status file_release(struct lr_store *st, int64_t deadline,
 	return rc;
 }
 
+/* The device /proc/locks names for fd's file: its superblock's, which
+ * /proc/self/mountinfo gives on the line of the file's mount.  stat()'s
+ * st_dev is another on btrfs, where each subvolume has a device of its
+ * own; it stands in where the mount cannot be found. */
+static dev_t locks_dev(int fd, dev_t st_dev)
+{
+	dev_t dev = st_dev;
+#ifdef STATX_MNT_ID
+	struct statx sx;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID))
+		return st_dev;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return st_dev;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned long long id;
+		unsigned maj, min;
+
+		if (sscanf(line, "%llu %*u %u:%u", &id, &maj, &min) == 3 &&
+		    id == (unsigned long long)sx.stx_mnt_id) {
+			dev = makedev(maj, min);
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+#else
+	(void)fd;
+#endif
+	return dev;
+}
+
 /* Is there a flock on dev:ino?  Reads /proc/locks, which is what
  * lslocks does; it takes no lock, so --status never gets in the way. */
 static int flock_held(dev_t dev, ino_t ino)
@@ -533,8 +570,8 @@ static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	read_body(fd, body, sizeof(body));
+	held = flock_held(locks_dev(fd, sb.st_dev), sb.st_ino);
 	close(fd);
-	held = flock_held(sb.st_dev, sb.st_ino);
 	if (held < 0) {
 		lr_err_set(err, "cannot read /proc/locks: %s", strerror(errno));
 		return LR_ERROR;

@@ -8,6 +8,19 @@ setup() {
 	T=$BATS_TEST_TMPDIR
 }
 
+teardown() {
+	# The btrfs test's holder and mount, whatever became of the test
+	# (mount -o loop frees the loop device with it).
+	if [ -n "${BTRFS_PID:-}" ]; then
+		pkill -KILL -P "$BTRFS_PID" 2>/dev/null || true
+		kill -KILL "$BTRFS_PID" 2>/dev/null || true
+		wait "$BTRFS_PID" 2>/dev/null || true
+	fi
+	if mountpoint -q "$T/btrfs" 2>/dev/null; then
+		umount "$T/btrfs"
+	fi
+}
+
 @test "the lock file is NAME.lock in the directory of the URL" {
 	run lr job true
 	assert_success
@@ -50,6 +63,38 @@ setup() {
 	run lr --status never-used
 	assert_equal "$status" 1
 	assert_line "state:   free"
+}
+
+@test "--status sees a lease held on btrfs, in a subvolume too" {
+	# stat() gives each btrfs subvolume a device of its own; /proc/locks
+	# names the file system's.  --status once said "free" there.
+	[ "$(id -u)" = 0 ] || { echo "needs root to mount a btrfs image" >&2; return 1; }
+	truncate -s 256M "$T/img"
+	mkfs.btrfs -q "$T/img" >/dev/null
+	mkdir "$T/btrfs"
+	mount -o loop "$T/img" "$T/btrfs"
+	btrfs subvolume create "$T/btrfs/sv" >/dev/null
+	for d in "$T/btrfs/locks" "$T/btrfs/sv/locks"; do
+		mkdir "$d"
+		# stat()'s device here is not the file system's, which
+		# /proc/locks names: what this test is about.
+		[ "$(stat -c %d "$d")" != "$(mountpoint -d "$T/btrfs" | awk -F: '{ print $1 * 256 + $2 }')" ]
+		"$LEASERUN" -U "file://$d" job sh -c 'echo x > "$0"; exec sleep 10' "$T/started" &
+		pid=$!
+		BTRFS_PID=$pid
+		wait_until 5 exists "$T/started"
+		run "$LEASERUN" -U "file://$d" --status job
+		assert_success
+		assert_line "state:   held"
+		assert_line "holder:  $(hostname) pid $pid"
+		kill "$pid"
+		wait "$pid" || true
+		BTRFS_PID=
+		rm -f "$T/started"
+		run "$LEASERUN" -U "file://$d" --status job
+		assert_equal "$status" 1
+		assert_line "state:   free"
+	done
 }
 
 @test "--status does not get in the way of a taker" {
