@@ -30,15 +30,14 @@ int lr_child_signal(pid_t pid, int foreground, int sig);
  * foreground mode, where the group is ours). */
 int lr_child_group_alive(pid_t pid, int foreground);
 
-
 /* A guard is a fork of ours, outside the command's group and in a group
  * of its own (so that a kill of our whole group, as timeout(1) sends,
  * spares it), that SIGKILLs the command's group if we die without saying
  * goodbye (kill -9): PDEATHSIG reaches only the command itself, not what
- * it started.  Returns the guard's pid
- * and sets *fd to our end of its pipe, or returns -1.  Unless rm is NULL,
- * the guard then also removes the files rm[0] and rm[1] and the directory
- * rm[2] (the command's state file). */
+ * it started.  Returns the guard's pid and sets *fd to our end of its
+ * pipe, or returns -1.  Unless rm is NULL, the guard then also removes
+ * the files rm[0] and rm[1] and the directory rm[2] (the command's state
+ * file). */
 pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd);
 /* Says goodbye: the guard exits without killing.  Accepts pid 0. */
 void lr_child_guard_stop(pid_t guard, int fd);
