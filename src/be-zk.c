@@ -72,6 +72,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
 #include <fcntl.h>
@@ -118,6 +119,10 @@ struct lr_store {
 	int stalled; /* a call timed out: do not wait for the server */
 	int bogus;   /* the peer answered like no ZooKeeper we asked for */
 	int sock;    /* the client's socket as last seen, or -1 */
+	uint64_t hs_ino;  /* the socket whose handshake we time, or 0 */
+	int64_t hs_start; /* when we first saw it */
+	int64_t hs_limit; /* how long it may take; 0: not set yet */
+	int hs_cut;	  /* we cut it: the next connect error is ours */
 
 	/* the core's loop */
 	int epfd, tfd, regfd;
@@ -412,7 +417,52 @@ static int dead(struct lr_store *st)
 	return st->expired || st->authfail;
 }
 
-static void note_fd(struct lr_store *st, int fd)
+/* A handshake that gets no answer is cut short.  ZooKeeper 3.8 leaves a
+ * connection that arrives while it starts up open and unanswered (closing
+ * it throws before the socket is closed), and the client waits 2/3 of the
+ * session timeout for an answer: a server restart would cost the lease.
+ * A healthy server answers in milliseconds; we give it a tenth of the
+ * session timeout (at least 250ms), twice that after each cut, until a
+ * handshake succeeds.  The socket is told apart by its inode: a new one
+ * may get the old one's number. */
+static void watch_handshake(struct lr_store *st, int fd, struct timeval *tv)
+{
+	struct stat sb;
+	int64_t now, left;
+
+	if (connected(st))
+		st->hs_limit = 0;
+	if (fd < 0 || connected(st) || fstat(fd, &sb) < 0) {
+		st->hs_ino = 0;
+		return;
+	}
+	now = lr_now_ms();
+	if (!st->hs_limit) {
+		st->hs_limit = zoo_recv_timeout(st->zh) / 10;
+		if (st->hs_limit < 250)
+			st->hs_limit = 250;
+	}
+	if ((uint64_t)sb.st_ino != st->hs_ino) {
+		st->hs_ino = (uint64_t)sb.st_ino;
+		st->hs_start = now;
+	}
+	left = st->hs_start + st->hs_limit - now;
+	if (left <= 0) {
+		shutdown(fd, SHUT_RDWR); /* the client sees it and moves on */
+		st->hs_cut = 1;
+		st->hs_ino = 0;
+		st->hs_limit *= 2;
+		left = 0;
+	}
+	if ((int64_t)tv->tv_sec * 1000 + tv->tv_usec / 1000 > left) {
+		tv->tv_sec = (time_t)(left / 1000);
+		tv->tv_usec = (suseconds_t)(left % 1000) * 1000;
+	}
+}
+
+/* After every zookeeper_interest(): keep the client's socket out of the
+ * command, and watch its handshake (tv may get shorter). */
+static void note_fd(struct lr_store *st, int fd, struct timeval *tv)
 {
 	if (fd >= 0 && fd != st->sock) {
 		int fl = fcntl(fd, F_GETFD);
@@ -421,6 +471,7 @@ static void note_fd(struct lr_store *st, int fd)
 			fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 	}
 	st->sock = fd;
+	watch_handshake(st, fd, tv);
 }
 
 /* We never ask for read-only mode, so a server cannot put us in it; a
@@ -437,6 +488,11 @@ static void no_readonly(struct lr_store *st)
 
 static void note_refused(struct lr_store *st, int e)
 {
+	if (st->hs_cut) {
+		/* The client read our cut as the server hanging up. */
+		st->hs_cut = 0;
+		e = ETIMEDOUT;
+	}
 	if (!st->ever_connected)
 		st->conn_errno = e;
 	if (e == ECONNREFUSED)
@@ -462,7 +518,7 @@ static int turn(struct lr_store *st, int64_t deadline)
 	}
 	if (rc == ZCONNECTIONLOSS && errno)
 		note_refused(st, errno);
-	note_fd(st, fd);
+	note_fd(st, fd, &tv);
 	now = lr_now_ms();
 	if (now >= deadline)
 		return -1;
@@ -510,7 +566,11 @@ static void say_unreachable(struct lr_store *st, const char *what,
 			   st->where, what);
 	else if (!st->ever_connected && st->conn_errno)
 		lr_err_set(err, "cannot connect to ZooKeeper at %s: %s",
-			   st->where, strerror(st->conn_errno));
+			   st->where,
+			   /* what the client makes of an end of file */
+			   st->conn_errno == EHOSTDOWN
+				   ? "the server closed the connection"
+				   : strerror(st->conn_errno));
 	else if (!st->ever_connected)
 		lr_err_set(err,
 			   "cannot connect to ZooKeeper at %s: no answer "
@@ -565,6 +625,9 @@ static enum lr_status session_start(struct lr_store *st, struct lr_err *err)
 	st->refused = 0;
 	st->stalled = 0;
 	st->sock = -1;
+	st->hs_ino = 0;
+	st->hs_limit = 0;
+	st->hs_cut = 0;
 	errno = 0;
 	st->zh = zookeeper_init(st->hosts, on_watch, (int)ttl, NULL, st, 0);
 	if (!st->zh) {
@@ -1507,7 +1570,7 @@ static int z_wait_fd(struct lr_store *st, short *events)
 		*events = POLLIN;
 		return st->epfd;
 	}
-	note_fd(st, fd);
+	note_fd(st, fd, &tv);
 	if (fd != st->regfd && st->regfd >= 0)
 		epoll_ctl(st->epfd, EPOLL_CTL_DEL, st->regfd, NULL);
 	st->regfd = -1;
@@ -1564,7 +1627,10 @@ static enum lr_status z_process(struct lr_store *st, short revents,
 			int fd, interest;
 
 			/* The timer: pings, connect retries, timeouts. */
-			zookeeper_interest(st->zh, &fd, &interest, &tv);
+			fd = -1;
+			if (zookeeper_interest(st->zh, &fd, &interest, &tv) !=
+			    ZINVALIDSTATE)
+				note_fd(st, fd, &tv);
 		}
 		dead(st);
 	}

@@ -332,16 +332,58 @@ interval_cmd() {
 }
 
 @test "a restart within the TTL keeps the lease (the session survives)" {
-	hold t16 -t 10s
+	# A TTL that outlasts a slow machine's Java start by far.
+	hold t16 -t 20s -v
 	zk_kill "$ZK_DIR" 1
 	zk_start "$ZK_DIR" 1
 	zk_wait_ready "$ZK_DIR" 1
-	sleep 4 # past a renewal
+	# The disconnect makes it renew at once (the first renewal was due
+	# only after 6.7s); that renewal rides out the restart.
+	wait_until 15 grep -q "renewed" "$BATS_TEST_TMPDIR/err.t16"
 	cat "$BATS_TEST_TMPDIR/err.t16"
 	alive "$CHILD"
 	run "$LEASERUN" -n t16 true
 	assert_failure 1
 	release t16
+	assert_holder_rc 0
+}
+
+@test "a server that takes the connection but never answers it is left in time" {
+	# What ZooKeeper 3.8 does to a client that connects while it starts:
+	# it takes the connection, and neither answers nor closes it.  The
+	# client alone would wait 2/3 of the session timeout (6.7s here).
+	# A proxy stands in for the restart, so Java's start time is not in
+	# what we measure.
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	local px t0 t1
+	px=$("$LR_BUILDDIR/tests/freeport")
+	proxy_up() {
+		setsid socat "TCP-LISTEN:$px,bind=127.0.0.1,reuseaddr,fork" \
+			"TCP:$ZK_EP" 2>/dev/null &
+		PROXY=$!
+		BG_PIDS="$BG_PIDS $PROXY"
+		wait_until 10 listening "$px"
+	}
+	listening() { [ -n "$(ss -Htln "( sport = :$1 )")" ]; }
+	proxy_up
+	LEASERUN_URL="zk://127.0.0.1:$px" hold t16b -t 10s -v
+	kill -9 -- "-$PROXY" # the proxy and the connection through it
+	{ wait "$PROXY"; } 2>/dev/null || true
+	socat -d -d -u "TCP-LISTEN:$px,bind=127.0.0.1,reuseaddr" OPEN:/dev/null \
+		2>"$BATS_TEST_TMPDIR/socat.log" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 grep -q "accepting connection" "$BATS_TEST_TMPDIR/socat.log"
+	t0=$(now_ms)
+	# socat closed its listening socket on the accept: the port is free.
+	proxy_up
+	wait_until 10 grep -q "renewed" "$BATS_TEST_TMPDIR/err.t16b"
+	t1=$(now_ms)
+	cat "$BATS_TEST_TMPDIR/err.t16b"
+	echo "renewed $((t1 - t0))ms after the silent server took the connection"
+	# A handshake gets a tenth of the TTL (1s), then the next try.
+	[ $((t1 - t0)) -lt 4000 ]
+	alive "$CHILD"
+	release t16b
 	assert_holder_rc 0
 }
 
@@ -467,6 +509,29 @@ interval_cmd() {
 	[ $(($(now_ms) - t0)) -lt 3000 ]
 	assert_equal "${#stderr_lines[@]}" 1
 	[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: Connection refused"* ]]
+}
+
+@test "a server that never answers, or hangs up at once, fails with 125 and says so" {
+	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
+	port=$("$LR_BUILDDIR/tests/freeport")
+	socat -u "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" OPEN:/dev/null &
+	sp=$!
+	BG_PIDS="$BG_PIDS $sp"
+	wait_until 10 eval '[ -n "$(ss -Htln "( sport = :$port )")" ]'
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port" -t 1s u2 true
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: Connection timed out"* ]]
+	kill "$sp"
+	# Without -u, socat closes its side as soon as /dev/null is read out.
+	port=$("$LR_BUILDDIR/tests/freeport")
+	socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" OPEN:/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 eval '[ -n "$(ss -Htln "( sport = :$port )")" ]'
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port" -t 1s u2 true
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: the server closed the connection"* ]]
 }
 
 @test "one server of a list down: the next one is used" {
