@@ -445,9 +445,15 @@ static void watch_handshake(struct lr_store *st, int fd, struct timeval *tv)
 	if ((uint64_t)sb.st_ino != st->hs_ino) {
 		st->hs_ino = (uint64_t)sb.st_ino;
 		st->hs_start = now;
+		st->hs_cut = 0;
 	}
 	left = st->hs_start + st->hs_limit - now;
 	if (left <= 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		/* An answer waiting to be read (we were late) is no silence. */
+		if (poll(&p, 1, 0) > 0)
+			return;
 		shutdown(fd, SHUT_RDWR); /* the client sees it and moves on */
 		st->hs_cut = 1;
 		st->hs_ino = 0;
@@ -1621,6 +1627,7 @@ static enum lr_status z_process(struct lr_store *st, short revents,
 	if (!dead(st)) {
 		if (zev) {
 			zookeeper_process(st->zh, zev);
+			st->hs_cut = 0; /* a cut was read here, not in turn() */
 			no_readonly(st);
 		} else {
 			struct timeval tv;
