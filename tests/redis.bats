@@ -435,8 +435,8 @@ command_conn_ids() {
 	rcli config set appendonly yes >/dev/null
 	sed -i 's/^appendonly no$/appendonly yes/' "$REDIS_DIR/redis.conf"
 	aof_ready() {
-		rcli info persistence | tr -d '\r' | grep -q '^aof_rewrite_in_progress:0' &&
-			rcli info persistence | tr -d '\r' | grep -q '^aof_rewrite_scheduled:0'
+		[ "$(rcli info persistence | tr -d '\r' |
+			grep -c -E '^aof_rewrite_(in_progress|scheduled):0$')" = 2 ]
 	}
 	wait_until 10 aof_ready
 	start_holder "$n" -t 10s -v
