@@ -75,9 +75,9 @@ forwards() {
 	kill -9 "$pid"
 	wait_until 3 dead "$child"
 	wait_until 3 dead "$grand"
-	# And the lease is free again.
-	run lr -n job true
-	assert_success
+	# And the lease is free again, once the group guard (which kept our
+	# fds, the lock among them, until the group was dead) has exited.
+	wait_until 3 lr -n -q job true
 }
 
 @test "SIGKILL to leaserun's whole process group (timeout -s KILL) leaves no child running and no state behind" {
