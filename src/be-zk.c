@@ -42,9 +42,9 @@
  * The loop.  Every call drives the client itself with poll() on its socket
  * up to the call's absolute deadline (zookeeper_interest/_process and the
  * asynchronous zoo_a* calls; the single-threaded client has no threads).
- * Between calls the core's loop drives it: wait_fd() returns an epoll fd
- * holding the client's socket (with the events it wants) and a timerfd
- * armed at the time the client next needs to run (ping, connect retry,
+ * Between calls the core's loop drives it: wait_fd() returns a wait-set
+ * (waitset.h) holding the client's socket (with the events it wants) and
+ * a timer armed at the time the client next needs to run (ping, connect retry,
  * receive timeout), so the session is kept alive and events are seen at
  * once however long the core waits.  process() runs the client and
  * reports what changed.
@@ -74,16 +74,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <sys/timerfd.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <zookeeper/zookeeper.h>
 
 #include "backend.h"
+#include "waitset.h"
 
 #define DEFAULT_ROOT "/leaserun"
-#define DEFAULT_PORT "2181"
+#define DEFAULT_PORT 2181
 #define NODE_PREFIX  "lock-"
 #define SEQ_DIGITS   10
 #define MAX_ROUNDS   16 /* acquire/inspect retries against moving children */
@@ -125,7 +125,8 @@ struct lr_store {
 	int hs_cut;	  /* we cut it: the next connect error is ours */
 
 	/* the core's loop */
-	int epfd, tfd, regfd;
+	struct lr_waitset ws; /* wait_fd(): the client's socket and timer */
+	int regfd;           /* the socket in ws, or -1 */
 
 	/* the lock */
 	char *mine; /* our node's full path, or NULL */
@@ -698,8 +699,8 @@ static void session_end(struct lr_store *st)
 	zookeeper_close(st->zh);
 	st->zh = NULL;
 	st->sock = -1;
-	if (st->regfd >= 0 && st->epfd >= 0)
-		epoll_ctl(st->epfd, EPOLL_CTL_DEL, st->regfd, NULL);
+	if (st->regfd >= 0)
+		lr_waitset_watch(&st->ws, st->regfd, 0);
 	st->regfd = -1;
 }
 
@@ -781,121 +782,63 @@ static enum lr_status make_dirs(struct lr_store *st, int64_t deadline,
 
 /* ---- URL ----------------------------------------------------------------- */
 
+static const struct lr_url_opt url_opts[] = {
+	{ "root", LR_OPT_PATH, 0, 0, NULL },
+};
+
+/* Joins the hosts as the client takes them ("h:p,h:p", an IPv6 address
+ * without brackets: it splits at the last colon) into st->hosts, and as
+ * the user wrote them, with ports, into st->where. */
+static enum lr_status join_hosts(struct lr_store *st,
+				 const struct lr_url_host *h, size_t n)
+{
+	size_t i, len = 1;
+	char *p;
+
+	for (i = 0; i < n; i++)
+		len += strlen(h[i].host) + 8;
+	st->hosts = p = malloc(len);
+	if (!p)
+		return LR_ERROR;
+	*p = '\0';
+	st->where[0] = '\0';
+	for (i = 0; i < n; i++) {
+		char one[300];
+		size_t at = strlen(st->where);
+
+		p += sprintf(p, "%s%s:%d", i ? "," : "", h[i].host, h[i].port);
+		lr_url_host_format(&h[i], one, sizeof(one));
+		snprintf(st->where + at, sizeof(st->where) - at, "%s%s",
+			 i ? "," : "", one);
+	}
+	st->nhosts = (int)n;
+	return LR_OK;
+}
+
 static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 {
 	const struct lr_url *u = st->req->u;
-	const char *root, *chroot = "", *h;
-	char *hosts = NULL, *where = NULL, *r = NULL, *c = NULL, *q, *w;
-	size_t i, n;
+	union lr_url_val val[1] = { { .s = DEFAULT_ROOT } };
+	const char *root, *chroot = "";
+	struct lr_url_host *hosts;
+	char *r = NULL, *c = NULL;
+	unsigned given;
+	size_t n;
+	int rc;
 
-	for (i = 0; i < u->nparams; i++) {
-		if (strcmp(u->params[i].key, "root") != 0) {
-			lr_err_set(err,
-				   "unknown zk URL option '%s' (known: "
-				   "root)",
-				   u->params[i].key);
-			return LR_ERROR;
-		}
-	}
-	if (!*u->hosts) {
-		lr_err_set(err, "zk URL: no host (zk://host:port[,host:port"
-				"...][/chroot])");
+	if (lr_url_opts(u, "zk", url_opts, 1, val, &given, err->msg,
+			sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	root = val[0].s;
+	if (lr_url_hosts(u, "zk", NULL, DEFAULT_PORT, 64, &hosts, &n,
+			 err->msg, sizeof(err->msg)) < 0) {
+		lr_url_hosts_free(hosts, n);
 		return LR_ERROR;
 	}
-	/* Hosts: add the default port where it is missing. */
-	n = strlen(u->hosts) * 2 + 64;
-	hosts = q = calloc(1, n + 1);
-	where = w = calloc(1, n + 1);
-	if (!hosts || !where) {
-		free(hosts);
-		free(where);
+	rc = join_hosts(st, hosts, n);
+	lr_url_hosts_free(hosts, n);
+	if (rc != LR_OK)
 		goto oom;
-	}
-	for (h = u->hosts; *h;) {
-		const char *e = strchr(h, ','), *colon, *rb;
-		size_t len = e ? (size_t)(e - h) : strlen(h);
-
-		if (len == 0) {
-			lr_err_set(err, "zk URL: empty host in '%s'", u->hosts);
-			free(hosts);
-			free(where);
-			return LR_ERROR;
-		}
-		rb = h[0] == '[' ? memchr(h, ']', len) : NULL;
-		if (h[0] == '[' && !rb) {
-			lr_err_set(err, "zk URL: bad IPv6 host in '%s'",
-				   u->hosts);
-			free(hosts);
-			free(where);
-			return LR_ERROR;
-		}
-		if (rb && rb + 1 < h + len && rb[1] != ':') {
-			lr_err_set(err, "zk URL: bad IPv6 host in '%s'",
-				   u->hosts);
-			free(hosts);
-			free(where);
-			return LR_ERROR;
-		}
-		colon =
-		    memchr(rb ? rb : h, ':', len - (size_t)((rb ? rb : h) - h));
-		if (colon) {
-			const char *pe = h + len, *d;
-			long port = 0;
-
-			if (colon + 1 == pe)
-				goto badport;
-			for (d = colon + 1; d < pe; d++) {
-				if (!isdigit((unsigned char)*d))
-					goto badport;
-				port = port * 10 + (*d - '0');
-				if (port > 65535)
-					goto badport;
-			}
-			if (port < 1)
-				goto badport;
-		}
-		if (q != hosts) {
-			*q++ = ',';
-			*w++ = ',';
-		}
-		/* The client takes "host:port" split at the last colon, so
-		 * an IPv6 address goes without its brackets. */
-		if (rb) {
-			memcpy(q, h + 1, (size_t)(rb - h - 1));
-			q += rb - h - 1;
-			if (colon) {
-				memcpy(q, colon, (size_t)(h + len - colon));
-				q += h + len - colon;
-			}
-		} else {
-			memcpy(q, h, len);
-			q += len;
-		}
-		memcpy(w, h, len);
-		w += len;
-		if (!colon) {
-			memcpy(q, ":" DEFAULT_PORT, strlen(DEFAULT_PORT) + 1);
-			q += strlen(DEFAULT_PORT) + 1;
-			memcpy(w, ":" DEFAULT_PORT, strlen(DEFAULT_PORT) + 1);
-			w += strlen(DEFAULT_PORT) + 1;
-		}
-		h += len;
-		if (*h == ',')
-			h++;
-		continue;
-	badport:
-		lr_err_set(err, "zk URL: bad port in '%.*s'", (int)len, h);
-		free(hosts);
-		free(where);
-		return LR_ERROR;
-	}
-	*q = '\0';
-	*w = '\0';
-	st->hosts = hosts;
-	for (st->nhosts = 1, h = hosts; *h; h++)
-		st->nhosts += *h == ',';
-	snprintf(st->where, sizeof(st->where), "%s", where);
-	free(where);
 
 	if (*u->path && strcmp(u->path, "/") != 0) {
 		if (!path_ok(u->path)) {
@@ -905,9 +848,6 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 		}
 		chroot = u->path;
 	}
-	root = lr_url_param(u, "root");
-	if (!root)
-		root = DEFAULT_ROOT;
 	r = strdup(root);
 	if (!r)
 		goto oom;
@@ -965,10 +905,7 @@ static void z_close(struct lr_store *st)
 		return;
 	session_end(st);
 	forget_node(st);
-	if (st->epfd >= 0)
-		close(st->epfd);
-	if (st->tfd >= 0)
-		close(st->tfd);
+	lr_waitset_close(&st->ws);
 	lr_wipe_free(st->auth);
 	free(st->hosts);
 	free(st->dir);
@@ -997,7 +934,6 @@ static enum lr_status z_open(const struct lr_store_req *req, int64_t deadline,
 {
 	static int quiet;
 	struct lr_store *st;
-	struct epoll_event ev;
 	enum lr_status s;
 
 	if (!quiet) {
@@ -1010,7 +946,8 @@ static enum lr_status z_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->epfd = st->tfd = st->regfd = st->sock = -1;
+	lr_waitset_init(&st->ws);
+	st->regfd = st->sock = -1;
 	s = parse_url(st, err);
 	if (s != LR_OK)
 		return s;
@@ -1031,18 +968,9 @@ static enum lr_status z_open(const struct lr_store_req *req, int64_t deadline,
 			return LR_ERROR;
 		}
 	}
-	st->epfd = epoll_create1(EPOLL_CLOEXEC);
-	st->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (st->epfd < 0 || st->tfd < 0) {
+	if (lr_waitset_open(&st->ws) < 0) {
 		lr_err_set(err, "zk store: cannot create its wait fds: %s",
 			   strerror(errno));
-		return LR_ERROR;
-	}
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN;
-	ev.data.fd = st->tfd;
-	if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->tfd, &ev) < 0) {
-		lr_err_set(err, "zk store: epoll_ctl: %s", strerror(errno));
 		return LR_ERROR;
 	}
 	s = session_start(st, err);
@@ -1555,50 +1483,36 @@ static enum lr_status z_acquire(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* wait_fd: the epoll fd with the client's socket and its timer in it. */
+/* wait_fd: the wait-set with the client's socket and its timer in it. */
 static int z_wait_fd(struct lr_store *st, short *events)
 {
-	struct itimerspec its;
 	struct timeval tv = {0, 0};
-	struct epoll_event ev;
 	int fd = -1, interest = 0, rc;
 	int64_t ms;
 
-	if (!st->zh || st->epfd < 0)
+	if (!st->zh || st->ws.ep < 0)
 		return -1;
-	memset(&its, 0, sizeof(its));
+	*events = POLLIN;
 	rc = zookeeper_interest(st->zh, &fd, &interest, &tv);
 	if (rc == ZINVALIDSTATE) {
 		/* Expired or refused: let process() say so at once. */
 		dead(st);
-		its.it_value.tv_nsec = 1;
-		timerfd_settime(st->tfd, 0, &its, NULL);
-		*events = POLLIN;
-		return st->epfd;
+		lr_waitset_arm(&st->ws, 0);
+		return st->ws.ep;
 	}
 	note_fd(st, fd, &tv);
 	if (fd != st->regfd && st->regfd >= 0)
-		epoll_ctl(st->epfd, EPOLL_CTL_DEL, st->regfd, NULL);
+		lr_waitset_watch(&st->ws, st->regfd, 0);
 	st->regfd = -1;
-	if (fd >= 0) {
-		memset(&ev, 0, sizeof(ev));
-		ev.events = ((interest & ZOOKEEPER_READ) ? EPOLLIN : 0) |
-			    ((interest & ZOOKEEPER_WRITE) ? EPOLLOUT : 0);
-		ev.data.fd = fd;
-		/* The number may be a new socket: MOD, else ADD. */
-		if (epoll_ctl(st->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 &&
-		    epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-			fd = -1;
+	if (fd >= 0 &&
+	    lr_waitset_watch(&st->ws, fd,
+			     ((interest & ZOOKEEPER_READ) ? EPOLLIN : 0) |
+				     ((interest & ZOOKEEPER_WRITE) ? EPOLLOUT
+								   : 0)) == 0)
 		st->regfd = fd;
-	}
 	ms = (int64_t)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
-	if (ms < 1)
-		ms = 1;
-	its.it_value.tv_sec = ms / 1000;
-	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000;
-	timerfd_settime(st->tfd, 0, &its, NULL);
-	*events = POLLIN;
-	return st->epfd;
+	lr_waitset_arm(&st->ws, lr_now_ms() + (ms < 1 ? 1 : ms));
+	return st->ws.ep;
 }
 
 static enum lr_status z_process(struct lr_store *st, short revents,
@@ -1609,16 +1523,10 @@ static enum lr_status z_process(struct lr_store *st, short revents,
 
 	if (!st->zh)
 		return st->held ? LR_OK : LR_BUSY;
-	n = epoll_wait(st->epfd, evs, 4, 0);
+	n = lr_waitset_ready(&st->ws, evs, 4);
 	for (i = 0; i < n; i++) {
-		if (evs[i].data.fd == st->tfd) {
-			uint64_t x;
-
-			if (read(st->tfd, &x, sizeof(x)) < 0) {
-				/* nothing: a timer re-armed meanwhile */
-			}
+		if (evs[i].data.fd == st->ws.tfd)
 			continue;
-		}
 		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
 			zev |= ZOOKEEPER_READ;
 		if (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))

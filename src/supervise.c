@@ -46,6 +46,7 @@
 #include "notify.h"
 #include "state.h"
 #include "supervise.h"
+#include "waitset.h"
 
 enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE };
 enum event {
@@ -719,20 +720,6 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	return -1;
 }
 
-static void arm(int tfd, int64_t at)
-{
-	struct itimerspec its;
-
-	memset(&its, 0, sizeof(its));
-	if (at != NEVER) {
-		if (at < 1)
-			at = 1;
-		its.it_value.tv_sec = at / 1000;
-		its.it_value.tv_nsec = (long)(at % 1000) * 1000000;
-	}
-	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
-}
-
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 {
 	struct sup s;
@@ -802,7 +789,7 @@ wait:
 		if ((s.state == DRAINING || s.state == LOST) && s.reaped &&
 		    now + 100 < next)
 			next = now + 100;
-		arm(tfd, next);
+		lr_timerfd_arm(tfd, next == NEVER ? -1 : next);
 
 		pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
 		pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "backend.h" /* lr_wipe_free */
+#include "duration.h"
 #include "url.h"
 
 static int hexval(int c)
@@ -295,4 +296,277 @@ const char *lr_url_param(const struct lr_url *u, const char *key)
 		if (strcmp(u->params[i - 1].key, key) == 0)
 			return u->params[i - 1].value;
 	return NULL;
+}
+
+/* ---- host lists -------------------------------------------------------- */
+
+void lr_url_hosts_free(struct lr_url_host *hosts, size_t n)
+{
+	size_t i;
+
+	for (i = 0; hosts && i < n; i++)
+		free(hosts[i].host);
+	free(hosts);
+}
+
+/* "65535" -> 65535; -1 unless 1..65535 in plain decimal digits. */
+static int port_parse(const char *s, size_t n)
+{
+	long port = 0;
+	size_t i;
+
+	if (n == 0 || n > 5)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		port = port * 10 + (s[i] - '0');
+	}
+	return port >= 1 && port <= 65535 ? (int)port : -1;
+}
+
+/* Parses one entry [s, s+n) into *h; 0, or -1 with why. */
+static int host_parse(const char *s, size_t n, const char *store,
+		      int default_port, struct lr_url_host *h, char *why,
+		      size_t len)
+{
+	const char *name = s, *port = NULL, *colon;
+	size_t nlen = n;
+
+	if (n && s[0] == '[') {
+		const char *rb = memchr(s, ']', n);
+
+		if (!rb || rb == s + 1 ||
+		    (rb + 1 < s + n && rb[1] != ':')) {
+			snprintf(why, len, "%s URL: bad IPv6 host '%.*s' "
+					   "(expected [address]:port)",
+				 store, (int)n, s);
+			return -1;
+		}
+		name = s + 1;
+		nlen = (size_t)(rb - name);
+		if (rb + 1 < s + n)
+			port = rb + 2;
+	} else {
+		colon = memchr(s, ':', n);
+		if (colon && memchr(colon + 1, ':', (size_t)(s + n - colon - 1))) {
+			snprintf(why, len, "%s URL: an IPv6 host goes in "
+					   "brackets ('[%.*s]')",
+				 store, (int)n, s);
+			return -1;
+		}
+		if (colon) {
+			nlen = (size_t)(colon - s);
+			port = colon + 1;
+		}
+		if (nlen == 0) {
+			snprintf(why, len, "%s URL: empty host in '%.*s'",
+				 store, (int)n, s);
+			return -1;
+		}
+	}
+	h->port = default_port;
+	if (port) {
+		h->port = port_parse(port, (size_t)(s + n - port));
+		if (h->port < 0) {
+			snprintf(why, len, "%s URL: bad port in '%.*s' (1 to "
+					   "65535)",
+				 store, (int)n, s);
+			return -1;
+		}
+	}
+	h->host = strndup(name, nlen);
+	if (!h->host) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int lr_url_hosts(const struct lr_url *u, const char *store,
+		 const char *default_host, int default_port, size_t max,
+		 struct lr_url_host **hosts, size_t *n, char *why,
+		 size_t len)
+{
+	const char *p = u->hosts;
+	struct lr_url_host *hs;
+	size_t cnt = 1;
+
+	*hosts = NULL;
+	*n = 0;
+	if (!*p && !default_host) {
+		snprintf(why, len, "%s URL: no host", store);
+		return -1;
+	}
+	for (; *p; p++)
+		cnt += *p == ',';
+	if (cnt > max) {
+		if (max == 1)
+			snprintf(why, len, "%s URL: give one host", store);
+		else
+			snprintf(why, len, "%s URL: at most %zu hosts", store,
+				 max);
+		return -1;
+	}
+	hs = calloc(cnt, sizeof(*hs));
+	if (!hs) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	*hosts = hs;
+	if (!*u->hosts) {
+		hs[0].host = strdup(default_host);
+		hs[0].port = default_port;
+		*n = 1;
+		if (!hs[0].host) {
+			snprintf(why, len, "out of memory");
+			return -1;
+		}
+		return 0;
+	}
+	for (p = u->hosts; *n < cnt; (*n)++) {
+		size_t l = strcspn(p, ",");
+
+		if (l == 0) {
+			snprintf(why, len, "%s URL: empty host in '%s'", store,
+				 u->hosts);
+			return -1;
+		}
+		if (host_parse(p, l, store, default_port, &hs[*n], why,
+			       len) < 0)
+			return -1;
+		p += l + (p[l] == ',');
+	}
+	return 0;
+}
+
+void lr_url_host_format(const struct lr_url_host *h, char *buf, size_t len)
+{
+	snprintf(buf, len, strchr(h->host, ':') ? "[%s]:%d" : "%s:%d",
+		 h->host, h->port);
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+/* "a, b or c" from a NULL-terminated list, into buf. */
+static void choices_format(const char *const *c, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (; *c && at < len; c++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s",
+				       at == 0	? ""
+				       : c[1] ? ", "
+					      : " or ",
+				       *c);
+}
+
+/* Checks one value v of option o into *val; 0, or -1 with why. */
+static int opt_value(const struct lr_url_opt *o, const char *store,
+		     const char *v, union lr_url_val *val, char *why,
+		     size_t len)
+{
+	char lo[32], hi[32], list[200];
+	size_t i;
+	int64_t ms;
+
+	switch (o->type) {
+	case LR_OPT_STRING:
+		val->s = v;
+		return 0;
+	case LR_OPT_PATH:
+		if (!*v) {
+			snprintf(why, len, "%s URL: %s= needs a path",
+				 store, o->key);
+			return -1;
+		}
+		val->s = v;
+		return 0;
+	case LR_OPT_DURATION:
+		if (lr_duration_parse(v, &ms) < 0) {
+			snprintf(why, len, "%s URL: bad %s=%.64s (a duration "
+					   "such as 500ms, 2s or 1m)",
+				 store, o->key, v);
+			return -1;
+		}
+		if (ms < o->min || ms > o->max) {
+			lr_duration_format(o->min, lo, sizeof(lo));
+			lr_duration_format(o->max, hi, sizeof(hi));
+			snprintf(why, len, "%s URL: %s=%.64s is out of range "
+					   "(%s to %s)",
+				 store, o->key, v, lo, hi);
+			return -1;
+		}
+		val->n = ms;
+		return 0;
+	case LR_OPT_UINT:
+		ms = 0;
+		for (i = 0; v[i] && isdigit((unsigned char)v[i]) && i < 19;
+		     i++)
+			ms = ms * 10 + (v[i] - '0');
+		if (!v[0] || v[i] || ms < o->min || ms > o->max) {
+			snprintf(why, len, "%s URL: bad %s=%.64s (a whole "
+					   "number from %lld to %lld)",
+				 store, o->key, v, (long long)o->min,
+				 (long long)o->max);
+			return -1;
+		}
+		val->n = ms;
+		return 0;
+	case LR_OPT_ENUM:
+		for (i = 0; o->choices[i]; i++) {
+			if (strcmp(v, o->choices[i]) == 0) {
+				val->n = (int64_t)i;
+				return 0;
+			}
+		}
+		choices_format(o->choices, list, sizeof(list));
+		snprintf(why, len, "%s URL: bad %s=%.64s (%s)", store, o->key,
+			 v, list);
+		return -1;
+	}
+	snprintf(why, len, "%s URL: %s: unknown option type", store, o->key);
+	return -1;
+}
+
+int lr_url_opts(const struct lr_url *u, const char *store,
+		const struct lr_url_opt *opts, size_t n,
+		union lr_url_val *vals, unsigned *given, char *why,
+		size_t len)
+{
+	size_t i, j;
+
+	*given = 0;
+	for (i = 0; i < u->nparams; i++) {
+		const struct lr_url_param *p = &u->params[i];
+
+		for (j = 0; j < n; j++)
+			if (strcmp(p->key, opts[j].key) == 0)
+				break;
+		if (j == n) {
+			char known[200] = "";
+			size_t at = 0;
+
+			for (j = 0; j < n && at < sizeof(known); j++)
+				at += (size_t)snprintf(known + at,
+						       sizeof(known) - at,
+						       "%s%s", j ? ", " : "",
+						       opts[j].key);
+			if (n)
+				snprintf(why, len, "unknown %s URL option "
+						   "'%.64s' (known: %s)",
+					 store, p->key, known);
+			else
+				snprintf(why, len, "unknown %s URL option "
+						   "'%.64s' (it takes none)",
+					 store, p->key);
+			return -1;
+		}
+		if (opt_value(&opts[j], store, p->value, &vals[j], why, len) <
+		    0)
+			return -1;
+		*given |= 1U << j;
+	}
+	return 0;
 }

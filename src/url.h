@@ -10,6 +10,7 @@
 #define LEASERUN_URL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct lr_url_param {
 	char *key;
@@ -33,5 +34,56 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len);
 void lr_url_free(struct lr_url *u);
 /* The value of query key, or NULL. */
 const char *lr_url_param(const struct lr_url *u, const char *key);
+
+/* One entry of a URL's host list. */
+struct lr_url_host {
+	char *host; /* without IPv6 brackets; never empty */
+	int port;   /* 1..65535 */
+};
+
+/* Splits u->hosts, "host[:port][,host[:port]...]" with IPv6 addresses in
+ * brackets, into a new array of *n entries (at least 1, at most max); a
+ * missing port is default_port; an empty host list is an error unless
+ * default_host is given.  Errors start with "STORE URL: ".  Returns 0,
+ * or -1 with a one-line reason.  Free with lr_url_hosts_free(). */
+int lr_url_hosts(const struct lr_url *u, const char *store,
+		 const char *default_host, int default_port, size_t max,
+		 struct lr_url_host **hosts, size_t *n, char *why,
+		 size_t len);
+void lr_url_hosts_free(struct lr_url_host *hosts, size_t n);
+/* "host:port", or "[v6]:port", into buf. */
+void lr_url_host_format(const struct lr_url_host *h, char *buf, size_t len);
+
+/* A store's URL options: one table per store, checked here so that every
+ * store reads durations, numbers and choices with the same grammar. */
+enum lr_url_opt_type {
+	LR_OPT_STRING,   /* any text (may be empty) */
+	LR_OPT_PATH,     /* a non-empty file path */
+	LR_OPT_DURATION, /* lr_duration_parse(), within [min, max] ms */
+	LR_OPT_UINT,     /* a decimal integer within [min, max] */
+	LR_OPT_ENUM,     /* one of choices; the value is its index */
+};
+
+struct lr_url_opt {
+	const char *key;
+	enum lr_url_opt_type type;
+	int64_t min, max;           /* DURATION (ms) and UINT */
+	const char *const *choices; /* ENUM: NULL-terminated */
+};
+
+union lr_url_val {
+	const char *s; /* STRING, PATH: points into u; valid as long as u */
+	int64_t n;     /* DURATION (ms), UINT, ENUM (index) */
+};
+
+/* Checks every query parameter of u against the n entries of opts: an
+ * unknown key or a bad value is an error naming the store, the key and
+ * what was expected.  vals[i] gets option i's value when it is given and
+ * is left alone otherwise (fill in the defaults first); bit i of *given
+ * says it was.  Returns 0, or -1 with a one-line reason. */
+int lr_url_opts(const struct lr_url *u, const char *store,
+		const struct lr_url_opt *opts, size_t n,
+		union lr_url_val *vals, unsigned *given, char *why,
+		size_t len);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * util.h - small pure helpers for the core: durations, names, signals.
+ * util.h - small pure helpers for the core: names, signals, exit codes.
  */
 #ifndef LEASERUN_UTIL_H
 #define LEASERUN_UTIL_H
@@ -7,13 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "duration.h"
+
 #define LR_NAME_MAX 200
 
-/* "1500ms", "10s", "5m", "1h", "2.5" (seconds).  Returns 0 and sets *ms,
- * or -1 for anything else (negative, empty, overflow, junk). */
-int lr_duration_parse(const char *s, int64_t *ms);
-/* Formats ms as the shortest exact form ("1500ms", "10s", "5m"). */
-void lr_duration_format(int64_t ms, char *buf, size_t len);
 
 /* A lease name: 1..LR_NAME_MAX bytes of [A-Za-z0-9._:@-], not starting
  * with '.' or '-'.  Returns NULL if valid, else a reason. */

@@ -171,6 +171,153 @@ static void test_urls(void)
 	lr_url_free(u);
 }
 
+/* Parses url and splits its hosts; returns the count or -1 (why set). */
+static int hosts(const char *url, const char *def, size_t max,
+		 struct lr_url_host **h, char *why, size_t len)
+{
+	struct lr_url *u;
+	size_t n = 0;
+	int rc;
+
+	*h = NULL;
+	if (lr_url_parse(url, &u, why, len) < 0) {
+		lr_url_free(u);
+		return -1;
+	}
+	rc = lr_url_hosts(u, "x", def, 2379, max, h, &n, why, len);
+	lr_url_free(u);
+	if (rc < 0) {
+		lr_url_hosts_free(*h, n);
+		*h = NULL;
+		return -1;
+	}
+	return (int)n;
+}
+
+static void test_url_hosts(void)
+{
+	struct lr_url_host *h;
+	char why[256], buf[64];
+
+	CHECK(hosts("x://[::1]:2380,10.0.0.2,h:1", NULL, 8, &h, why,
+		    sizeof(why)) == 3);
+	CHECK(h && strcmp(h[0].host, "::1") == 0 && h[0].port == 2380);
+	CHECK(h && strcmp(h[1].host, "10.0.0.2") == 0 && h[1].port == 2379);
+	CHECK(h && strcmp(h[2].host, "h") == 0 && h[2].port == 1);
+	if (h) {
+		lr_url_host_format(&h[0], buf, sizeof(buf));
+		CHECK(strcmp(buf, "[::1]:2380") == 0);
+		lr_url_host_format(&h[2], buf, sizeof(buf));
+		CHECK(strcmp(buf, "h:1") == 0);
+	}
+	lr_url_hosts_free(h, 3);
+	CHECK(hosts("x:///path", "127.0.0.1", 1, &h, why, sizeof(why)) == 1);
+	CHECK(h && strcmp(h[0].host, "127.0.0.1") == 0 && h[0].port == 2379);
+	lr_url_hosts_free(h, 1);
+	CHECK(hosts("x:///path", NULL, 1, &h, why, sizeof(why)) < 0);
+	CHECK(strcmp(why, "x URL: no host") == 0);
+	CHECK(hosts("x://h:99999", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "bad port in 'h:99999'") != NULL);
+	CHECK(hosts("x://h:0", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://h:", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://h:+1", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://h:065535", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://:80", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://a,,b", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "empty host") != NULL);
+	CHECK(hosts("x://a,", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://::1", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "brackets") != NULL);
+	CHECK(hosts("x://[::1", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://[]:1", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://[::1]x", NULL, 8, &h, why, sizeof(why)) < 0);
+	CHECK(hosts("x://a,b", NULL, 1, &h, why, sizeof(why)) < 0);
+	CHECK(strcmp(why, "x URL: give one host") == 0);
+	CHECK(hosts("x://a,b,c", NULL, 2, &h, why, sizeof(why)) < 0);
+	CHECK(strcmp(why, "x URL: at most 2 hosts") == 0);
+}
+
+static const char *const evict_choices[] = { "warn", "refuse", "ignore",
+					     NULL };
+static const struct lr_url_opt test_opts[] = {
+	{ "timeout", LR_OPT_DURATION, 1, 3600000, NULL },
+	{ "evict", LR_OPT_ENUM, 0, 0, evict_choices },
+	{ "db", LR_OPT_UINT, 0, 100000, NULL },
+	{ "cacert", LR_OPT_PATH, 0, 0, NULL },
+	{ "prefix", LR_OPT_STRING, 0, 0, NULL },
+};
+
+/* Checks url's options against test_opts; 0 or -1 (why set). */
+static int opts(const char *url, union lr_url_val *v, unsigned *given,
+		char *why, size_t len)
+{
+	static char str[2][64];
+	struct lr_url *u;
+	int rc, i;
+
+	v[0].n = 2000;
+	v[1].n = 0;
+	v[2].n = 0;
+	v[3].s = NULL;
+	v[4].s = "leaserun:";
+	if (lr_url_parse(url, &u, why, len) < 0) {
+		lr_url_free(u);
+		return -1;
+	}
+	rc = lr_url_opts(u, "redis", test_opts, 5, v, given, why, len);
+	/* String values point into u: keep copies. */
+	for (i = 0; i < 2; i++) {
+		if (v[3 + i].s) {
+			snprintf(str[i], sizeof(str[i]), "%s", v[3 + i].s);
+			v[3 + i].s = str[i];
+		}
+	}
+	lr_url_free(u);
+	return rc;
+}
+
+static void test_url_opts(void)
+{
+	union lr_url_val v[5];
+	unsigned given;
+	char why[256];
+
+	CHECK(opts("redis://h", v, &given, why, sizeof(why)) == 0);
+	CHECK(given == 0 && v[0].n == 2000 && strcmp(v[4].s, "leaserun:") == 0);
+	CHECK(opts("redis://h?timeout=1h&evict=ignore&db=7&prefix=", v, &given,
+		   why, sizeof(why)) == 0);
+	CHECK(given == (1 | 2 | 4 | 16));
+	CHECK(v[0].n == 3600000 && v[1].n == 2 && v[2].n == 7);
+	CHECK(strcmp(v[4].s, "") == 0);
+	CHECK(opts("redis://h?timeout=1m", v, &given, why, sizeof(why)) == 0);
+	CHECK(v[0].n == 60000);
+	CHECK(opts("redis://h?timeout=250ms", v, &given, why, sizeof(why)) ==
+	      0);
+	CHECK(v[0].n == 250);
+	/* The one grammar: what --ttl refuses, an option refuses too. */
+	CHECK(opts("redis://h?timeout=nan", v, &given, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "redis URL: bad timeout=nan") == why);
+	CHECK(opts("redis://h?timeout=inf", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?timeout=1e3", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?timeout=-1s", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?timeout=0", v, &given, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "out of range (1ms to 1h)") != NULL);
+	CHECK(opts("redis://h?timeout=2h", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?timeout=", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?evict=maybe", v, &given, why, sizeof(why)) < 0);
+	CHECK(strcmp(why, "redis URL: bad evict=maybe (warn, refuse or "
+			  "ignore)") == 0);
+	CHECK(opts("redis://h?db=100001", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?db=-1", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?db=", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?cacert=", v, &given, why, sizeof(why)) < 0);
+	CHECK(opts("redis://h?cacert=/a/b", v, &given, why, sizeof(why)) == 0);
+	CHECK(given == 8 && strcmp(v[3].s, "/a/b") == 0);
+	CHECK(opts("redis://h?nope=1", v, &given, why, sizeof(why)) < 0);
+	CHECK(strcmp(why, "unknown redis URL option 'nope' (known: timeout, "
+			  "evict, db, cacert, prefix)") == 0);
+}
+
 static void test_exit_codes(void)
 {
 	int sig;
@@ -406,6 +553,8 @@ int main(void)
 	test_names();
 	test_signals();
 	test_urls();
+	test_url_hosts();
+	test_url_opts();
 	test_exit_codes();
 	test_timing();
 	test_state_machine();
