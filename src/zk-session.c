@@ -512,7 +512,7 @@ enum lr_status lr_zk_new(const struct lr_url_host *h, size_t n,
 	zs->ctx = ctx;
 	if (join_hosts(zs, h, n) != LR_OK)
 		goto oom;
-	if (user) {
+	if (user && password) {
 		size_t len = strlen(user) + strlen(password) + 2;
 
 		zs->auth = malloc(len);

@@ -92,7 +92,7 @@ struct lr_zk_session {
 };
 
 /* A session object for hosts h[0..n-1] with user and password as a
- * "digest" identity (both NULL: none), asking for a session timeout of
+ * "digest" identity (either NULL: none), asking for a session timeout of
  * timeout_ms (the TTL).  Watch events on a node go to on_node(ctx, type,
  * path) (type: ZOO_DELETED_EVENT, ...), from inside lr_zk_pump() or
  * lr_zk_process().  Nothing is sent yet.  Returns LR_OK, or LR_ERROR out
