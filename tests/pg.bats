@@ -30,6 +30,9 @@ teardown() {
 	# The server must be running for the next test, whatever this one did.
 	pg_server_signal CONT || true
 	pg_sql "ALTER ROLE lr RESET ALL" >/dev/null 2>&1 || true
+	if [ -n "${PG_REGRANT:-}" ]; then
+		pg_sql "GRANT EXECUTE ON FUNCTION $PG_REGRANT TO PUBLIC" >/dev/null 2>&1 || true
+	fi
 	if [ -n "${PG_RESET_SYSTEM:-}" ]; then
 		pg_sql "ALTER SYSTEM RESET ALL" >/dev/null 2>&1 || true
 		pg_sql "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
@@ -311,6 +314,17 @@ fences_survive_a_crash() {
 @test "fences never repeat after a server crash, with synchronous_commit off for the role" {
 	pg_sql "ALTER ROLE lr SET synchronous_commit = off"
 	fences_survive_a_crash "$(name)"
+}
+
+@test "without EXECUTE on pg_logical_emit_message a grant fails with 125 and says why" {
+	n=$(name)
+	PG_REGRANT="pg_logical_emit_message(boolean, text, text)"
+	pg_sql "REVOKE EXECUTE ON FUNCTION $PG_REGRANT FROM PUBLIC"
+	run -125 --separate-stderr lr "$n" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"permission denied for function pg_logical_emit_message"* ]]
+	assert_output ""
+	is_free "$n"
 }
 
 @test "pg_terminate_backend of the holder kills the command at once: 124" {
