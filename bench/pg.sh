@@ -22,7 +22,9 @@
 # temporary directory, loopback, free port, scram password auth, fsync
 # off) and stops it by PID at the end.  As root, the server runs as the
 # "postgres" user.  Needs the PostgreSQL server binaries, psql, hyperfine
-# and flock.  RUNS=N changes the number of hyperfine runs (default 200).
+# and flock.  RUNS=N changes the number of hyperfine runs (default 200);
+# PG_FSYNC=on starts the server with fsync, so that the WAL flush each
+# grant waits for (its fence must survive a crash) reaches the disk.
 set -eu
 
 builddir=$(cd "${1:-.}" && pwd)

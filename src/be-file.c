@@ -2,13 +2,24 @@
  * be-file.c - the built-in store: flock(2) on DIR/NAME.lock.
  *
  * The lease lives with our open file description; the kernel frees it
- * when we die, so it has no TTL.  The lock file holds a fencing counter,
- * bumped under the lock, and the holder's host, pid and start time:
+ * when we die, so it has no TTL.  The lock file holds the fence of the
+ * last grant and the holder's host, pid and start time:
  *
  *	fence=42
  *	host=web1
  *	pid=1234
  *	since=1764477067123
+ *
+ * Fence: the counter is DIR/NAME.fence ("42\n"), apart from the lock file
+ * so that removing the lock file cannot reset it.  It is bumped under the
+ * lease lock, but that is not enough: once the lock file was removed, a
+ * holder still on the old file and one on the new file can be granted at
+ * the same moment.  So the counter has a lock of its own, flock() on
+ * NAME.fence, held only to read, write and fsync it.  The new fence is one
+ * past the larger of the counter and the lock file's fence (where older
+ * versions kept the counter), and reaches the disk before the command
+ * starts.  Removing both files, or a reboot with DIR on a tmpfs, starts
+ * the count again.
  *
  * Waiting: one attempt is flock(LOCK_NB).  When it is busy we fork a
  * helper that blocks in flock(LOCK_EX) on the same open file description
@@ -19,7 +30,7 @@
  * a newcomer can lock a new file with the same name.  An inotify watch on
  * our file is our wait fd while holding, so that is seen at once; renew()
  * checks the same thing.  --break replaces the file with a fresh copy that
- * keeps the counter, which the holder sees as loss.
+ * keeps the fence line, which the holder sees as loss.
  */
 #include "config.h"
 
@@ -50,7 +61,9 @@
 
 struct lr_store {
 	const struct lr_store_req *req;
-	char path[PATH_MAX];
+	char dir[PATH_MAX];
+	char path[PATH_MAX];  /* DIR/NAME.lock */
+	char fpath[PATH_MAX]; /* DIR/NAME.fence, the counter */
 	int fd;          /* the lock file, or -1 */
 	int locked;      /* we hold the flock */
 	dev_t dev;       /* of the file we locked */
@@ -170,8 +183,11 @@ static enum lr_status file_open(const struct lr_store_req *req,
 		return LR_ERROR;
 	}
 path:
+	memcpy(st->dir, dir, sizeof(st->dir));
 	n = snprintf(st->path, sizeof(st->path), "%s/%s.lock", dir, req->name);
-	if (n < 0 || (size_t)n >= sizeof(st->path)) {
+	if (n < 0 || (size_t)n >= sizeof(st->path) ||
+	    snprintf(st->fpath, sizeof(st->fpath), "%s/%s.fence", dir,
+		     req->name) >= (int)sizeof(st->fpath)) {
 		lr_err_set(err, "lock file name too long");
 		return LR_ERROR;
 	}
@@ -228,12 +244,12 @@ static int write_body(int fd, const char *body)
 	return 0;
 }
 
-/* Does our path still name the file we opened? */
-static int same_file(struct lr_store *st)
+/* Does path still name fd's file? */
+static int names(const char *path, int fd)
 {
 	struct stat a, b;
 
-	if (fstat(st->fd, &a) < 0 || stat(st->path, &b) < 0)
+	if (fstat(fd, &a) < 0 || a.st_nlink == 0 || stat(path, &b) < 0)
 		return 0;
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
@@ -241,13 +257,148 @@ static int same_file(struct lr_store *st)
 /* Is the file at our path still the one we locked? */
 static int still_ours(struct lr_store *st)
 {
-	struct stat a, b;
+	return names(st->path, st->fd);
+}
 
-	if (fstat(st->fd, &a) < 0 || a.st_nlink == 0)
+/* Reads a counter file: one decimal number and a newline, or nothing (a
+ * new file).  0, or -1 when it holds anything else (errno 0) or cannot
+ * be read.  *len gets the file's length. */
+static int counter_read(int fd, uint64_t *n, size_t *len)
+{
+	char buf[32], *end;
+	ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	*n = 0;
+	*len = 0;
+	if (got < 0)
+		return -1;
+	buf[got] = '\0';
+	*len = (size_t)got;
+	if (got == 0)
 		return 0;
-	if (stat(st->path, &b) < 0)
-		return 0;
-	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	errno = 0;
+	*n = strtoull(buf, &end, 10);
+	if (buf[0] < '0' || buf[0] > '9' || errno || strcmp(end, "\n") != 0) {
+		errno = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* The counter's value for --status: 0 if there is none. */
+static uint64_t counter_peek(const struct lr_store *st)
+{
+	int fd = open(st->fpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	uint64_t n = 0;
+	size_t len;
+
+	if (fd >= 0) {
+		if (counter_read(fd, &n, &len) < 0)
+			n = 0;
+		close(fd);
+	}
+	return n;
+}
+
+/* Opens and locks the counter file, the one at its path (it may have been
+ * removed or replaced while we waited).  The lock is held only for a
+ * read, a write and an fsync, never across a wait, so it is polled: a
+ * holder stopped inside that moment holds a grant up until its deadline.
+ * Returns the fd (the caller closes it, which unlocks), or -1. */
+static int counter_lock(struct lr_store *st, int64_t deadline,
+			struct lr_err *err)
+{
+	int64_t pause = 1, left;
+	int fd = -1;
+
+	for (;;) {
+		if (fd < 0) {
+			fd = open(st->fpath,
+				  O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+					  O_NOCTTY,
+				  0644);
+			if (fd < 0) {
+				lr_err_set(err, "cannot open %s: %s", st->fpath,
+					   strerror(errno));
+				return -1;
+			}
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			if (names(st->fpath, fd))
+				return fd;
+			close(fd); /* not the counter any more */
+			fd = -1;
+			continue;
+		}
+		if (errno != EWOULDBLOCK) {
+			lr_err_set(err, "cannot lock %s: %s", st->fpath,
+				   strerror(errno));
+			break;
+		}
+		left = deadline - lr_now_ms();
+		if (left <= 0) {
+			lr_err_set(err, "cannot bump the fence counter %s: "
+					"another process kept it locked",
+				   st->fpath);
+			break;
+		}
+		poll(NULL, 0, (int)(pause < left ? pause : left));
+		if (pause < 16)
+			pause *= 2;
+	}
+	close(fd);
+	return -1;
+}
+
+/* fsync() of the lock directory, so that a new counter file's name
+ * survives a crash as its contents do. */
+static int sync_dir(const struct lr_store *st)
+{
+	int fd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Bumps the counter to one past the larger of its value and floor (the
+ * lock file's fence) and makes it durable before the command can start.
+ * LR_OK fills *fence. */
+static enum lr_status counter_bump(struct lr_store *st, uint64_t floor,
+				   int64_t deadline, uint64_t *fence,
+				   struct lr_err *err)
+{
+	enum lr_status rc = LR_ERROR;
+	char buf[32];
+	uint64_t n;
+	size_t old;
+	int fd, len;
+
+	fd = counter_lock(st, deadline, err);
+	if (fd < 0)
+		return LR_ERROR;
+	if (counter_read(fd, &n, &old) < 0) {
+		lr_err_set(err, "fence counter %s %s", st->fpath,
+			   errno ? strerror(errno)
+				 : "does not hold a number: repair it or "
+				   "remove it");
+		goto out;
+	}
+	*fence = (n > floor ? n : floor) + 1;
+	len = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", *fence);
+	if (pwrite(fd, buf, (size_t)len, 0) != len ||
+	    (old > (size_t)len && ftruncate(fd, len) < 0) ||
+	    fdatasync(fd) < 0 || (old == 0 && sync_dir(st) < 0)) {
+		lr_err_set(err, "cannot write %s: %s", st->fpath,
+			   strerror(errno));
+		goto out;
+	}
+	rc = LR_OK;
+out:
+	close(fd);
+	return rc;
 }
 
 static void helper_stop(struct lr_store *st)
@@ -318,10 +469,12 @@ static enum lr_status helper_start(struct lr_store *st, struct lr_err *err)
 	return LR_BUSY;
 }
 
-/* After flock succeeded: check the file, bump the fence, write holder. */
-static enum lr_status locked(struct lr_store *st, struct lr_grant *g,
-			     struct lr_err *err)
+/* After flock succeeded: check the file, bump the fence, write holder.
+ * LR_TIMEOUT: the file was replaced, start over. */
+static enum lr_status locked(struct lr_store *st, int64_t deadline,
+			     struct lr_grant *g, struct lr_err *err)
 {
+	enum lr_status rc;
 	char body[512];
 	struct stat sb;
 	uint64_t fence;
@@ -339,7 +492,9 @@ static enum lr_status locked(struct lr_store *st, struct lr_grant *g,
 	st->dev = sb.st_dev;
 	st->ino = sb.st_ino;
 	read_body(st->fd, body, sizeof(body));
-	fence = body_fence(body) + 1;
+	rc = counter_bump(st, body_fence(body), deadline, &fence, err);
+	if (rc != LR_OK)
+		return rc;
 	snprintf(body, sizeof(body),
 		 "fence=%" PRIu64 "\nhost=%s\npid=%ld\nsince=%" PRId64 "\n",
 		 fence, st->req->host, st->req->pid, st->req->since_ms);
@@ -381,7 +536,7 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 			if (poll(&pfd, 1, 0) <= 0) {
 				/* --break put a new file at the path: the
 				 * helper waits on a dead one.  Start over. */
-				if (!same_file(st)) {
+				if (!names(st->path, st->fd)) {
 					unlock_close(st);
 					continue;
 				}
@@ -393,7 +548,7 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 				return LR_ERROR;
 			}
 			helper_stop(st);
-			rc = locked(st, g, err);
+			rc = locked(st, deadline, g, err);
 		} else {
 			if (st->fd < 0) {
 				st->fd = open(st->path,
@@ -414,7 +569,7 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 				}
 				return helper_start(st, err);
 			}
-			rc = locked(st, g, err);
+			rc = locked(st, deadline, g, err);
 		}
 		if (rc != LR_TIMEOUT)
 			return rc;
@@ -559,10 +714,13 @@ static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 	(void)deadline;
 	fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0) {
-		if (errno == ENOENT)
-			return LR_OK; /* never taken: free */
-		lr_err_set(err, "cannot open %s: %s", st->path, strerror(errno));
-		return LR_ERROR;
+		if (errno != ENOENT) {
+			lr_err_set(err, "cannot open %s: %s", st->path,
+				   strerror(errno));
+			return LR_ERROR;
+		}
+		info->fence = counter_peek(st); /* free */
+		return LR_OK;
 	}
 	if (fstat(fd, &sb) < 0) {
 		lr_err_set(err, "cannot stat %s: %s", st->path, strerror(errno));
@@ -578,8 +736,15 @@ static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 	}
 	info->held = held;
 	info->fence = body_fence(body);
-	if (!held)
+	if (!held) {
+		/* The last granted: a holder on a removed lock file may have
+		 * bumped the counter past this file's. */
+		uint64_t n = counter_peek(st);
+
+		if (n > info->fence)
+			info->fence = n;
 		return LR_OK;
+	}
 	if (field(body, "host", v, sizeof(v)))
 		snprintf(info->host, sizeof(info->host), "%s", v);
 	if (field(body, "pid", v, sizeof(v)))
@@ -589,7 +754,7 @@ static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 	return LR_OK;
 }
 
-/* Replaces the lock file by a fresh one that keeps the counter: the
+/* Replaces the lock file by a fresh one that keeps its fence line: the
  * holder sees its file replaced (loss) and newcomers lock the new one. */
 static enum lr_status file_break(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
@@ -619,9 +784,9 @@ static enum lr_status file_break(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
 		return LR_ERROR;
 	}
-	/* One past the last: a holder that bumped the counter while we
-	 * read it must not share its fence with the next one. */
-	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body) + 1);
+	/* The counter file is untouched: a holder that bumped it while we
+	 * read the old lock file cannot share its fence with the next. */
+	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body));
 	if (write_body(fd, out) < 0 || close(fd) < 0 ||
 	    rename(tmp, st->path) < 0) {
 		lr_err_set(err, "cannot replace %s: %s", st->path,

@@ -23,6 +23,13 @@
  * Fence: pg_current_xact_id() (txid_current() before PostgreSQL 13),
  * taken in the same statement that obtained the lock: transaction ids are
  * handed out in increasing order, so a later holder gets a larger one.
+ * A transaction id survives a crash only if a WAL record that carries it
+ * was flushed; a transaction that writes no WAL commits asynchronously,
+ * and its id is handed out again after a crash.  So the same statement
+ * writes a transactional logical message (no object, any wal_level,
+ * EXECUTE granted to PUBLIC) and sets synchronous_commit on for its own
+ * transaction: the commit flushes the WAL before the answer comes back,
+ * and the answer is what starts the command.
  *
  * Heartbeat: renew() checks pg_locks for a granted advisory lock on the
  * key held by pg_backend_pid(), and that the backend pid has not changed
@@ -65,6 +72,17 @@
 /* The documented key expression; %s is the quoted name. */
 #define KEY_SQL \
 	"('x' || substr(md5('leaserun:' || %s), 1, 16))::bit(64)::bigint"
+
+/* Columns that make the grant's transaction id durable (see the top):
+ * synchronous_commit for this transaction only, whatever the server's or
+ * the role's setting, and one WAL record.  %s is a condition: the lock
+ * was granted. */
+#define DURABLE_SQL \
+	"set_config('synchronous_commit', 'on', true), " \
+	"CASE WHEN %s THEN pg_logical_emit_message(true, 'leaserun', '') END"
+
+/* pg_logical_emit_message() came with 9.6. */
+#define PG_MIN_VERSION 90600
 
 /* What the query in flight is, so a late answer is understood. */
 enum q_kind {
@@ -630,6 +648,16 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 		 "l.locktype = 'advisory' AND l.classid = %" PRIu32
 		 " AND l.objid = %" PRIu32 " AND l.objsubid = 1 AND l.granted",
 		 (uint32_t)((uint64_t)st->key >> 32), (uint32_t)st->key);
+	if (st->version < PG_MIN_VERSION) {
+		lr_err_set(err,
+			   "PostgreSQL at %s is version %d.%d: leaserun needs "
+			   "9.6 or later (pg_logical_emit_message() makes "
+			   "each fence durable)",
+			   st->where, st->version / 10000,
+			   st->version / 100 % 100);
+		s = LR_ERROR;
+		goto out;
+	}
 	if (!strcmp(PQgetvalue(r, 0, 3), "t")) {
 		lr_err_set(err,
 			   "PostgreSQL at %s is a standby (in recovery): its "
@@ -771,9 +799,9 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 		snprintf(app, sizeof(app), "NULL");
 	snprintf(sql, sizeof(sql),
 		 "SELECT l, CASE WHEN l THEN %s END, pg_backend_pid(), "
-		 "CASE WHEN l THEN %s END "
+		 "CASE WHEN l THEN %s END, " DURABLE_SQL " "
 		 "FROM pg_try_advisory_lock(%s) AS l",
-		 fence_sql(st), app, st->keystr);
+		 fence_sql(st), app, "l", st->keystr);
 	s = q_run(st, sql, Q_TRY, deadline, &r, err);
 	if (s != LR_OK)
 		goto out;
@@ -806,9 +834,9 @@ static int pg_wait_fd(struct lr_store *st, short *events)
 		if (app_sql(st, app, sizeof(app)) < 0)
 			snprintf(app, sizeof(app), "NULL");
 		snprintf(sql, sizeof(sql),
-			 "SELECT true, %s, pg_backend_pid(), %s "
-			 "FROM pg_advisory_lock(%s)",
-			 fence_sql(st), app, st->keystr);
+			 "SELECT true, %s, pg_backend_pid(), %s, " DURABLE_SQL
+			 " FROM pg_advisory_lock(%s)",
+			 fence_sql(st), app, "true", st->keystr);
 		st->want_wait = 0;
 		if (q_send(st, sql, Q_WAIT, NULL) != LR_OK)
 			return -1;

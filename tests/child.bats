@@ -166,11 +166,12 @@ forwards() {
 	refute_line --partial "LEASERUN_URL_FILE"
 }
 
-@test "closed standard fds do not let log lines into the lock file" {
+@test "closed standard fds do not let log lines into the lock file or the fence counter" {
 	run bash -c '"$LEASERUN" -v job true <&- >&- 2>&-; echo "rc=$?"'
 	assert_output "rc=0"
-	run grep -c '^leaserun' "$LOCKDIR/job.lock"
-	assert_output 0
+	run grep -c '^leaserun' "$LOCKDIR/job.lock" "$LOCKDIR/job.fence"
+	assert_output "$LOCKDIR/job.lock:0
+$LOCKDIR/job.fence:0"
 	run lr job sh -c 'echo $LEASERUN_FENCE'
 	assert_output 2
 }

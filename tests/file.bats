@@ -19,6 +19,25 @@ teardown() {
 	if mountpoint -q "$T/btrfs" 2>/dev/null; then
 		umount "$T/btrfs"
 	fi
+	if [ -n "${COUNTER_PID:-}" ]; then
+		timeout 2 sh -c 'echo go > "$1"' sh "$T/gate" || true
+		wait "$COUNTER_PID" 2>/dev/null || true
+	fi
+}
+
+# Holds the fence counter of "job" (flock on DIR/job.fence) until
+# free_counter.
+hold_counter() {
+	mkfifo "$T/gate"
+	flock "$LOCKDIR/job.fence" cat "$T/gate" &
+	COUNTER_PID=$!
+	wait_until 5 counter_held
+}
+counter_held() { ! flock -n "$LOCKDIR/job.fence" true; }
+free_counter() {
+	echo go > "$T/gate"
+	wait "$COUNTER_PID"
+	COUNTER_PID=
 }
 
 @test "the lock file is NAME.lock in the directory of the URL" {
@@ -128,7 +147,7 @@ teardown() {
 }
 
 @test "the lock file replaced under a running job is loss: 124 at once" {
-	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
+	"$LEASERUN" job sh -c 'echo $LEASERUN_FENCE > '"$T"'/fence; echo $$ > '"$T"'/pid; exec sleep 30' &
 	pid=$!
 	wait_until 5 exists "$T/pid"
 	echo "fence=0" > "$T/other"
@@ -136,6 +155,69 @@ teardown() {
 	wait_until 3 dead "$(cat "$T/pid")"
 	wait_rc "$pid"
 	assert_equal "$rc" 124
+	# The counter is not in the lock file: a replaced file cannot lower it.
+	next=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	(( next > $(cat "$T/fence") ))
+}
+
+@test "removing the lock file between grants does not restart the fence" {
+	for _ in 1 2 3; do lr job true; done
+	a=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	rm "$LOCKDIR/job.lock"
+	run lr --status job
+	assert_equal "$status" 1
+	assert_line "fence:   $a (last granted)"
+	b=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	(( a == 4 && b == 5 ))
+}
+
+@test "the lock file removed under a holder: the next holder's fence is above the holder's" {
+	lr job true
+	"$LEASERUN" job sh -c 'echo $LEASERUN_FENCE > '"$T"'/fence; echo $$ > '"$T"'/pid; exec sleep 30' &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	rm "$LOCKDIR/job.lock"
+	# At once: the holder may not have seen the removal yet.
+	next=$(lr -n job sh -c 'echo $LEASERUN_FENCE')
+	wait_rc "$pid"
+	assert_equal "$rc" 124
+	(( next > $(cat "$T/fence") ))
+}
+
+@test "two grants racing after the lock file was removed, one on the old file and one on the new, get fences in order" {
+	lr job true
+	last=$(lr job sh -c 'echo $LEASERUN_FENCE')
+	# Hold the counter, so that both grants reach it at the same time.
+	hold_counter
+	"$LEASERUN" -w 10s job sh -c 'echo $LEASERUN_FENCE >> '"$T"'/fences' &
+	a=$!
+	wait_until 5 lr --status job
+	rm "$LOCKDIR/job.lock"
+	"$LEASERUN" -w 10s job sh -c 'echo $LEASERUN_FENCE >> '"$T"'/fences' &
+	b=$!
+	wait_until 5 lr --status job
+	free_counter
+	wait_rc "$a"
+	assert_equal "$rc" 0
+	wait_rc "$b"
+	assert_equal "$rc" 0
+	# The one on the removed file finds it replaced and takes the new one
+	# after the other: two grants, two fences above the last, in order.
+	run cat "$T/fences"
+	assert_equal "${#lines[@]}" 2
+	(( last < lines[0] && lines[0] < lines[1] ))
+}
+
+@test "a fence counter locked by another process for longer than the TTL: 125, naming the file" {
+	hold_counter
+	t0=$(now_ms)
+	run -125 lr -t 1s job true
+	t1=$(now_ms)
+	free_counter
+	assert_output --partial "$LOCKDIR/job.fence"
+	(( t1 - t0 < 3000 ))
+	run lr -n job true
+	assert_success
 }
 
 @test "--break stops the holder (124) and keeps the fence counter" {
@@ -210,10 +292,13 @@ teardown() {
 		assert_success
 		[ -e "$T/leaserun/job.lock" ]
 	else
+		f=/run/lock/leaserun/lr-test-$$
 		run env -u LEASERUN_URL "$LEASERUN" "lr-test-$$" true
+		made=$(ls "$f.lock" "$f.fence" 2>/dev/null || true)
+		rm -f "$f.lock" "$f.fence"
 		assert_success
-		[ -e "/run/lock/leaserun/lr-test-$$.lock" ]
-		rm -f "/run/lock/leaserun/lr-test-$$.lock"
+		assert_equal "$made" "$f.fence
+$f.lock"
 	fi
 }
 

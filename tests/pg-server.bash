@@ -4,8 +4,11 @@
 #                   loopback port, password (scram) auth for the role "lr";
 #                   as the unprivileged user "postgres" when run as root.
 #                   Sets PG_DIR, PG_PORT, PG_URL (with the password),
-#                   PG_URL_NOPW, PG_PASSWORD.
+#                   PG_URL_NOPW, PG_PASSWORD.  fsync is off (the tests'
+#                   crashes are the server's, not the machine's) unless
+#                   PG_FSYNC=on.
 # pg_server_restart pg_ctl restart -m fast (same port and data).
+# pg_server_crash   pg_ctl restart -m immediate: a crash, then recovery.
 # pg_server_stop    stops the server by its PID and removes the directory.
 # pg_sql SQL        runs SQL as the superuser over the Unix socket.
 # pg_server_signal SIG  signals the postmaster and all its backends.
@@ -92,8 +95,8 @@ pg_server_start() {
 	}
 	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
 		-w -t 30 -o "-c port=$PG_PORT -c listen_addresses=127.0.0.1 \
--c unix_socket_directories=$PG_DIR -c fsync=off -c max_connections=200 \
--c shared_buffers=16MB" start >/dev/null || {
+-c unix_socket_directories=$PG_DIR -c fsync=${PG_FSYNC:-off} \
+-c max_connections=200 -c shared_buffers=16MB" start >/dev/null || {
 		cat "$PG_DIR/server.log" >&2
 		return 1
 	}
@@ -108,6 +111,13 @@ pg_server_start() {
 pg_server_restart() {
 	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
 		-m fast -w -t 30 restart >/dev/null && pg_wait_ready
+}
+
+# Immediate mode is PostgreSQL's crash: no shutdown checkpoint, and what
+# was still in the WAL buffers is lost; the start replays the WAL.
+pg_server_crash() {
+	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
+		-m immediate -w -t 30 restart >/dev/null && pg_wait_ready
 }
 
 pgbouncer_start() {

@@ -30,6 +30,13 @@ teardown() {
 	# The server must be running for the next test, whatever this one did.
 	pg_server_signal CONT || true
 	pg_sql "ALTER ROLE lr RESET ALL" >/dev/null 2>&1 || true
+	if [ -n "${PG_REGRANT:-}" ]; then
+		pg_sql "GRANT EXECUTE ON FUNCTION $PG_REGRANT TO PUBLIC" >/dev/null 2>&1 || true
+	fi
+	if [ -n "${PG_RESET_SYSTEM:-}" ]; then
+		pg_sql "ALTER SYSTEM RESET ALL" >/dev/null 2>&1 || true
+		pg_sql "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
+	fi
 }
 
 # The exit status of background job $1, in RC.  (Not "$(status_of)":
@@ -265,6 +272,59 @@ keepalive_on_both_ends() {
 	b=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
 	c=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
 	(( a < b && b < c ))
+}
+
+# fences_survive_a_crash NAME: grants in quick succession, the last one
+# got by a waiter (pg_advisory_lock) and still held when the server
+# crashes; after the restart, the next fence is above every fence handed
+# out before.  The WAL writer writes asynchronous commits every
+# wal_writer_delay (200ms); at 10s it certainly has not written the
+# loop's when the server crashes, so a fence that was not flushed before
+# its command started is handed out again.
+fences_survive_a_crash() {
+	local n=$1 log=$BATS_TEST_TMPDIR/fences w next max
+	PG_RESET_SYSTEM=1
+	pg_sql "ALTER SYSTEM SET wal_writer_delay = '10s'" >/dev/null
+	pg_sql "SELECT pg_reload_conf()" >/dev/null
+	for _ in $(seq 20); do
+		lr "$n" sh -c 'echo $LEASERUN_FENCE' >>"$log"
+	done
+	start_holder "$n"
+	cat "$BATS_TEST_TMPDIR/$n.fence" >>"$log"
+	"$LEASERUN" -w 10 "$n" sh -c "echo \$LEASERUN_FENCE >> '$log'; echo x > '$BATS_TEST_TMPDIR/w.held'; exec sleep 60" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 5 queued "$n" "$w"
+	kill "$BG"
+	wait_until 5 exists "$BATS_TEST_TMPDIR/w.held"
+	pg_server_crash
+	wait_rc "$w"
+	next=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	max=$(sort -n "$log" | tail -n 1)
+	echo "fences before the crash: $(sort -n "$log" | tr '\n' ' ')after: $next"
+	[ "$RC" = 124 ]
+	[ "$(wc -l <"$log")" = 22 ]
+	(( next > max ))
+}
+
+@test "fences never repeat after a server crash: each is flushed before its command starts" {
+	fences_survive_a_crash "$(name)"
+}
+
+@test "fences never repeat after a server crash, with synchronous_commit off for the role" {
+	pg_sql "ALTER ROLE lr SET synchronous_commit = off"
+	fences_survive_a_crash "$(name)"
+}
+
+@test "without EXECUTE on pg_logical_emit_message a grant fails with 125 and says why" {
+	n=$(name)
+	PG_REGRANT="pg_logical_emit_message(boolean, text, text)"
+	pg_sql "REVOKE EXECUTE ON FUNCTION $PG_REGRANT FROM PUBLIC"
+	run -125 --separate-stderr lr "$n" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"permission denied for function pg_logical_emit_message"* ]]
+	assert_output ""
+	is_free "$n"
 }
 
 @test "pg_terminate_backend of the holder kills the command at once: 124" {
