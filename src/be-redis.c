@@ -11,7 +11,7 @@
  *
  * Keys for lease NAME under prefix P:
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
- *   Pfence:{NAME}      the fence counter (INCR; no TTL)
+ *   Pfence:{NAME}      the fence counter: the last fence (no TTL)
  *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
@@ -22,10 +22,18 @@
  *
  * Acquire, renew and release are Lua scripts (atomic on the server), run
  * with EVALSHA and, on NOSCRIPT (a restarted server), EVAL, which loads
- * them again.  Acquire sets the lease only if absent, bumps the fence
- * counter and stores our token in the same script; renew and release
- * compare the token first.  Acquire by a token that already holds the
- * lease (a retry after a lost reply) extends it and returns its fence.
+ * them again.  Acquire sets the lease only if absent, takes the next fence
+ * and stores our token in the same script; renew and release compare the
+ * token first.  Acquire by a token that already holds the lease (a retry
+ * after a lost reply) extends it and returns its fence.
+ *
+ * Fences: the next fence is the larger of the counter plus one and the
+ * server's clock in microseconds (TIME), and is stored back in the
+ * counter.  A counter that a restart without persistence, a lost second
+ * of appendfsync everysec or a failover took back (or took away) then
+ * cannot repeat a fence, as long as the server's clock does not go back
+ * across the loss; and fences stay below 2^53, exact in a double (Lua's
+ * numbers, JSON).
  *
  * Waiting: after the first BUSY we open a second connection subscribed to
  * our own wake channel (and to the key's keyspace channel, which helps
@@ -191,7 +199,9 @@ struct script {
 
 /* KEYS: lease, fence, waiters.  ARGV: token, ttl ms, pid, since, host,
  * queue ("1": on BUSY, join the waiters' queue).  Returns {1, fence} when
- * granted, {0, pttl} when held by another. */
+ * granted, {0, pttl} when held by another.  The fence is max(counter + 1,
+ * TIME in microseconds), written with %d: Lua's own number format would
+ * round it. */
 static struct script acquire_lua = {
 	"acquire",
 	"local v = redis.call('GET', KEYS[1])\n"
@@ -209,11 +219,14 @@ static struct script acquire_lua = {
 	"  end\n"
 	"  return {0, redis.call('PTTL', KEYS[1])}\n"
 	"end\n"
-	"local f = redis.call('INCR', KEYS[2])\n"
+	"local t = redis.call('TIME')\n"
+	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
+	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
+	"redis.call('SET', KEYS[2], f)\n"
 	"redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f .. ' ' .. ARGV[3] ..\n"
 	"  ' ' .. ARGV[4] .. ' ' .. ARGV[5], 'NX', 'PX', ARGV[2])\n"
 	"redis.call('ZREM', KEYS[3], ARGV[1])\n"
-	"return {1, tostring(f)}\n",
+	"return {1, f}\n",
 	""
 };
 
@@ -887,9 +900,8 @@ static enum lr_status guard(struct lr_store *st, redisReply *r,
 	}
 	snprintf(msg, sizeof(msg),
 		 "redis at %s has maxmemory-policy %s: under memory pressure "
-		 "it can evict a held lease%s; use noeviction",
-		 st->where, policy,
-		 policy[0] == 'a' ? " and reset the fence counter" : "");
+		 "it can evict a held lease; use noeviction",
+		 st->where, policy);
 	if (st->req->warn)
 		st->req->warn(st->req->warn_ctx, msg);
 	return LR_OK;
