@@ -143,6 +143,57 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 	is_free "$n"
 }
 
+# acl_user NAME RULES...: an ACL user NAME (password $LR_PASSWORD) with the
+# documented key rights and the given channel and command rules; prints
+# its URL.
+acl_user() {
+	local u=$1
+	shift
+	rcli acl setuser "$u" reset on ">$LR_PASSWORD" '~leaserun:*' "$@" >/dev/null
+	echo "redis://$u:$LR_PASSWORD@127.0.0.1:$REDIS_PORT"
+}
+
+@test "an ACL user without CLIENT rights: one warning, and the key is checked at each renew" {
+	n=$(name)
+	url=$(acl_user lr-noclient '&leaserun:*' '&__redis__:invalidate' \
+		'&__keyspace@*__:leaserun:*' +@all -@dangerous +info -client)
+	LEASERUN_URL=$url start_holder "$n" -t 3s
+	run grep -c "cannot watch the lease key (CLIENT ID: NOPERM" "$BATS_TEST_TMPDIR/$n.err"
+	assert_output 1
+	# No watch: the deletion is seen at the next renew (R = 1s), 124.
+	rcli del "$(keyof "$n")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	grep -q "gone or held by another owner" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "an ACL user who may not SUBSCRIBE: one warning at once; renew checks the key and a waiter still gets the lease" {
+	n=$(name)
+	url=$(acl_user lr-nosub '&leaserun:*' +@all -@dangerous +info)
+	t0=$(now_ms)
+	LEASERUN_URL=$url start_holder "$n" -t 3s
+	# Refused at once, not after a timeout waiting for a reply per
+	# channel.
+	(( $(now_ms) - t0 < 1000 ))
+	run grep -c "cannot watch the lease key (SUBSCRIBE: NOPERM" "$BATS_TEST_TMPDIR/$n.err"
+	assert_output 1
+	# (The waiter polls with backoff.)
+	LEASERUN_URL=$url "$LEASERUN" -w 10s "$n" sh -c 'echo $LEASERUN_FENCE' \
+		>"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	sleep 0.3
+	kill "$BG"
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	(( $(cat "$BATS_TEST_TMPDIR/w.out") > $(cat "$BATS_TEST_TMPDIR/$n.fence") ))
+	# Renew alone: a deletion is seen at the next renew, 124.
+	LEASERUN_URL=$url start_holder "$n-2" -t 3s
+	rcli del "$(keyof "$n-2")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+}
+
 @test "a wrong password fails with 125 and one line that does not show the password" {
 	LEASERUN_URL="redis://:Wrong-Pw-123@127.0.0.1:$REDIS_PORT" \
 		run -125 --separate-stderr lr "$(name)" true
@@ -236,6 +287,52 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 	(( t1 - t0 < 2000 ))
 }
 
+@test "the key deleted by the command a few ms after the grant: the holder is stopped before a successor's command starts" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# A holds with a TTL of 30s: its first renew is 10s away.  Its
+	# command starts a helper in a session of its own (A's stop cannot
+	# reach it) and writes a heartbeat every few ms until it is stopped;
+	# the helper deletes A's key at once and runs B, which takes the
+	# free lease.  A and B each leave "start end fence".
+	cat >"$d/a.sh" <<'EOF'
+date +%s%N > "$1/a.start"
+cp "$1/a.start" "$1/a.beat"
+setsid sh "$1/helper.sh" "$1" "$2" > "$1/b.out" 2>&1 &
+while :; do
+	date +%s%N > "$1/a.new"
+	mv -f "$1/a.new" "$1/a.beat"
+	sleep 0.005
+done
+EOF
+	cat >"$d/helper.sh" <<'EOF'
+export REDISCLI_AUTH=$REDIS_PASSWORD
+redis-cli -p "$REDIS_PORT" del "leaserun:{$2}" >/dev/null
+exec "$LEASERUN" -t 30s -n "$2" sh -c '
+	s=$(date +%s%N); sleep 1
+	echo "$s $(date +%s%N) $LEASERUN_FENCE" > "$0/b"' "$1"
+EOF
+	"$LEASERUN" -t 30s "$n" sh -c 'echo "$LEASERUN_FENCE" > "$0/a.fence"; exec sh "$0/a.sh" "$0" "$1"' \
+		"$d" "$n" 2>"$d/a.err" &
+	a=$!
+	BG_PIDS=$a
+	t0=$(now_ms)
+	wait_rc "$a"
+	t1=$(now_ms)
+	[ "$RC" = 124 ]
+	grep -q "deleted or taken by another client" "$d/a.err"
+	# Seen at once, not at the renew 10s later (room for a loaded
+	# machine).
+	echo "# holder A stopped $((t1 - t0))ms after it started" >&3
+	(( t1 - t0 < 2000 ))
+	wait_until 10 exists "$d/b"
+	echo "$(cat "$d/a.start") $(cat "$d/a.beat") $(cat "$d/a.fence")" >"$d/log"
+	cat "$d/b" >>"$d/log"
+	run check_intervals "$d/log"
+	echo "# $output" >&3
+	assert_success
+}
+
 @test "fences strictly increase from holder to holder" {
 	n=$(name)
 	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
@@ -297,8 +394,9 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 	calls=$(script_calls)
 	reads=$(read_backs 1)
 	echo "# $calls script calls, $reads read backs" >&3
-	# acquire + 2 renews + release; each renew's own write comes back
-	# as a tracking notice and is checked with one GET.
+	# acquire + 2 renews + release; the acquire's round trip reads the
+	# key once the watch is on, and each renew's own write comes back as
+	# a tracking notice and is checked with one GET.
 	(( calls >= 4 && calls <= 6 ))
 	(( reads <= 3 ))
 }
@@ -325,10 +423,11 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 	calls=$(script_calls)
 	reads=$(read_backs 4)
 	echo "# $calls script calls, $reads read backs" >&3
-	# The holder's 2 renews, 2 short holders' first 20ms, and one GET
-	# per waiter to name the holder when it starts waiting: no read
-	# back for the waiters' queue traffic.
-	(( reads <= 3 + 3 ))
+	# The holder's 2 renews; per waiter, the read in its first try's
+	# round trip, one GET to name the holder when it starts waiting and
+	# one read back of its own grant (its watch was on before): no read
+	# back for the waiters' queue traffic or the holder's renewals.
+	(( reads <= 2 + 3 * 3 ))
 }
 
 @test "--break of a free lease succeeds and changes nothing" {
@@ -389,7 +488,7 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 @test "the key deleted while held: the command is killed at once, 124" {
 	n=$(name)
 	start_holder "$n" -t 30s
-	sleep 0.2 # let the watch be set up; a renew every 10s cannot help
+	# The watch is on from the grant: a renew every 10s cannot help.
 	t0=$(now_ms)
 	rcli del "$(keyof "$n")" >/dev/null
 	wait_rc "$BG"
@@ -403,7 +502,6 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 @test "the key taken over by another owner while held: 124 at once" {
 	n=$(name)
 	start_holder "$n" -t 30s
-	sleep 0.2
 	t0=$(now_ms)
 	rcli set "$(keyof "$n")" "intruder 999 1 0 elsewhere" px 30000 >/dev/null
 	wait_rc "$BG"
@@ -417,7 +515,6 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 @test "CLIENT KILL of leaserun's connection is noticed at once: it reconnects and keeps the lease" {
 	n=$(name)
 	start_holder "$n" -t 30s
-	sleep 0.2
 	before=$(command_conn_ids)
 	[ -n "$before" ]
 	for id in $before; do rcli client kill id "$id" >/dev/null; done
@@ -427,6 +524,24 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 	alive "$CHILD"
 	is_held "$n"
 	# The lease still works: the key is deleted and seen at once.
+	t0=$(now_ms)
+	rcli del "$(keyof "$n")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	(( $(now_ms) - t0 < 2000 ))
+}
+
+@test "CLIENT KILL of the watch connection: the holder opens it again and watches the key from then on" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	# (Its three channels tell it from other subscribers.)
+	watcher=$(rcli client list | grep 'flags=P' | grep ' sub=3 psub=0 ' |
+		sed -n 's/^id=\([0-9]*\) .*/\1/p')
+	[ "$(echo "$watcher" | wc -w)" = 1 ]
+	rcli client kill id "$watcher" >/dev/null
+	# Seen at once: a renew reconnects it and arms the watch again.
+	wait_until 3 sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT client list | grep 'flags=P' | grep -qv 'id=$watcher '"
+	alive "$CHILD"
 	t0=$(now_ms)
 	rcli del "$(keyof "$n")" >/dev/null
 	wait_rc "$BG"
@@ -597,7 +712,6 @@ server_us() { rcli time | tr -d '\r' | paste -sd' ' | awk '{ printf "%d%06d\n", 
 @test "operations: the key deleted: a lost event with its reason, counted in the metrics" {
 	n=$(name)
 	start_holder "$n" -v -t 30s --log-format json --metrics-file "$BATS_TEST_TMPDIR/m.prom"
-	sleep 0.2
 	rcli del "$(keyof "$n")" >/dev/null
 	wait_rc "$BG"
 	[ "$RC" = 124 ]
