@@ -6,7 +6,8 @@
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
- * evict=warn|refuse|ignore (the maxmemory-policy guard).  The password
+ * evict=warn|refuse|ignore (the maxmemory-policy guard),
+ * persist=warn|refuse|ignore (the append-only file guard).  The password
  * comes from the URL, else from $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
@@ -69,9 +70,11 @@
  * once, and the renew reconnects and finds the lease ours (OK) or not
  * (LR_LOST).
  *
- * The maxmemory-policy guard (INFO memory) travels with the first
- * acquire, in the same round trip; with evict=refuse a lease it took is
- * given back at once.
+ * Guards travel with the first acquire, in the same round trip: INFO
+ * memory (an evicting maxmemory-policy can drop a held lease) and INFO
+ * persistence (without an append-only file a restart loses held leases).
+ * Each warns, refuses (a lease it took is given back at once) or is
+ * ignored, as the URL says.
  *
  * I/O: sockets are non-blocking and close-on-exec; every exchange polls
  * against min(deadline, now + timeout cap).  A connection that timed out
@@ -114,7 +117,7 @@ struct lr_store {
 	char *pass;       /* password, or NULL; wiped on close */
 	long db;
 	int64_t cap_ms;   /* per-exchange timeout cap */
-	enum guard_mode evict;
+	enum guard_mode evict, persist;
 	char *key, *fence_key, *chan, *ks_chan;
 	char *waiters, *wake_prefix, *wake_chan;
 	redisContext *c;   /* commands */
@@ -124,7 +127,7 @@ struct lr_store {
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
-	int guarded;       /* the maxmemory-policy guard has run */
+	int guarded;       /* the guards have run */
 	int ep;            /* epoll set of c and aux while holding, or -1 */
 	int ep_fd[2];      /* fds registered in ep, or -1 */
 };
@@ -750,10 +753,11 @@ static enum lr_status parse_url(struct lr_store *st,
 		const char *k = u->params[i].key;
 
 		if (strcmp(k, "prefix") && strcmp(k, "timeout") &&
-		    strcmp(k, "evict") && strcmp(k, "db")) {
+		    strcmp(k, "evict") && strcmp(k, "persist") &&
+		    strcmp(k, "db")) {
 			lr_err_set(err,
 				   "unknown redis URL option '%s' (known: "
-				   "prefix, db, timeout, evict)",
+				   "prefix, db, timeout, evict, persist)",
 				   k);
 			return LR_ERROR;
 		}
@@ -853,7 +857,8 @@ static enum lr_status parse_url(struct lr_store *st,
 		st->cap_ms = clamp64(req->ttl_ms / 3, 100, 2000);
 	}
 
-	if (parse_guard(u, "evict", &st->evict, err) < 0)
+	if (parse_guard(u, "evict", &st->evict, err) < 0 ||
+	    parse_guard(u, "persist", &st->persist, err) < 0)
 		return LR_ERROR;
 
 	if (u->user && *u->user) {
@@ -994,6 +999,32 @@ static enum lr_status guard_evict(const struct lr_store *st,
 	return guard_says(st, st->evict, "evict", msg, err);
 }
 
+/* The server loses our keys when it restarts: r is the reply to INFO
+ * persistence.  Only "no append-only file" can be seen there; whether
+ * appendfsync is always (a crash loses nothing acknowledged) is not. */
+static enum lr_status guard_persist(const struct lr_store *st,
+				    const redisReply *r, struct lr_err *err)
+{
+	char aof[16], msg[512];
+	enum lr_status s;
+
+	if (st->persist == GUARD_IGNORE)
+		return LR_OK;
+	s = info_read(st, r, "persistence", "aof_enabled", aof, sizeof(aof),
+		      msg, sizeof(msg), err);
+	if (s != LR_OK)
+		return s;
+	if (strcmp(aof, "1") == 0)
+		return LR_OK;
+	if (*aof)
+		snprintf(msg, sizeof(msg),
+			 "redis at %s keeps no append-only file: a restart "
+			 "loses held leases and can let two commands run at "
+			 "once; use appendonly yes, appendfsync always",
+			 st->where);
+	return guard_says(st, st->persist, "persist", msg, err);
+}
+
 /* ---- the store --------------------------------------------------------- */
 
 /* Drops the command or the auxiliary connection, and its place in ep. */
@@ -1113,7 +1144,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	s = connect_to(st, deadline, &st->c, err);
 	if (s != LR_OK)
 		return s;
-	/* The guard goes with the first acquire, in one round trip. */
+	/* The guards go with the first acquire, in one round trip. */
 	if (req->token)
 		return LR_OK;
 	/* --status, --break: check the login now, for a clear message. */
@@ -1278,13 +1309,14 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
 
-/* One try, with the guard in the first one's round trip and the watch
+/* One try, with the guards in the first one's round trip and the watch
  * armed behind the script. */
 static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	const struct lr_store_req *req = st->req;
 	const char *mem[2] = { "INFO", "memory" };
+	const char *per[2] = { "INFO", "persistence" };
 	char ttl[24], pid[24], since[24];
 	const char *kv[9] = { st->key,	   st->fence_key,
 			      st->waiters, req->token,
@@ -1304,6 +1336,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
 	if (guards) {
 		cmds[n++] = (struct cmd){ 2, mem, NULL };
+		cmds[n++] = (struct cmd){ 2, per, NULL };
 	}
 	si = n++;
 	n = watch_add(st, &w, cmds, n);
@@ -1314,6 +1347,8 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	if (guards) {
 		st->guarded = 1;
 		gs = guard_evict(st, cmds[0].r, &gerr);
+		if (gs == LR_OK)
+			gs = guard_persist(st, cmds[1].r, &gerr);
 	}
 	ours = watch_check(st, &w, cmds);
 	r = cmds[si].r;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # The Redis store against a real redis-server (in a temporary directory,
-# on a free loopback port and a Unix socket, no persistence).
+# on a free loopback port and a Unix socket, appendonly yes with
+# appendfsync always; the tests of a server without persistence turn it
+# off, and teardown turns it on again).
 
 load 'helpers'
 load 'redis-server'
@@ -30,9 +32,8 @@ teardown() {
 	# this one did.
 	kill -CONT "$(redis_pid)" 2>/dev/null || true
 	rcli config set maxmemory-policy noeviction >/dev/null || true
-	if grep -q '^appendonly yes' "$REDIS_DIR/redis.conf"; then
-		sed -i 's/^appendonly yes$/appendonly no/' "$REDIS_DIR/redis.conf"
-		rcli config set appendonly no >/dev/null || true
+	if grep -q '^appendonly no' "$REDIS_DIR/redis.conf"; then
+		redis_persist on || true
 	fi
 }
 
@@ -343,6 +344,7 @@ EOF
 
 @test "fences keep growing across a restart that lost the counter (no persistence)" {
 	n=$(name)
+	redis_persist off
 	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE' 2>/dev/null)
 	b=$(lr "$n" sh -c 'echo $LEASERUN_FENCE' 2>/dev/null)
 	redis_server_restart
@@ -564,6 +566,7 @@ EOF
 
 @test "a server restart without persistence: the loss is seen at the first retry, 124" {
 	n=$(name)
+	redis_persist off
 	start_holder "$n" -t 6s
 	redis_server_restart
 	t0=$(now_ms)
@@ -583,14 +586,7 @@ EOF
 
 @test "a server restart with appendonly yes, appendfsync always: the lease is kept, fences go on growing" {
 	n=$(name)
-	rcli config set appendfsync always >/dev/null
-	rcli config set appendonly yes >/dev/null
-	sed -i 's/^appendonly no$/appendonly yes/' "$REDIS_DIR/redis.conf"
-	aof_ready() {
-		[ "$(rcli info persistence | tr -d '\r' |
-			grep -c -E '^aof_rewrite_(in_progress|scheduled):0$')" = 2 ]
-	}
-	wait_until 10 aof_ready
+	# (The suite's server has both from the start.)
 	start_holder "$n" -t 10s -v
 	fence=$(cat "$BATS_TEST_TMPDIR/$n.fence")
 	kill -9 "$(redis_pid)"
@@ -682,6 +678,31 @@ EOF
 	[ -z "$stderr" ]
 	rcli config set maxmemory-policy noeviction >/dev/null
 	LEASERUN_URL="$REDIS_URL?evict=refuse" run --separate-stderr lr "$(name)" true
+	assert_success
+	[ -z "$stderr" ]
+}
+
+@test "a server without an append-only file gives one warning a run, and persist=refuse refuses" {
+	n=$(name)
+	redis_persist off
+	run --separate-stderr lr -t 600ms "$n" sh -c 'sleep 0.5; echo ran'
+	assert_success
+	assert_output ran
+	# Once, with the first acquire, not at each renew.
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"keeps no append-only file"*"appendonly yes, appendfsync always"* ]]
+	LEASERUN_URL="$REDIS_URL?persist=refuse" run -125 --separate-stderr lr "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"keeps no append-only file"*"(persist=refuse)"* ]]
+	# Checked along with the first try: what it took is given back.
+	is_free "$n"
+	LEASERUN_URL="$REDIS_URL?persist=ignore" run --separate-stderr lr "$n" true
+	assert_success
+	[ -z "$stderr" ]
+	LEASERUN_URL="$REDIS_URL?persist=bogus" run -125 --separate-stderr lr "$n" true
+	[[ "$stderr" == *"bad persist=bogus"* ]]
+	redis_persist on
+	LEASERUN_URL="$REDIS_URL?persist=refuse" run --separate-stderr lr "$n" true
 	assert_success
 	[ -z "$stderr" ]
 }
