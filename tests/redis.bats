@@ -457,6 +457,61 @@ EOF
 	[ "$(rcli zcard "leaserun:waiters:{$n}")" = 0 ]
 }
 
+# The names the man page gives to the Redis keys and channels, one a line,
+# as it prints them: P{NAME}, Pfence:{NAME}, ...
+man_redis_names() {
+	mandoc -T ascii "$LR_SRCDIR/man/leaserun.1" | sed 's/.\x08//g' |
+		sed -n '/Keys, for lease NAME and prefix P:/,/The braces keep/p' |
+		sed -n 's/^ *\(P[^ ]*{NAME}[^ ]*\)$/\1/p'
+}
+
+@test "the keys and channels that the man page and README name are the ones a holder and a waiter use" {
+	: "${LR_SRCDIR:?LR_SRCDIR must name the source directory (make check sets it)}"
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	mapfile -t names < <(man_redis_names)
+	printf '# %s\n' "${names[@]}" >&3
+	# The lease, the fence counter, the queue, the wake and release
+	# channels.
+	[ "${#names[@]}" = 5 ]
+	# The README names none that the man page does not.
+	while read -r k; do
+		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
+			fail "the README names $k, the man page does not"
+	done < <(sed -n '/^### Redis/,/^### PostgreSQL/p' "$LR_SRCDIR/README" |
+		grep -o 'leaserun:[a-z:]*{NAME}[:A-Za-z]*' | sort -u)
+	# As patterns for this lease and the default prefix, TOKEN any.
+	pats=()
+	for k in "${names[@]}"; do
+		k=leaserun:${k#P}
+		k=${k//\{NAME\}/\{$n\}}
+		pats+=("${k//TOKEN/*}")
+	done
+	# Listen on them all as channels; hold the lease, and let one wait.
+	REDISCLI_AUTH=$REDIS_PASSWORD redis-cli -p "$REDIS_PORT" \
+		psubscribe "${pats[@]}" >"$d/msgs" &
+	BG_PIDS=$!
+	wait_until 5 sh -c "[ \$(grep -c '^psubscribe\$' '$d/msgs') = ${#pats[@]} ]"
+	start_holder "$n" -t 10s
+	lr -w 20 "$n" true &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 5 sh -c "[ \"\$(REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT zcard 'leaserun:waiters:{$n}')\" = 1 ]"
+	keys=" "
+	for p in "${pats[@]}"; do
+		[ -z "$(rcli --scan --pattern "$p")" ] || keys="$keys$p "
+	done
+	kill "$BG"
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	# Each is a key that existed, or a channel that heard the release.
+	for p in "${pats[@]}"; do
+		[[ $keys == *" $p "* ]] && continue
+		wait_until 5 sh -c "grep -A1 -x pmessage '$d/msgs' | grep -qxF '$p'" ||
+			fail "$p: no such key, and no message on it"
+	done
+}
+
 @test "-w gives up after the duration with 1" {
 	n=$(name)
 	start_holder "$n"
