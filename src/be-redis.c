@@ -960,11 +960,57 @@ static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
 	return LR_OK;
 }
 
-/* Says msg as mode wants: a warning, or LR_ERROR naming the option. */
-static enum lr_status guard_says(const struct lr_store *st,
-				 enum guard_mode mode, const char *opt,
-				 const char *msg, struct lr_err *err)
+/* The server may evict a held lease: policy is its maxmemory-policy. */
+static int evicts(const struct lr_store *st, const char *policy, char *msg,
+		  size_t size)
 {
+	if (strncmp(policy, "allkeys-", 8) != 0 &&
+	    strncmp(policy, "volatile-", 9) != 0)
+		return 0;
+	snprintf(msg, size,
+		 "redis at %s has maxmemory-policy %s: under memory pressure "
+		 "it can evict a held lease; use noeviction",
+		 st->where, policy);
+	return 1;
+}
+
+/* A restart loses held leases: aof is aof_enabled.  Only "no append-only
+ * file" can be seen in INFO; whether appendfsync is always (a crash then
+ * loses nothing acknowledged) cannot. */
+static int forgets(const struct lr_store *st, const char *aof, char *msg,
+		   size_t size)
+{
+	if (strcmp(aof, "1") == 0)
+		return 0;
+	snprintf(msg, size,
+		 "redis at %s keeps no append-only file: a restart loses held "
+		 "leases and can let two commands run at once; use appendonly "
+		 "yes, appendfsync always",
+		 st->where);
+	return 1;
+}
+
+/* A guard: r is the reply to INFO SECTION; unfit() judges FIELD's value
+ * and says what is wrong in msg.  A server that is unfit, or whose value
+ * cannot be read, gets a warning, or LR_ERROR naming the option OPT,
+ * as mode says. */
+static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
+			    const char *opt, const redisReply *r,
+			    const char *section, const char *field,
+			    int (*unfit)(const struct lr_store *st,
+					 const char *val, char *msg,
+					 size_t size),
+			    struct lr_err *err)
+{
+	char val[64], msg[512];
+	enum lr_status s;
+
+	if (mode == GUARD_IGNORE)
+		return LR_OK;
+	s = info_read(st, r, section, field, val, sizeof(val), msg,
+		      sizeof(msg), err);
+	if (s != LR_OK || (*val && !unfit(st, val, msg, sizeof(msg))))
+		return s;
 	if (mode == GUARD_REFUSE) {
 		lr_err_set(err, "%.225s (%s=refuse)", msg, opt);
 		return LR_ERROR;
@@ -972,57 +1018,6 @@ static enum lr_status guard_says(const struct lr_store *st,
 	if (st->req->warn)
 		st->req->warn(st->req->warn_ctx, msg);
 	return LR_OK;
-}
-
-/* The server may evict our keys: r is the reply to INFO memory. */
-static enum lr_status guard_evict(const struct lr_store *st,
-				  const redisReply *r, struct lr_err *err)
-{
-	char policy[64], msg[512];
-	enum lr_status s;
-
-	if (st->evict == GUARD_IGNORE)
-		return LR_OK;
-	s = info_read(st, r, "memory", "maxmemory_policy", policy,
-		      sizeof(policy), msg, sizeof(msg), err);
-	if (s != LR_OK)
-		return s;
-	if (*policy) {
-		if (strncmp(policy, "allkeys-", 8) != 0 &&
-		    strncmp(policy, "volatile-", 9) != 0)
-			return LR_OK;
-		snprintf(msg, sizeof(msg),
-			 "redis at %s has maxmemory-policy %s: under memory "
-			 "pressure it can evict a held lease; use noeviction",
-			 st->where, policy);
-	}
-	return guard_says(st, st->evict, "evict", msg, err);
-}
-
-/* The server loses our keys when it restarts: r is the reply to INFO
- * persistence.  Only "no append-only file" can be seen there; whether
- * appendfsync is always (a crash loses nothing acknowledged) is not. */
-static enum lr_status guard_persist(const struct lr_store *st,
-				    const redisReply *r, struct lr_err *err)
-{
-	char aof[16], msg[512];
-	enum lr_status s;
-
-	if (st->persist == GUARD_IGNORE)
-		return LR_OK;
-	s = info_read(st, r, "persistence", "aof_enabled", aof, sizeof(aof),
-		      msg, sizeof(msg), err);
-	if (s != LR_OK)
-		return s;
-	if (strcmp(aof, "1") == 0)
-		return LR_OK;
-	if (*aof)
-		snprintf(msg, sizeof(msg),
-			 "redis at %s keeps no append-only file: a restart "
-			 "loses held leases and can let two commands run at "
-			 "once; use appendonly yes, appendfsync always",
-			 st->where);
-	return guard_says(st, st->persist, "persist", msg, err);
 }
 
 /* ---- the store --------------------------------------------------------- */
@@ -1346,9 +1341,12 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 		return s;
 	if (guards) {
 		st->guarded = 1;
-		gs = guard_evict(st, cmds[0].r, &gerr);
+		gs = guard(st, st->evict, "evict", cmds[0].r, "memory",
+			   "maxmemory_policy", evicts, &gerr);
 		if (gs == LR_OK)
-			gs = guard_persist(st, cmds[1].r, &gerr);
+			gs = guard(st, st->persist, "persist", cmds[1].r,
+				   "persistence", "aof_enabled", forgets,
+				   &gerr);
 	}
 	ours = watch_check(st, &w, cmds);
 	r = cmds[si].r;

@@ -76,6 +76,17 @@ read_backs() {
 	echo $(( ${gets:-0} - $(script_calls) - $1 ))
 }
 
+# deleted_seen NAME: deletes the lease key of the holder $BG, which must
+# see it at once (well under its renew interval) and exit 124.
+deleted_seen() {
+	local t0
+	t0=$(now_ms)
+	rcli del "$(keyof "$1")" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	(( $(now_ms) - t0 < 2000 ))
+}
+
 # The ids of the connections that are neither pub/sub nor this
 # redis-cli: the command connection of the one leaserun running.
 command_conn_ids() {
@@ -546,13 +557,8 @@ man_redis_names() {
 	n=$(name)
 	start_holder "$n" -t 30s
 	# The watch is on from the grant: a renew every 10s cannot help.
-	t0=$(now_ms)
-	rcli del "$(keyof "$n")" >/dev/null
-	wait_rc "$BG"
-	t1=$(now_ms)
-	[ "$RC" = 124 ]
+	deleted_seen "$n"
 	dead "$CHILD"
-	(( t1 - t0 < 2000 ))
 	grep -q "deleted or taken by another client" "$BATS_TEST_TMPDIR/$n.err"
 }
 
@@ -581,11 +587,7 @@ man_redis_names() {
 	alive "$CHILD"
 	is_held "$n"
 	# The lease still works: the key is deleted and seen at once.
-	t0=$(now_ms)
-	rcli del "$(keyof "$n")" >/dev/null
-	wait_rc "$BG"
-	[ "$RC" = 124 ]
-	(( $(now_ms) - t0 < 2000 ))
+	deleted_seen "$n"
 }
 
 @test "CLIENT KILL of the watch connection: the holder opens it again and watches the key from then on" {
@@ -599,11 +601,7 @@ man_redis_names() {
 	# Seen at once: a renew reconnects it and arms the watch again.
 	wait_until 3 sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT client list | grep 'flags=P' | grep -qv 'id=$watcher '"
 	alive "$CHILD"
-	t0=$(now_ms)
-	rcli del "$(keyof "$n")" >/dev/null
-	wait_rc "$BG"
-	[ "$RC" = 124 ]
-	(( $(now_ms) - t0 < 2000 ))
+	deleted_seen "$n"
 }
 
 @test "SCRIPT FLUSH while held: renew and release load the scripts again (NOSCRIPT fallback)" {
@@ -717,20 +715,31 @@ man_redis_names() {
 	assert_success
 }
 
-@test "an evicting maxmemory-policy gives a warning, and evict=refuse refuses" {
-	rcli config set maxmemory-policy volatile-lru >/dev/null
-	run --separate-stderr lr "$(name)" sh -c 'echo ran'
+# guard_check OPT WORDS: with a server the guard OPT (evict, persist)
+# finds unfit, a run warns once with WORDS, not at each renew; OPT=refuse
+# exits 125 with one line and gives back what it took; OPT=ignore says
+# nothing.
+guard_check() {
+	local opt=$1 words=$2 n
+	n=$(name)
+	run --separate-stderr lr -t 600ms "$n" sh -c 'sleep 0.5; echo ran'
 	assert_success
 	assert_output ran
-	[[ "$stderr" == *"maxmemory-policy volatile-lru"* ]]
-	LEASERUN_URL="$REDIS_URL?evict=refuse" run -125 --separate-stderr lr "$(name)" true
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == *"maxmemory-policy volatile-lru"*"evict=refuse"* ]]
+	[[ "$stderr" == *"$words"* ]]
+	LEASERUN_URL="$REDIS_URL?$opt=refuse" run -125 --separate-stderr lr "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"$words"*"($opt=refuse)"* ]]
 	# Checked along with the first try: what it took is given back.
-	is_free "$(name)"
-	LEASERUN_URL="$REDIS_URL?evict=ignore" run --separate-stderr lr "$(name)" true
+	is_free "$n"
+	LEASERUN_URL="$REDIS_URL?$opt=ignore" run --separate-stderr lr "$n" true
 	assert_success
 	[ -z "$stderr" ]
+}
+
+@test "an evicting maxmemory-policy gives a warning, and evict=refuse refuses" {
+	rcli config set maxmemory-policy volatile-lru >/dev/null
+	guard_check evict "maxmemory-policy volatile-lru"
 	rcli config set maxmemory-policy noeviction >/dev/null
 	LEASERUN_URL="$REDIS_URL?evict=refuse" run --separate-stderr lr "$(name)" true
 	assert_success
@@ -738,26 +747,14 @@ man_redis_names() {
 }
 
 @test "a server without an append-only file gives one warning a run, and persist=refuse refuses" {
-	n=$(name)
 	redis_persist off
-	run --separate-stderr lr -t 600ms "$n" sh -c 'sleep 0.5; echo ran'
-	assert_success
-	assert_output ran
-	# Once, with the first acquire, not at each renew.
-	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == *"keeps no append-only file"*"appendonly yes, appendfsync always"* ]]
-	LEASERUN_URL="$REDIS_URL?persist=refuse" run -125 --separate-stderr lr "$n" true
-	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == *"keeps no append-only file"*"(persist=refuse)"* ]]
-	# Checked along with the first try: what it took is given back.
-	is_free "$n"
-	LEASERUN_URL="$REDIS_URL?persist=ignore" run --separate-stderr lr "$n" true
-	assert_success
-	[ -z "$stderr" ]
-	LEASERUN_URL="$REDIS_URL?persist=bogus" run -125 --separate-stderr lr "$n" true
-	[[ "$stderr" == *"bad persist=bogus"* ]]
+	guard_check persist "keeps no append-only file"
+	run --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"use appendonly yes, appendfsync always" ]]
+	LEASERUN_URL="$REDIS_URL?persist=bogus" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"bad persist=bogus (warn, refuse or ignore)" ]]
 	redis_persist on
-	LEASERUN_URL="$REDIS_URL?persist=refuse" run --separate-stderr lr "$n" true
+	LEASERUN_URL="$REDIS_URL?persist=refuse" run --separate-stderr lr "$(name)" true
 	assert_success
 	[ -z "$stderr" ]
 }
