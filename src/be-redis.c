@@ -6,12 +6,13 @@
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
- * evict=warn|refuse|ignore (the maxmemory-policy guard).  The password
+ * evict=warn|refuse|ignore (the maxmemory-policy guard),
+ * persist=warn|refuse|ignore (the append-only file guard).  The password
  * comes from the URL, else from $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
- *   Pfence:{NAME}      the fence counter (INCR; no TTL)
+ *   Pfence:{NAME}      the fence counter: the last fence (no TTL)
  *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
@@ -22,35 +23,58 @@
  *
  * Acquire, renew and release are Lua scripts (atomic on the server), run
  * with EVALSHA and, on NOSCRIPT (a restarted server), EVAL, which loads
- * them again.  Acquire sets the lease only if absent, bumps the fence
- * counter and stores our token in the same script; renew and release
- * compare the token first.  Acquire by a token that already holds the
- * lease (a retry after a lost reply) extends it and returns its fence.
+ * them again.  Acquire sets the lease only if absent, takes the next fence
+ * and stores our token in the same script; renew and release compare the
+ * token first.  Acquire by a token that already holds the lease (a retry
+ * after a lost reply) extends it and returns its fence.
  *
- * Waiting: after the first BUSY we open a second connection subscribed to
- * our own wake channel (and to the key's keyspace channel, which helps
- * only if the server has notify-keyspace-events on), then try once more,
- * now joining the queue, so a release cannot slip between the try and
- * the subscription.  Release (and break) publish to the first waiter in
- * the queue that still has a subscriber, dropping dead ones, so one
- * waiter wakes, not all.  wait_fd() hands that socket to the core's loop;
- * a message makes process() say "try now".
+ * Fences: the next fence is the larger of the counter plus one and the
+ * server's clock in microseconds (TIME), and is stored back in the
+ * counter.  A counter that a restart without persistence, a lost second
+ * of appendfsync everysec or a failover took back (or took away) then
+ * cannot repeat a fence, as long as the server's clock does not go back
+ * across the loss; and fences stay below 2^53, exact in a double (Lua's
+ * numbers, JSON).
  *
- * Holding: wait_fd() hands the loop an epoll set of our sockets, so a
+ * The watch: while the lease is ours the server must tell us at once of
+ * any change to the key by anyone else (a DEL, --break, expiry, eviction,
+ * a successor's SET).  A second connection, aux, learns its CLIENT ID and
+ * subscribes to __redis__:invalidate (and to our wake channel and the
+ * key's keyspace channel) before the first acquire; the acquire script is
+ * then followed, in the same round trip on the command connection, by
+ * CLIENT TRACKING on REDIRECT <aux> BCAST PREFIX P{NAME} NOLOOP and a GET
+ * of the key.  A change after the script and before TRACKING shows in the
+ * GET (the grant is refused: the command never starts); a change after
+ * TRACKING arrives on aux, and process() reads the key back (GET, no
+ * write) and says LR_LOST if it is not ours any more.  So the key is
+ * watched from the grant on, for the cost of one connection and one
+ * round trip on it.  After a reconnect of either connection, a renew that
+ * finds the lease ours arms the watch again the same way (TRACKING, then
+ * GET) in a round trip of its own.  NOLOOP does not hide the writes of
+ * our own scripts, hence a read back per renew.  Without CLIENT or
+ * SUBSCRIBE rights (ACL), or before Redis 6, the key is checked by renew
+ * alone, with a warning in the first case.
+ *
+ * Waiting: on BUSY the same aux connection waits: acquire joins the
+ * queue (aux was subscribed before the try, so a release cannot slip
+ * between the try and the subscription).  Release (and break) publish to
+ * the first waiter in the queue that still has a subscriber, dropping
+ * dead ones, so one waiter wakes, not all; the keyspace channel helps
+ * only if the server has notify-keyspace-events on.  wait_fd() hands aux
+ * to the core's loop; a message makes process() say "try now".  Tracking
+ * notices (the holder's renewals) mean nothing to a waiter.
+ *
+ * Holding: wait_fd() hands the loop an epoll set of both sockets, so a
  * server that closes the command connection (CLIENT KILL, restart) is
  * seen at once: process() drops it and says LR_ERROR, the core renews at
  * once, and the renew reconnects and finds the lease ours (OK) or not
- * (LR_LOST).  WATCH_DELAY_MS after acquire (a timerfd in the same set, so
- * short commands never pay for it) we also turn on CLIENT TRACKING ...
- * BCAST NOLOOP for the key, redirected to the second connection: any
- * change to the key (DEL, expiry, eviction, SET by someone else) arrives
- * there at once, and process() reads the key back (GET, no write, so no
- * new notice) and says LR_LOST if it is no longer ours.  NOLOOP does not
- * hide the writes of our own renew script from us, hence the read back.
+ * (LR_LOST).
  *
- * The maxmemory-policy guard (INFO memory) travels with the first
- * acquire, in the same round trip; with evict=refuse a lease it took is
- * given back at once.
+ * Guards travel with the first acquire, in the same round trip: INFO
+ * memory (an evicting maxmemory-policy can drop a held lease) and INFO
+ * persistence (without an append-only file a restart loses held leases).
+ * Each warns, refuses (a lease it took is given back at once) or is
+ * ignored, as the URL says.
  *
  * I/O: sockets are non-blocking and close-on-exec; every exchange polls
  * against min(deadline, now + timeout cap).  A connection that timed out
@@ -68,7 +92,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -78,11 +101,11 @@
 
 #define DEFAULT_PREFIX "leaserun:"
 #define DEFAULT_PORT 6379
-/* The watch is set up this long after acquire, so that short commands
- * never pay for it; until then the key is checked by renew alone. */
-#define WATCH_DELAY_MS 20
+/* The most commands sent in one round trip. */
+#define MAX_CMDS 8
 
-enum evict_mode { EVICT_WARN, EVICT_REFUSE, EVICT_IGNORE };
+/* What a guard does about a server that cannot keep its promise. */
+enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
 
 struct lr_store {
 	const struct lr_store_req *req;
@@ -94,21 +117,19 @@ struct lr_store {
 	char *pass;       /* password, or NULL; wiped on close */
 	long db;
 	int64_t cap_ms;   /* per-exchange timeout cap */
-	enum evict_mode evict;
+	enum guard_mode evict, persist;
 	char *key, *fence_key, *chan, *ks_chan;
 	char *waiters, *wake_prefix, *wake_chan;
 	redisContext *c;   /* commands */
 	redisContext *aux; /* subscriber (waiting) and watcher (holding) */
 	long long aux_id;  /* its CLIENT ID, or -1 */
-	int tracking;      /* c has CLIENT TRACKING redirected to aux */
+	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
-	int watch_pending; /* set the watch up when tfd fires */
 	int watch_off;     /* the server cannot track: renew alone */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
-	int guarded;       /* the maxmemory-policy guard has run */
-	int tfd;           /* timerfd for the watch set-up, or -1 */
-	int ep;            /* epoll set of c, aux, tfd while holding, or -1 */
-	int ep_fd[3];      /* fds registered in ep, or -1 */
+	int guarded;       /* the guards have run */
+	int ep;            /* epoll set of c and aux while holding, or -1 */
+	int ep_fd[2];      /* fds registered in ep, or -1 */
 };
 
 /* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
@@ -191,7 +212,9 @@ struct script {
 
 /* KEYS: lease, fence, waiters.  ARGV: token, ttl ms, pid, since, host,
  * queue ("1": on BUSY, join the waiters' queue).  Returns {1, fence} when
- * granted, {0, pttl} when held by another. */
+ * granted, {0, pttl} when held by another.  The fence is max(counter + 1,
+ * TIME in microseconds), written with %d: Lua's own number format would
+ * round it. */
 static struct script acquire_lua = {
 	"acquire",
 	"local v = redis.call('GET', KEYS[1])\n"
@@ -209,11 +232,14 @@ static struct script acquire_lua = {
 	"  end\n"
 	"  return {0, redis.call('PTTL', KEYS[1])}\n"
 	"end\n"
-	"local f = redis.call('INCR', KEYS[2])\n"
+	"local t = redis.call('TIME')\n"
+	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
+	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
+	"redis.call('SET', KEYS[2], f)\n"
 	"redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f .. ' ' .. ARGV[3] ..\n"
 	"  ' ' .. ARGV[4] .. ' ' .. ARGV[5], 'NX', 'PX', ARGV[2])\n"
 	"redis.call('ZREM', KEYS[3], ARGV[1])\n"
-	"return {1, tostring(f)}\n",
+	"return {1, f}\n",
 	""
 };
 
@@ -434,17 +460,15 @@ static void login_error(const struct lr_store *st, int auth, const char *why,
 			   st->where, st->db, why);
 }
 
-/* Connects and authenticates; selects the database.  On LR_OK *out is a
- * ready non-blocking close-on-exec context. */
-static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
-				 redisContext **out, struct lr_err *err)
+/* Connects, non-blocking and close-on-exec, without a word said yet.  On
+ * LR_OK *out is the context. */
+static enum lr_status dial(struct lr_store *st, int64_t deadline,
+			   redisContext **out, struct lr_err *err)
 {
-	int64_t end = step_end(st, deadline), left = end - lr_now_ms();
+	int64_t left = step_end(st, deadline) - lr_now_ms();
 	struct timeval tv;
 	redisContext *c;
-	redisReply *r[2];
-	int n = 0, got, i, fl;
-	enum lr_status s;
+	int fl;
 
 	*out = NULL;
 	if (left <= 0) {
@@ -480,6 +504,15 @@ static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	c->flags &= ~REDIS_BLOCK;
+	*out = c;
+	return LR_OK;
+}
+
+/* Appends AUTH (if we have a password) and, if select, SELECT (if the
+ * database is not 0) to c; returns how many. */
+static int login_append(struct lr_store *st, redisContext *c, int select)
+{
+	int n = 0;
 
 	if (st->pass) {
 		const char *a[3] = { "AUTH", st->user, st->pass };
@@ -489,7 +522,7 @@ static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 		append(c, st->user ? 3 : 2, a);
 		n++;
 	}
-	if (st->db) {
+	if (select && st->db) {
 		char dbs[24];
 		const char *a[2] = { "SELECT", dbs };
 
@@ -497,52 +530,94 @@ static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 		append(c, 2, a);
 		n++;
 	}
-	if (n == 0) {
-		*out = c;
-		return LR_OK;
-	}
-	s = exchange(st, c, n, r, end, &got, "login", err);
-	if (s != LR_OK) {
-		redisFree(c);
-		return s;
-	}
-	for (i = 0; i < n; i++) {
-		if (r[i]->type == REDIS_REPLY_ERROR && s == LR_OK) {
+	return n;
+}
+
+/* Checks the n replies to what login_append() sent. */
+static enum lr_status login_check(const struct lr_store *st, redisReply **r,
+				  int n, struct lr_err *err)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i]->type == REDIS_REPLY_ERROR) {
 			login_error(st, st->pass && i == 0, r[i]->str, err);
-			s = LR_ERROR;
+			return LR_ERROR;
 		}
-		freeReplyObject(r[i]);
-	}
-	if (s != LR_OK) {
-		redisFree(c);
-		return s;
-	}
-	*out = c;
 	return LR_OK;
+}
+
+static void replies_free(redisReply **r, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i]) {
+			freeReplyObject(r[i]);
+			r[i] = NULL;
+		}
+}
+
+/* Connects and authenticates; selects the database.  On LR_OK *out is a
+ * ready non-blocking close-on-exec context. */
+static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
+				 redisContext **out, struct lr_err *err)
+{
+	redisReply *r[2];
+	enum lr_status s;
+	int n, got;
+
+	s = dial(st, deadline, out, err);
+	if (s != LR_OK)
+		return s;
+	n = login_append(st, *out, 1);
+	if (n == 0)
+		return LR_OK;
+	s = exchange(st, *out, n, r, step_end(st, deadline), &got, "login",
+		     err);
+	if (s == LR_OK) {
+		s = login_check(st, r, n, err);
+		replies_free(r, n);
+	}
+	if (s != LR_OK)
+		drop(out);
+	return s;
 }
 
 static void drop_main(struct lr_store *st);
 
-/* Runs one command on the command connection, connecting if needed.  A
- * connection that was open before this call and dies before answering
- * is replaced once.  LR_OK hands over *r (maybe an error reply). */
-struct pre {
-	int argc;           /* 0: none */
+/* One command of a round trip, and its reply (maybe an error reply). */
+struct cmd {
+	int argc;
 	const char **argv;
-	redisReply *r;      /* its reply, for the caller to free */
+	redisReply *r;
 };
 
-/* The same, with the command pre sent first in the same round trip. */
-static enum lr_status command_pre(struct lr_store *st, struct pre *pre,
-				  int argc, const char **argv,
-				  int64_t deadline, redisReply **r,
-				  const char *what, struct lr_err *err)
+static void cmds_free(struct cmd *cmds, int n)
 {
-	int tries = 0, got, n = pre && pre->argc ? 2 : 1;
-	redisReply *rr[2];
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (cmds[i].r) {
+			freeReplyObject(cmds[i].r);
+			cmds[i].r = NULL;
+		}
+}
+
+/* Sends the n commands on the command connection in one round trip,
+ * connecting if needed, and fills in their replies.  A connection that
+ * was open before this call and fails is replaced once, and the whole
+ * round trip sent again: every command in it must be safe to repeat.
+ * On LR_OK the caller frees the replies (cmds_free); on any other status
+ * there is nothing to free. */
+static enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
+				 int n, int64_t deadline, const char *what,
+				 struct lr_err *err)
+{
+	redisReply *r[MAX_CMDS];
+	int tries = 0, got, i;
 	enum lr_status s;
 
-	*r = NULL;
 	for (;;) {
 		int fresh = st->c == NULL;
 
@@ -551,15 +626,13 @@ static enum lr_status command_pre(struct lr_store *st, struct pre *pre,
 			if (s != LR_OK)
 				return s;
 		}
-		if (n == 2)
-			append(st->c, pre->argc, pre->argv);
-		append(st->c, argc, argv);
-		s = exchange(st, st->c, n, rr, step_end(st, deadline), &got,
+		for (i = 0; i < n; i++)
+			append(st->c, cmds[i].argc, cmds[i].argv);
+		s = exchange(st, st->c, n, r, step_end(st, deadline), &got,
 			     what, err);
 		if (s == LR_OK) {
-			if (n == 2)
-				pre->r = rr[0];
-			*r = rr[n - 1];
+			for (i = 0; i < n; i++)
+				cmds[i].r = r[i];
 			return LR_OK;
 		}
 		drop_main(st);
@@ -574,19 +647,28 @@ static enum lr_status command(struct lr_store *st, int argc,
 			      redisReply **r, const char *what,
 			      struct lr_err *err)
 {
-	return command_pre(st, NULL, argc, argv, deadline, r, what, err);
+	struct cmd one = { argc, argv, NULL };
+	enum lr_status s;
+
+	s = round_trip(st, &one, 1, deadline, what, err);
+	*r = one.r;
+	return s;
 }
 
-/* EVALSHA, then EVAL on NOSCRIPT.  kv holds the keys then the args.
- * pre, if not NULL, goes in the same round trip as the EVALSHA. */
-static enum lr_status run_script_pre(struct lr_store *st, struct pre *pre,
-				     struct script *sc, int nkeys, int nargs,
-				     const char **kv, int64_t deadline,
-				     redisReply **r, struct lr_err *err)
+/* Runs script sc as command si of cmds, in one round trip with the
+ * others: EVALSHA, and on NOSCRIPT the whole round trip again with EVAL
+ * (so what follows the script still follows it).  kv holds the keys then
+ * the args.  On LR_OK the caller frees the replies, and the script's is
+ * no error; on any other status there is nothing to free. */
+static enum lr_status run_script(struct lr_store *st, struct script *sc,
+				 int nkeys, int nargs, const char **kv,
+				 struct cmd *cmds, int n, int si,
+				 int64_t deadline, struct lr_err *err)
 {
 	const char *argv[16];
 	char nk[8];
 	enum lr_status s;
+	redisReply *r;
 	int i;
 
 	snprintf(nk, sizeof(nk), "%d", nkeys);
@@ -595,41 +677,32 @@ static enum lr_status run_script_pre(struct lr_store *st, struct pre *pre,
 	argv[2] = nk;
 	for (i = 0; i < nkeys + nargs; i++)
 		argv[3 + i] = kv[i];
-	s = command_pre(st, pre, 3 + nkeys + nargs, argv, deadline, r,
-			sc->name, err);
+	cmds[si].argc = 3 + nkeys + nargs;
+	cmds[si].argv = argv;
+	s = round_trip(st, cmds, n, deadline, sc->name, err);
 	if (s != LR_OK)
 		return s;
-	if ((*r)->type == REDIS_REPLY_ERROR &&
-	    strncmp((*r)->str, "NOSCRIPT", 8) == 0) {
-		freeReplyObject(*r);
+	r = cmds[si].r;
+	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+		cmds_free(cmds, n);
 		argv[0] = "EVAL";
 		argv[1] = sc->body;
-		s = command(st, 3 + nkeys + nargs, argv, deadline, r,
-			    sc->name, err);
+		s = round_trip(st, cmds, n, deadline, sc->name, err);
 		if (s != LR_OK)
 			return s;
+		r = cmds[si].r;
 	}
-	if ((*r)->type == REDIS_REPLY_ERROR) {
+	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
-			   sc->name, (*r)->str,
-			   strncmp((*r)->str, "NOAUTH", 6) == 0
+			   sc->name, r->str,
+			   strncmp(r->str, "NOAUTH", 6) == 0
 				   ? " (give a password in the URL or "
 				     "REDISCLI_AUTH)"
 				   : "");
-		freeReplyObject(*r);
-		*r = NULL;
+		cmds_free(cmds, n);
 		return LR_ERROR;
 	}
 	return LR_OK;
-}
-
-static enum lr_status run_script(struct lr_store *st, struct script *sc,
-				 int nkeys, int nargs, const char **kv,
-				 int64_t deadline, redisReply **r,
-				 struct lr_err *err)
-{
-	return run_script_pre(st, NULL, sc, nkeys, nargs, kv, deadline, r,
-			      err);
 }
 
 /* ---- URL --------------------------------------------------------------- */
@@ -648,6 +721,26 @@ static int parse_db(const char *s, long *db)
 	return 0;
 }
 
+/* A guard's option: warn (the default), refuse or ignore. */
+static int parse_guard(const struct lr_url *u, const char *opt,
+		       enum guard_mode *mode, struct lr_err *err)
+{
+	const char *v = lr_url_param(u, opt);
+
+	if (!v || strcmp(v, "warn") == 0)
+		*mode = GUARD_WARN;
+	else if (strcmp(v, "refuse") == 0)
+		*mode = GUARD_REFUSE;
+	else if (strcmp(v, "ignore") == 0)
+		*mode = GUARD_IGNORE;
+	else {
+		lr_err_set(err, "redis URL: bad %s=%s (warn, refuse or "
+				"ignore)", opt, v);
+		return -1;
+	}
+	return 0;
+}
+
 static enum lr_status parse_url(struct lr_store *st,
 				const struct lr_store_req *req,
 				struct lr_err *err)
@@ -660,10 +753,11 @@ static enum lr_status parse_url(struct lr_store *st,
 		const char *k = u->params[i].key;
 
 		if (strcmp(k, "prefix") && strcmp(k, "timeout") &&
-		    strcmp(k, "evict") && strcmp(k, "db")) {
+		    strcmp(k, "evict") && strcmp(k, "persist") &&
+		    strcmp(k, "db")) {
 			lr_err_set(err,
 				   "unknown redis URL option '%s' (known: "
-				   "prefix, db, timeout, evict)",
+				   "prefix, db, timeout, evict, persist)",
 				   k);
 			return LR_ERROR;
 		}
@@ -763,18 +857,9 @@ static enum lr_status parse_url(struct lr_store *st,
 		st->cap_ms = clamp64(req->ttl_ms / 3, 100, 2000);
 	}
 
-	v = lr_url_param(u, "evict");
-	if (!v || strcmp(v, "warn") == 0) {
-		st->evict = EVICT_WARN;
-	} else if (strcmp(v, "refuse") == 0) {
-		st->evict = EVICT_REFUSE;
-	} else if (strcmp(v, "ignore") == 0) {
-		st->evict = EVICT_IGNORE;
-	} else {
-		lr_err_set(err, "redis URL: bad evict=%s (warn, refuse or "
-				"ignore)", v);
+	if (parse_guard(u, "evict", &st->evict, err) < 0 ||
+	    parse_guard(u, "persist", &st->persist, err) < 0)
 		return LR_ERROR;
-	}
 
 	if (u->user && *u->user) {
 		st->user = strdup(u->user);
@@ -832,70 +917,102 @@ oom:
 	return LR_ERROR;
 }
 
-/* ---- guard ------------------------------------------------------------- */
+/* ---- guards ------------------------------------------------------------ */
 
-/* Warns or refuses when the server may evict our keys, judging by r,
- * the reply to INFO memory (freed here). */
-static enum lr_status guard(struct lr_store *st, redisReply *r,
-			    struct lr_err *err)
+/* Puts the value of FIELD in r, the reply to INFO SECTION, into val.
+ * LR_ERROR (err filled) if the server wants a password; otherwise LR_OK,
+ * with val "" and msg saying why when the value cannot be had. */
+static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
+				const char *section, const char *field,
+				char *val, size_t vsize, char *msg,
+				size_t msize, struct lr_err *err)
 {
-	char policy[64] = "", msg[512];
+	size_t fl = strlen(field), n;
 	const char *p;
-	size_t n;
 
+	val[0] = '\0';
 	if (r->type == REDIS_REPLY_ERROR) {
-		/* An ACL user may not run INFO. */
 		if (strncmp(r->str, "NOAUTH", 6) == 0) {
-			lr_err_set(err, "redis at %s: %s (give a password in "
-					"the URL or REDISCLI_AUTH)",
+			lr_err_set(err, "redis at %s: %.120s (give a password "
+					"in the URL or REDISCLI_AUTH)",
 				   st->where, r->str);
-			freeReplyObject(r);
 			return LR_ERROR;
 		}
-		snprintf(msg, sizeof(msg),
-			 "redis at %s: cannot check maxmemory-policy: %s",
-			 st->where, r->str);
-		freeReplyObject(r);
-		goto unknown;
+		/* An ACL user may not run INFO. */
+		snprintf(msg, msize, "redis at %s: cannot check %s: %.120s",
+			 st->where, field, r->str);
+		return LR_OK;
 	}
-	if (r->type == REDIS_REPLY_STRING &&
-	    (p = strstr(r->str, "maxmemory_policy:")) != NULL) {
-		p += strlen("maxmemory_policy:");
+	for (p = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+	     p && (p = strstr(p, field)) != NULL; p += fl) {
+		if ((p != r->str && p[-1] != '\n') || p[fl] != ':')
+			continue;
+		p += fl + 1;
 		n = strcspn(p, "\r\n");
-		if (n >= sizeof(policy))
-			n = sizeof(policy) - 1;
-		memcpy(policy, p, n);
-		policy[n] = '\0';
+		if (n >= vsize)
+			n = vsize - 1;
+		memcpy(val, p, n);
+		val[n] = '\0';
+		return LR_OK;
 	}
-	freeReplyObject(r);
-	if (!*policy) {
-		snprintf(msg, sizeof(msg),
-			 "redis at %s: cannot check maxmemory-policy: not in "
-			 "INFO memory",
-			 st->where);
-		goto unknown;
-	}
+	snprintf(msg, msize, "redis at %s: cannot check %s: not in INFO %s",
+		 st->where, field, section);
+	return LR_OK;
+}
+
+/* The server may evict a held lease: policy is its maxmemory-policy. */
+static int evicts(const struct lr_store *st, const char *policy, char *msg,
+		  size_t size)
+{
 	if (strncmp(policy, "allkeys-", 8) != 0 &&
 	    strncmp(policy, "volatile-", 9) != 0)
-		return LR_OK;
-	if (st->evict == EVICT_REFUSE) {
-		lr_err_set(err,
-			   "redis at %s has maxmemory-policy %s, which can "
-			   "evict a held lease (evict=refuse)",
-			   st->where, policy);
-		return LR_ERROR;
-	}
-	snprintf(msg, sizeof(msg),
+		return 0;
+	snprintf(msg, size,
 		 "redis at %s has maxmemory-policy %s: under memory pressure "
-		 "it can evict a held lease%s; use noeviction",
-		 st->where, policy,
-		 policy[0] == 'a' ? " and reset the fence counter" : "");
-	if (st->req->warn)
-		st->req->warn(st->req->warn_ctx, msg);
-	return LR_OK;
-unknown:
-	if (st->evict == EVICT_REFUSE) {
-		lr_err_set(err, "%.230s (evict=refuse)", msg);
+		 "it can evict a held lease; use noeviction",
+		 st->where, policy);
+	return 1;
+}
+
+/* A restart loses held leases: aof is aof_enabled.  Only "no append-only
+ * file" can be seen in INFO; whether appendfsync is always (a crash then
+ * loses nothing acknowledged) cannot. */
+static int forgets(const struct lr_store *st, const char *aof, char *msg,
+		   size_t size)
+{
+	if (strcmp(aof, "1") == 0)
+		return 0;
+	snprintf(msg, size,
+		 "redis at %s keeps no append-only file: a restart loses held "
+		 "leases and can let two commands run at once; use appendonly "
+		 "yes, appendfsync always",
+		 st->where);
+	return 1;
+}
+
+/* A guard: r is the reply to INFO SECTION; unfit() judges FIELD's value
+ * and says what is wrong in msg.  A server that is unfit, or whose value
+ * cannot be read, gets a warning, or LR_ERROR naming the option OPT,
+ * as mode says. */
+static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
+			    const char *opt, const redisReply *r,
+			    const char *section, const char *field,
+			    int (*unfit)(const struct lr_store *st,
+					 const char *val, char *msg,
+					 size_t size),
+			    struct lr_err *err)
+{
+	char val[64], msg[512];
+	enum lr_status s;
+
+	if (mode == GUARD_IGNORE)
+		return LR_OK;
+	s = info_read(st, r, section, field, val, sizeof(val), msg,
+		      sizeof(msg), err);
+	if (s != LR_OK || (*val && !unfit(st, val, msg, sizeof(msg))))
+		return s;
+	if (mode == GUARD_REFUSE) {
+		lr_err_set(err, "%.225s (%s=refuse)", msg, opt);
 		return LR_ERROR;
 	}
 	if (st->req->warn)
@@ -911,18 +1028,65 @@ static void drop_main(struct lr_store *st)
 	if (st->ep >= 0 && st->ep_fd[0] >= 0)
 		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[0], NULL);
 	st->ep_fd[0] = -1;
-	st->tracking = 0;
+	st->track_id = -1; /* a new connection tracks nothing */
 	drop(&st->c);
 }
 
+/* (What c tracked for the old aux now goes nowhere: watching() says so.) */
 static void drop_aux(struct lr_store *st)
 {
 	if (st->ep >= 0 && st->ep_fd[1] >= 0)
 		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[1], NULL);
 	st->ep_fd[1] = -1;
 	st->aux_id = -1;
-	st->tracking = 0;
 	drop(&st->aux);
+}
+
+/* Is every change to the key by another client reported to aux now? */
+static int watching(const struct lr_store *st)
+{
+	return st->aux && st->aux_id >= 0 && st->track_id == st->aux_id;
+}
+
+/* The server refused what the watch needs (r, the reply to what): renew
+ * alone from now on, and say so once when it is a matter of rights (an
+ * ACL user); a server before Redis 6 just cannot. */
+static void watch_refused(struct lr_store *st, const char *what,
+			  const redisReply *r)
+{
+	char msg[640];
+
+	if (st->watch_off)
+		return;
+	st->watch_off = 1;
+	if (!st->req->warn || r->type != REDIS_REPLY_ERROR ||
+	    strncmp(r->str, "NOPERM", 6) != 0)
+		return;
+	snprintf(msg, sizeof(msg),
+		 "redis at %s: cannot watch the lease key (%s: %.200s); a "
+		 "deleted key is seen at the next renew",
+		 st->where, what, r->str);
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
+/* Does r, the reply to GET of the key, hold our token? */
+static int is_ours(const struct lr_store *st, const redisReply *r)
+{
+	size_t n = strlen(st->req->token);
+
+	return r->type == REDIS_REPLY_STRING &&
+	       strncmp(r->str, st->req->token, n) == 0 && r->str[n] == ' ';
+}
+
+/* Certain loss: err says why. */
+static enum lr_status lost(struct lr_store *st, const char *why,
+			   struct lr_err *err)
+{
+	lr_err_set(err, "redis at %s: the lease key %s %s", st->where, st->key,
+		   why);
+	st->held = 0;
+	drop_aux(st);
+	return LR_LOST;
 }
 
 static void r_close(struct lr_store *st)
@@ -933,8 +1097,6 @@ static void r_close(struct lr_store *st)
 	drop_aux(st);
 	if (st->ep >= 0)
 		close(st->ep);
-	if (st->tfd >= 0)
-		close(st->tfd);
 	free(st->host);
 	free(st->sock);
 	free(st->user);
@@ -964,9 +1126,9 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->ep = st->tfd = -1;
-	st->ep_fd[0] = st->ep_fd[1] = st->ep_fd[2] = -1;
-	st->aux_id = -1;
+	st->ep = -1;
+	st->ep_fd[0] = st->ep_fd[1] = -1;
+	st->aux_id = st->track_id = -1;
 	s = parse_url(st, req, err);
 	if (s != LR_OK)
 		return s;
@@ -977,7 +1139,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	s = connect_to(st, deadline, &st->c, err);
 	if (s != LR_OK)
 		return s;
-	/* The guard goes with the first acquire, in one round trip. */
+	/* The guards go with the first acquire, in one round trip. */
 	if (req->token)
 		return LR_OK;
 	/* --status, --break: check the login now, for a clear message. */
@@ -996,132 +1158,160 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	return s;
 }
 
-/* Opens the auxiliary connection: learns its CLIENT ID and subscribes it
- * to the release channel, the key's keyspace channel and the tracking
- * channel, waiting for every answer. */
+/* Opens the auxiliary connection and, in the login's round trip, learns
+ * its CLIENT ID and subscribes it to our wake channel, the key's keyspace
+ * channel and the tracking channel.  A SUBSCRIBE that the server refuses
+ * (ACL: one error reply, not one per channel) is LR_ERROR with
+ * aux_denied set; a refused CLIENT ID leaves aux_id at -1 (no watch,
+ * waiting still works). */
 static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 			       struct lr_err *err)
 {
 	const char *id[2] = { "CLIENT", "ID" };
 	const char *sub[4] = { "SUBSCRIBE", st->wake_chan, st->ks_chan,
 			       "__redis__:invalidate" };
-	redisReply *r[4];
+	int64_t end = step_end(st, deadline);
+	redisReply *r[6] = { NULL };
 	enum lr_status s;
-	int got, i;
+	int nl, n, got;
 
-	s = connect_to(st, deadline, &st->aux, err);
+	s = dial(st, deadline, &st->aux, err);
 	if (s != LR_OK)
 		return s;
+	nl = login_append(st, st->aux, 0); /* SUBSCRIBE knows no database */
 	append(st->aux, 2, id);
 	append(st->aux, 4, sub);
-	s = exchange(st, st->aux, 4, r, step_end(st, deadline), &got,
-		     "SUBSCRIBE", err);
-	if (s != LR_OK) {
-		drop_aux(st);
-		return s;
+	n = nl + 2;
+	s = exchange(st, st->aux, n, r, end, &got, "SUBSCRIBE", err);
+	if (s == LR_OK)
+		s = login_check(st, r, nl, err);
+	if (s == LR_OK && r[nl]->type == REDIS_REPLY_ERROR &&
+	    strncmp(r[nl]->str, "NOAUTH", 6) == 0) {
+		/* The first word the server says to a run without a
+		 * password. */
+		lr_err_set(err, "redis at %s: %.120s (give a password in the "
+				"URL or REDISCLI_AUTH)",
+			   st->where, r[nl]->str);
+		s = LR_ERROR;
 	}
-	/* An ACL user may lack CLIENT: then no tracking, waiting still
-	 * works. */
-	st->aux_id = r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : -1;
-	for (i = 1; i < 4; i++) {
-		const char *why = r[i]->type == REDIS_REPLY_ERROR
-					  ? r[i]->str
-					  : "unexpected reply";
-
-		if (r[i]->type != REDIS_REPLY_ARRAY && s == LR_OK) {
-			lr_err_set(err, "redis at %s: SUBSCRIBE: %.150s",
-				   st->where, why);
-			st->aux_denied = 1;
-			s = LR_ERROR;
-		}
+	if (s == LR_OK && r[nl + 1]->type != REDIS_REPLY_ARRAY) {
+		lr_err_set(err, "redis at %s: SUBSCRIBE: %.150s", st->where,
+			   r[nl + 1]->type == REDIS_REPLY_ERROR
+				   ? r[nl + 1]->str
+				   : "unexpected reply");
+		watch_refused(st, "SUBSCRIBE", r[nl + 1]);
+		st->aux_denied = 1;
+		s = LR_ERROR;
 	}
-	for (i = 0; i < 4; i++)
-		freeReplyObject(r[i]);
+	if (s == LR_OK) {
+		/* The other two channels' confirmations. */
+		n += 2;
+		s = exchange(st, st->aux, 2, r + nl + 2, end, &got,
+			     "SUBSCRIBE", err);
+	}
+	if (s == LR_OK) {
+		st->aux_id = r[nl]->type == REDIS_REPLY_INTEGER
+				     ? r[nl]->integer
+				     : -1;
+		if (st->aux_id < 0)
+			watch_refused(st, "CLIENT ID", r[nl]);
+	}
+	replies_free(r, n);
 	if (s != LR_OK)
 		drop_aux(st);
 	return s;
 }
 
-/* While holding: makes the server tell aux at once when anyone else
- * changes our key (deletes it, lets it expire, overwrites it), with
- * CLIENT TRACKING ... BCAST NOLOOP on the command connection.  Failing
- * to set it up is no failure: renew still checks the key. */
-static void watch_setup(struct lr_store *st, int64_t deadline)
-{
-	char id[24], msg[640];
-	const char *argv[9] = { "CLIENT",   "TRACKING", "on",
-				"REDIRECT", id,         "BCAST",
-				"PREFIX",   st->key,    "NOLOOP" };
-	struct lr_err e = { "" };
-	redisReply *r;
+/* The commands that arm the watch behind a script that found the lease
+ * ours, in one round trip on the command connection: CLIENT TRACKING off
+ * (what c tracked before pointed elsewhere, and a prefix cannot be given
+ * twice), CLIENT TRACKING on ... REDIRECT aux, and a GET of the key.  A
+ * change after the script and before TRACKING shows in the GET; any
+ * change after TRACKING is reported to aux. */
+struct watch_cmds {
+	char id[24];
+	const char *off[3], *on[9], *get[2];
+	int at; /* where the first is in the round trip, or -1: not sent */
+};
 
-	if (!st->aux && aux_open(st, deadline, &e) != LR_OK) {
-		if (st->aux_denied) {
-			snprintf(msg, sizeof(msg),
-				 "%s; a deleted key is seen at the next renew",
-				 e.msg);
-			if (st->req->warn)
-				st->req->warn(st->req->warn_ctx, msg);
-			st->watch_off = 1;
-		}
-		return; /* else retried after the next good renew */
-	}
-	if (st->aux_id < 0) {
-		st->watch_off = 1;
-		return;
-	}
-	if (!st->c || st->tracking)
-		return;
-	snprintf(id, sizeof(id), "%lld", st->aux_id);
-	if (command(st, 9, argv, deadline, &r, "CLIENT TRACKING", &e) !=
-	    LR_OK)
-		return;
-	if (r->type == REDIS_REPLY_ERROR) {
-		/* Redis before 6, or an ACL without CLIENT: renew alone. */
-		if (strncmp(r->str, "NOPERM", 6) == 0 && st->req->warn) {
-			snprintf(msg, sizeof(msg),
-				 "redis at %s: cannot watch the lease key "
-				 "(%.200s); a deleted key is seen at the next "
-				 "renew",
-				 st->where, r->str);
-			st->req->warn(st->req->warn_ctx, msg);
-		}
-		st->watch_off = 1;
-	} else {
-		st->tracking = 1;
-	}
-	freeReplyObject(r);
+/* Appends the watch's commands to cmds[0..n) if the watch should be and
+ * can be armed; returns the new count. */
+static int watch_add(struct lr_store *st, struct watch_cmds *w,
+		     struct cmd *cmds, int n)
+{
+	const char *off[3] = { "CLIENT", "TRACKING", "off" };
+	const char *on[9] = { "CLIENT", "TRACKING", "on",   "REDIRECT", w->id,
+			      "BCAST",  "PREFIX",   st->key, "NOLOOP" };
+	const char *get[2] = { "GET", st->key };
+
+	w->at = -1;
+	if (st->watch_off || !st->aux || st->aux_id < 0 || watching(st))
+		return n;
+	snprintf(w->id, sizeof(w->id), "%lld", st->aux_id);
+	memcpy(w->off, off, sizeof(off));
+	memcpy(w->on, on, sizeof(on));
+	memcpy(w->get, get, sizeof(get));
+	w->at = n;
+	cmds[n++] = (struct cmd){ 3, w->off, NULL };
+	cmds[n++] = (struct cmd){ 9, w->on, NULL };
+	cmds[n++] = (struct cmd){ 2, w->get, NULL };
+	return n;
 }
 
-/* Asks for the watch to be set up in delay_ms (by process(), when tfd
- * fires), or cancels that with delay_ms < 0. */
-static void watch_arm(struct lr_store *st, int64_t delay_ms)
+/* After the round trip: notes whether c now tracks the key for aux.
+ * Returns 0 if the GET found the lease gone or another's, 1 if ours or
+ * if nothing was sent. */
+static int watch_check(struct lr_store *st, const struct watch_cmds *w,
+		       const struct cmd *cmds)
 {
-	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	const redisReply *on;
 
-	st->watch_pending = delay_ms >= 0 && !st->watch_off;
-	if (st->watch_pending && st->tfd < 0) {
-		st->tfd = timerfd_create(CLOCK_BOOTTIME,
-					 TFD_CLOEXEC | TFD_NONBLOCK);
-		if (st->tfd < 0) {
-			st->watch_pending = 0;
-			return;
-		}
-	}
-	if (st->tfd < 0)
-		return;
-	if (st->watch_pending) {
-		its.it_value.tv_sec = delay_ms / 1000;
-		its.it_value.tv_nsec = (delay_ms % 1000) * 1000000 + 1;
-	}
-	timerfd_settime(st->tfd, 0, &its, NULL);
+	if (w->at < 0)
+		return 1;
+	on = cmds[w->at + 1].r;
+	if (on->type == REDIS_REPLY_ERROR)
+		watch_refused(st, "CLIENT TRACKING", on);
+	else
+		st->track_id = st->aux_id;
+	return is_ours(st, cmds[w->at + 2].r);
 }
 
-static enum lr_status try_acquire(struct lr_store *st, struct pre *pre,
-				  int64_t deadline, struct lr_grant *g,
+/* Arms the watch again behind a renew that found the lease ours, after
+ * a reconnect of either connection.  LR_LOST if the key is not ours any
+ * more; trouble is no failure: the next renew tries again. */
+static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 				  struct lr_err *err)
 {
+	struct lr_err ignored;
+	struct cmd cmds[3];
+	struct watch_cmds w;
+	int n, ours;
+
+	if (!st->aux && !st->aux_denied &&
+	    aux_open(st, deadline, &ignored) != LR_OK)
+		return LR_OK;
+	n = watch_add(st, &w, cmds, 0);
+	if (n == 0 ||
+	    round_trip(st, cmds, n, deadline, "CLIENT TRACKING", &ignored) !=
+		    LR_OK)
+		return LR_OK;
+	ours = watch_check(st, &w, cmds);
+	cmds_free(cmds, n);
+	return ours ? LR_OK
+		    : lost(st, "was deleted or taken by another client", err);
+}
+
+static enum lr_status r_release(struct lr_store *st, int64_t deadline,
+				struct lr_err *err);
+
+/* One try, with the guards in the first one's round trip and the watch
+ * armed behind the script. */
+static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
+				  struct lr_grant *g, struct lr_err *err)
+{
 	const struct lr_store_req *req = st->req;
+	const char *mem[2] = { "INFO", "memory" };
+	const char *per[2] = { "INFO", "persistence" };
 	char ttl[24], pid[24], since[24];
 	const char *kv[9] = { st->key,	   st->fence_key,
 			      st->waiters, req->token,
@@ -1129,16 +1319,37 @@ static enum lr_status try_acquire(struct lr_store *st, struct pre *pre,
 			      since,	   req->host && *req->host ? req->host
 								   : "?",
 			      st->aux ? "1" : "0" };
-	redisReply *r;
-	enum lr_status s;
+	struct cmd cmds[MAX_CMDS];
+	struct watch_cmds w;
+	struct lr_err gerr = { "" };
+	enum lr_status s, gs = LR_OK;
+	const redisReply *r;
+	int n = 0, si, guards = !st->guarded, ours;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
 	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
-	s = run_script_pre(st, pre, &acquire_lua, 3, 6, kv, deadline, &r,
-			   err);
+	if (guards) {
+		cmds[n++] = (struct cmd){ 2, mem, NULL };
+		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	si = n++;
+	n = watch_add(st, &w, cmds, n);
+	s = run_script(st, &acquire_lua, 3, 6, kv, cmds, n, si, deadline,
+		       err);
 	if (s != LR_OK)
 		return s;
+	if (guards) {
+		st->guarded = 1;
+		gs = guard(st, st->evict, "evict", cmds[0].r, "memory",
+			   "maxmemory_policy", evicts, &gerr);
+		if (gs == LR_OK)
+			gs = guard(st, st->persist, "persist", cmds[1].r,
+				   "persistence", "aof_enabled", forgets,
+				   &gerr);
+	}
+	ours = watch_check(st, &w, cmds);
+	r = cmds[si].r;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: acquire: unexpected reply",
@@ -1151,16 +1362,25 @@ static enum lr_status try_acquire(struct lr_store *st, struct pre *pre,
 				   ? strtoull(f->str, NULL, 10)
 				   : (uint64_t)f->integer;
 		g->ttl_ms = 0;
-		s = LR_OK;
+		/* Taken away before the watch was on: the command must not
+		 * start, and there is nothing of ours to give back. */
+		s = ours ? LR_OK : LR_BUSY;
 	} else {
 		s = LR_BUSY;
 	}
-	freeReplyObject(r);
+	cmds_free(cmds, n);
+	if (gs != LR_OK) {
+		if (s == LR_OK) {
+			struct lr_err ignored;
+
+			st->held = 1;
+			r_release(st, deadline, &ignored);
+		}
+		*err = gerr;
+		return gs;
+	}
 	return s;
 }
-
-static enum lr_status r_release(struct lr_store *st, int64_t deadline,
-				struct lr_err *err);
 
 static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 				struct lr_grant *g, struct lr_err *err)
@@ -1171,50 +1391,25 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "redis store: acquire without a token");
 		return LR_ERROR;
 	}
-	if (!st->guarded && st->evict != EVICT_IGNORE) {
-		const char *info[2] = { "INFO", "memory" };
-		struct pre pre = { 2, info, NULL };
-		struct lr_err gerr = { "" };
-		enum lr_status gs;
-
-		s = try_acquire(st, &pre, deadline, g, err);
-		if (!pre.r)
-			return s; /* no answer: the guard goes with the next */
-		st->guarded = 1;
-		gs = guard(st, pre.r, &gerr);
-		if (gs != LR_OK) {
-			if (s == LR_OK) {
-				struct lr_err ignored;
-
-				r_release(st, deadline, &ignored);
-			}
-			*err = gerr;
-			return gs;
-		}
-	} else {
-		s = try_acquire(st, NULL, deadline, g, err);
+	/* The second connection first: the watch needs its id, and a
+	 * waiter its subscription before the try, so that a release
+	 * cannot slip between the two.  Without SUBSCRIBE rights the
+	 * core's backoff timer retries, and renew alone checks the key. */
+	if (!st->aux && !st->aux_denied) {
+		s = aux_open(st, deadline, err);
+		if (s != LR_OK && !st->aux_denied)
+			return s;
 	}
-	if (s == LR_BUSY && !st->aux && !st->aux_denied) {
-		struct lr_err ignored;
-
-		/* Subscribe, then look again, so that a release between the
-		 * two cannot go unseen.  Without a subscription the core's
-		 * backoff timer still retries. */
-		if (aux_open(st, deadline, &ignored) == LR_OK)
-			s = try_acquire(st, NULL, deadline, g, err);
-	}
-	if (s == LR_OK) {
+	s = try_acquire(st, deadline, g, err);
+	if (s == LR_OK)
 		st->held = 1;
-		watch_arm(st, WATCH_DELAY_MS);
-	}
 	return s;
 }
 
 /* Brings ep in line with what should be watched while holding. */
 static int ep_sync(struct lr_store *st)
 {
-	int fd[3] = { st->c ? st->c->fd : -1, st->aux ? st->aux->fd : -1,
-		      st->watch_pending ? st->tfd : -1 };
+	int fd[2] = { st->c ? st->c->fd : -1, st->aux ? st->aux->fd : -1 };
 	int i;
 
 	if (st->ep < 0) {
@@ -1222,7 +1417,7 @@ static int ep_sync(struct lr_store *st)
 		if (st->ep < 0)
 			return -1;
 	}
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		struct epoll_event e = { .events = EPOLLIN };
 
 		e.data.u32 = (uint32_t)i;
@@ -1250,9 +1445,8 @@ static int r_wait_fd(struct lr_store *st, short *events)
 	fd = ep_sync(st);
 	if (fd >= 0)
 		return fd;
-	/* No epoll: watch the command connection alone. */
-	watch_arm(st, -1);
-	return st->c ? st->c->fd : -1;
+	/* No epoll: watch the watch's connection, which matters most. */
+	return st->aux ? st->aux->fd : st->c ? st->c->fd : -1;
 }
 
 /* Reads what aux has.  Returns 1 if a message says "look now" (a
@@ -1291,9 +1485,10 @@ static int aux_read(struct lr_store *st)
 		}
 		freeReplyObject(r);
 	}
-	/* While holding, our own release message means nothing. */
-	if (st->held)
-		look &= ~1;
+	/* While holding, our own release message means nothing; while
+	 * waiting, neither do the holder's renewals, which every waiter
+	 * hears (its tracking went on with its first try). */
+	look &= st->held ? ~1 : ~2;
 	return look != 0;
 }
 
@@ -1303,8 +1498,6 @@ static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	const char *get[2] = { "GET", st->key };
-	const char *tok = st->req->token;
-	size_t n = strlen(tok);
 	enum lr_status s;
 	redisReply *r;
 
@@ -1315,42 +1508,27 @@ static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "redis at %s: GET %s: %s", st->where, st->key,
 			   r->str);
 		s = LR_ERROR;
-	} else if (r->type != REDIS_REPLY_STRING ||
-		   strncmp(r->str, tok, n) != 0 || r->str[n] != ' ') {
-		lr_err_set(err, "redis at %s: the lease key %s was deleted "
-				"or taken by another client",
-			   st->where, st->key);
-		st->held = 0;
-		watch_arm(st, -1);
-		drop_aux(st);
-		s = LR_LOST;
+	} else if (!is_ours(st, r)) {
+		s = lost(st, "was deleted or taken by another client", err);
 	}
 	freeReplyObject(r);
 	return s;
 }
 
-/* Returns which of c (bit 0), aux (bit 1) and tfd (bit 2) are readable;
- * clears tfd. */
-static int ready(struct lr_store *st)
+/* Returns which of c (bit 0) and aux (bit 1) are readable. */
+static int ready(const struct lr_store *st)
 {
-	struct pollfd p[3] = {
+	struct pollfd p[2] = {
 		{ .fd = st->c ? st->c->fd : -1, .events = POLLIN },
 		{ .fd = st->aux ? st->aux->fd : -1, .events = POLLIN },
-		{ .fd = st->watch_pending ? st->tfd : -1, .events = POLLIN },
 	};
 	int mask = 0, i;
 
-	if (poll(p, 3, 0) <= 0)
+	if (poll(p, 2, 0) <= 0)
 		return 0;
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 2; i++)
 		if (p[i].revents & (POLLIN | POLLHUP | POLLERR))
 			mask |= 1 << i;
-	if (mask & 4) {
-		uint64_t n;
-
-		if (read(st->tfd, &n, sizeof(n)) < 0)
-			n = 0;
-	}
 	return mask;
 }
 
@@ -1416,12 +1594,6 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 			s = check_ours(st, deadline, err);
 		}
 	}
-	if ((mask & 4) && st->watch_pending) {
-		/* On trouble, the next good renew asks again. */
-		watch_arm(st, -1);
-		if (s == LR_OK)
-			watch_setup(st, deadline);
-	}
 	return s;
 }
 
@@ -1430,31 +1602,26 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 {
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	redisReply *r;
+	struct cmd cmds[1];
+	const redisReply *r;
 	enum lr_status s;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
-	s = run_script(st, &renew_lua, 1, 2, kv, deadline, &r, err);
+	s = run_script(st, &renew_lua, 1, 2, kv, cmds, 1, 0, deadline, err);
 	if (s != LR_OK)
 		return s;
+	r = cmds[0].r;
 	if (r->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: renew: unexpected reply",
 			   st->where);
 		s = LR_ERROR;
 	} else if (r->integer != 1) {
-		lr_err_set(err, "redis at %s: the lease key %s is gone or "
-				"held by another owner",
-			   st->where, st->key);
-		st->held = 0;
-		watch_arm(st, -1);
-		drop_aux(st);
-		s = LR_LOST;
-	} else if (!st->watch_off && !st->watch_pending &&
-		   (!st->aux || !st->tracking)) {
-		/* Reconnected: set the watch up again, now. */
-		watch_arm(st, 0);
+		s = lost(st, "is gone or held by another owner", err);
 	}
-	freeReplyObject(r);
+	cmds_free(cmds, 1);
+	/* Reconnected (either connection): watch again, now. */
+	if (s == LR_OK && !st->watch_off && !watching(st))
+		s = watch_rearm(st, deadline, err);
 	return s;
 }
 
@@ -1463,15 +1630,17 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 {
 	const char *kv[5] = { st->key, st->waiters, st->req->token, st->chan,
 			      st->wake_prefix };
-	redisReply *r;
+	struct cmd cmds[1];
+	const redisReply *r;
 	enum lr_status s;
 
 	st->held = 0;
-	watch_arm(st, -1);
 	drop_aux(st);
-	s = run_script(st, &release_lua, 2, 3, kv, deadline, &r, err);
+	s = run_script(st, &release_lua, 2, 3, kv, cmds, 1, 0, deadline,
+		       err);
 	if (s != LR_OK)
 		return s;
+	r = cmds[0].r;
 	if (r->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: release: unexpected reply",
 			   st->where);
@@ -1482,7 +1651,7 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 			   st->where, st->key);
 		s = LR_LOST;
 	}
-	freeReplyObject(r);
+	cmds_free(cmds, 1);
 	return s;
 }
 
@@ -1490,8 +1659,8 @@ static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 				struct lr_info *info, struct lr_err *err)
 {
 	const char *get[2] = { "GET", st->key }, *pttl[2] = { "PTTL", st->key };
-	struct pre pre = { 2, get, NULL };
-	redisReply *r, *v;
+	struct cmd cmds[2] = { { 2, get, NULL }, { 2, pttl, NULL } };
+	const redisReply *v, *r;
 	enum lr_status s;
 	char tok[128];
 	unsigned long long fence;
@@ -1500,11 +1669,11 @@ static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 	int pos = 0;
 
 	info->held = 0;
-	/* GET and PTTL in one round trip. */
-	s = command_pre(st, &pre, 2, pttl, deadline, &r, "GET", err);
+	s = round_trip(st, cmds, 2, deadline, "GET", err);
 	if (s != LR_OK)
 		return s;
-	v = pre.r;
+	v = cmds[0].r;
+	r = cmds[1].r;
 	if (v->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: GET %s: %.120s", st->where,
 			   st->key, v->str);
@@ -1524,8 +1693,7 @@ static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 				 v->str + pos);
 		}
 	}
-	freeReplyObject(v);
-	freeReplyObject(r);
+	cmds_free(cmds, 2);
 	return s;
 }
 
@@ -1534,12 +1702,12 @@ static enum lr_status r_brk(struct lr_store *st, int64_t deadline,
 {
 	const char *kv[5] = { st->key, st->waiters, "-", st->chan,
 			      st->wake_prefix };
-	redisReply *r;
+	struct cmd cmds[1];
 	enum lr_status s;
 
-	s = run_script(st, &break_lua, 2, 3, kv, deadline, &r, err);
+	s = run_script(st, &break_lua, 2, 3, kv, cmds, 1, 0, deadline, err);
 	if (s == LR_OK)
-		freeReplyObject(r);
+		cmds_free(cmds, 1);
 	return s;
 }
 

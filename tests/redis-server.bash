@@ -1,8 +1,9 @@
 # redis-server.bash - a throwaway redis-server for the redis tests.
 #
 # redis_server_start   redis-server in a temporary directory on a free
-#                      loopback port and a Unix socket, no persistence,
-#                      requirepass for the default user and an ACL user
+#                      loopback port and a Unix socket, appendonly yes
+#                      with appendfsync always (what the man page asks
+#                      for), requirepass for the default user and an ACL user
 #                      "lr" with the least rights leaserun needs.  Sets
 #                      REDIS_DIR, REDIS_PORT, REDIS_SOCK,
 #                      REDIS_PASSWORD, LR_PASSWORD, REDIS_URL (default
@@ -10,8 +11,11 @@
 #                      REDIS_ACL_URL (user lr).  The PID is kept in
 #                      $REDIS_DIR/pid (redis_pid), since a restart in one
 #                      test changes it for the tests after it.
-# redis_server_restart stops it (no save) and starts it again on the same
-#                      port: every key is gone.
+# redis_server_restart stops it and starts it again on the same port:
+#                      with persistence off, every key is gone.
+# redis_persist on|off appendonly yes with appendfsync always, or no
+#                      persistence at all, in the running server and in
+#                      its configuration for the next start.
 # redis_server_stop    stops it by its PID and removes the directory.
 # rcli ARGS...         redis-cli as the default user.
 #
@@ -78,7 +82,8 @@ dir $REDIS_DIR
 logfile $REDIS_DIR/redis.log
 daemonize no
 save ""
-appendonly no
+appendonly yes
+appendfsync always
 databases 16
 requirepass $REDIS_PASSWORD
 user lr on >$LR_PASSWORD ~leaserun:* &leaserun:* &__redis__:invalidate &__keyspace@*__:leaserun:* +@all -@dangerous +info
@@ -108,6 +113,32 @@ redis_server_kill() {
 		redis_running "$pid" || return 0
 		sleep 0.05
 	done
+}
+
+# Waits (bounded) until no AOF rewrite is running or due, so that what was
+# written is in the file a restart reads.
+redis_aof_ready() {
+	for _ in $(seq 1 200); do
+		if [ "$(rcli info persistence | tr -d '\r' |
+			grep -c -E '^aof_rewrite_(in_progress|scheduled):0$')" = 2 ]; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "redis-server: the AOF rewrite did not finish" >&2
+	return 1
+}
+
+redis_persist() {
+	if [ "$1" = on ]; then
+		rcli config set appendfsync always >/dev/null
+		rcli config set appendonly yes >/dev/null
+		sed -i 's/^appendonly no$/appendonly yes/' "$REDIS_DIR/redis.conf"
+		redis_aof_ready
+	else
+		rcli config set appendonly no >/dev/null
+		sed -i 's/^appendonly yes$/appendonly no/' "$REDIS_DIR/redis.conf"
+	fi
 }
 
 redis_server_restart() {
