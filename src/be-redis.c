@@ -303,32 +303,6 @@ static void scripts_init(void)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-/* "500ms", "2s", "1.5s", "1m", a bare number is seconds.  -1 if bad. */
-static int64_t duration_ms(const char *s)
-{
-	char *end;
-	double v, mul = 1000;
-
-	if (!s || !*s || !(isdigit((unsigned char)*s) || *s == '.'))
-		return -1;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s)
-		return -1;
-	if (strcmp(end, "ms") == 0)
-		mul = 1;
-	else if (strcmp(end, "s") == 0 || !*end)
-		mul = 1000;
-	else if (strcmp(end, "m") == 0)
-		mul = 60000;
-	else
-		return -1;
-	v *= mul;
-	if (v < 1 || v > 86400000.0)
-		return -1;
-	return (int64_t)v;
-}
-
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 {
 	return v < lo ? lo : v > hi ? hi : v;
@@ -707,38 +681,76 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 
 /* ---- URL --------------------------------------------------------------- */
 
-static int parse_db(const char *s, long *db)
-{
-	char *end;
+/* The guards' choices, in the order of enum guard_mode. */
+static const char *const guard_modes[] = { "warn", "refuse", "ignore",
+					   NULL };
 
-	if (!*s)
-		return 0;
-	errno = 0;
-	*db = strtol(s, &end, 10);
-	if (errno || *end || *db < 0 || *db > 100000 ||
-	    !isdigit((unsigned char)*s))
-		return -1;
-	return 0;
+enum { OPT_PREFIX, OPT_DB, OPT_TIMEOUT, OPT_EVICT, OPT_PERSIST, NOPTS };
+static const struct lr_url_opt url_opts[NOPTS] = {
+	[OPT_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
+	[OPT_DB] = { "db", LR_OPT_UINT, 0, 100000, NULL },
+	[OPT_TIMEOUT] = { "timeout", LR_OPT_DURATION, 1, 24 * 3600 * 1000,
+			  NULL },
+	[OPT_EVICT] = { "evict", LR_OPT_ENUM, 0, 0, guard_modes },
+	[OPT_PERSIST] = { "persist", LR_OPT_ENUM, 0, 0, guard_modes },
+};
+
+/* redis+unix:///path.sock */
+static enum lr_status parse_unix(struct lr_store *st, const struct lr_url *u,
+				 struct lr_err *err)
+{
+	if (*u->hosts && strcmp(u->hosts, "localhost") != 0) {
+		lr_err_set(err, "redis+unix URL: expected "
+				"redis+unix:///path/to/redis.sock");
+		return LR_ERROR;
+	}
+	if (!*u->path || strcmp(u->path, "/") == 0) {
+		lr_err_set(err, "redis+unix URL: no socket path");
+		return LR_ERROR;
+	}
+	st->sock = strdup(u->path);
+	if (!st->sock) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	snprintf(st->where, sizeof(st->where), "%s", st->sock);
+	return LR_OK;
 }
 
-/* A guard's option: warn (the default), refuse or ignore. */
-static int parse_guard(const struct lr_url *u, const char *opt,
-		       enum guard_mode *mode, struct lr_err *err)
+/* redis://host[:port][/db]: one host; the path is the database, put in
+ * *db unless db is NULL. */
+static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
+				union lr_url_val *db, struct lr_err *err)
 {
-	const char *v = lr_url_param(u, opt);
+	struct lr_url_host *h;
+	size_t n;
 
-	if (!v || strcmp(v, "warn") == 0)
-		*mode = GUARD_WARN;
-	else if (strcmp(v, "refuse") == 0)
-		*mode = GUARD_REFUSE;
-	else if (strcmp(v, "ignore") == 0)
-		*mode = GUARD_IGNORE;
-	else {
-		lr_err_set(err, "redis URL: bad %s=%s (warn, refuse or "
-				"ignore)", opt, v);
-		return -1;
+	if (lr_url_hosts(u, "redis", "127.0.0.1", DEFAULT_PORT, 1, &h, &n,
+			 err->msg, sizeof(err->msg)) < 0) {
+		lr_url_hosts_free(h, n);
+		return LR_ERROR;
 	}
-	return 0;
+	st->host = h[0].host;
+	st->port = h[0].port;
+	h[0].host = NULL;
+	lr_url_hosts_free(h, n);
+	lr_url_host_format(&(struct lr_url_host){ st->host, st->port },
+			   st->where, sizeof(st->where));
+	if (*u->path && strcmp(u->path, "/") != 0) {
+		const char *p = u->path + 1;
+		int64_t v = -1;
+
+		while (*p >= '0' && *p <= '9' && v <= url_opts[OPT_DB].max)
+			v = (v < 0 ? 0 : v * 10) + (*p++ - '0');
+		if (*p || v < 0 || v > url_opts[OPT_DB].max) {
+			lr_err_set(err, "redis URL: bad database number "
+					"in the path (expected /N)");
+			return LR_ERROR;
+		}
+		if (db)
+			db->n = v;
+	}
+	return LR_OK;
 }
 
 static enum lr_status parse_url(struct lr_store *st,
@@ -746,120 +758,35 @@ static enum lr_status parse_url(struct lr_store *st,
 				struct lr_err *err)
 {
 	const struct lr_url *u = req->u;
+	union lr_url_val val[NOPTS] = {
+		[OPT_PREFIX] = { .s = DEFAULT_PREFIX },
+		[OPT_DB] = { .n = 0 },
+		[OPT_TIMEOUT] = { .n = 0 },
+		[OPT_EVICT] = { .n = GUARD_WARN },
+		[OPT_PERSIST] = { .n = GUARD_WARN },
+	};
 	const char *v;
-	size_t i;
+	unsigned given;
+	enum lr_status s;
 
-	for (i = 0; i < u->nparams; i++) {
-		const char *k = u->params[i].key;
-
-		if (strcmp(k, "prefix") && strcmp(k, "timeout") &&
-		    strcmp(k, "evict") && strcmp(k, "persist") &&
-		    strcmp(k, "db")) {
-			lr_err_set(err,
-				   "unknown redis URL option '%s' (known: "
-				   "prefix, db, timeout, evict, persist)",
-				   k);
-			return LR_ERROR;
-		}
-	}
-	if (strcmp(u->scheme, "redis+unix") == 0) {
-		if (*u->hosts && strcmp(u->hosts, "localhost") != 0) {
-			lr_err_set(err, "redis+unix URL: expected "
-					"redis+unix:///path/to/redis.sock");
-			return LR_ERROR;
-		}
-		if (!*u->path || strcmp(u->path, "/") == 0) {
-			lr_err_set(err, "redis+unix URL: no socket path");
-			return LR_ERROR;
-		}
-		st->sock = strdup(u->path);
-		if (!st->sock)
-			goto oom;
-		snprintf(st->where, sizeof(st->where), "%s", st->sock);
-	} else {
-		const char *h = *u->hosts ? u->hosts : "127.0.0.1";
-		const char *port = NULL;
-		char *end;
-		size_t hl;
-
-		if (strchr(h, ',')) {
-			lr_err_set(err, "redis URL: give one host (Sentinel "
-					"and Cluster are not supported)");
-			return LR_ERROR;
-		}
-		if (*h == '[') {
-			const char *rb = strchr(h, ']');
-
-			if (!rb || (rb[1] && rb[1] != ':')) {
-				lr_err_set(err, "redis URL: bad IPv6 host");
-				return LR_ERROR;
-			}
-			st->host = strndup(h + 1, (size_t)(rb - h - 1));
-			if (rb[1])
-				port = rb + 2;
-		} else {
-			const char *colon = strchr(h, ':');
-
-			hl = colon ? (size_t)(colon - h) : strlen(h);
-			st->host = strndup(h, hl);
-			if (colon)
-				port = colon + 1;
-		}
-		if (!st->host)
-			goto oom;
-		if (!*st->host) {
-			lr_err_set(err, "redis URL: empty host");
-			return LR_ERROR;
-		}
-		st->port = DEFAULT_PORT;
-		if (port) {
-			long p;
-
-			errno = 0;
-			p = strtol(port, &end, 10);
-			if (!*port || *end || errno || p < 1 || p > 65535) {
-				lr_err_set(err, "redis URL: bad port '%s'",
-					   port);
-				return LR_ERROR;
-			}
-			st->port = (int)p;
-		}
-		if (strchr(st->host, ':'))
-			snprintf(st->where, sizeof(st->where), "[%s]:%d",
-				 st->host, st->port);
-		else
-			snprintf(st->where, sizeof(st->where), "%s:%d",
-				 st->host, st->port);
-		if (*u->path && strcmp(u->path, "/") != 0 &&
-		    parse_db(u->path + 1, &st->db) < 0) {
-			lr_err_set(err, "redis URL: bad database number "
-					"in the path (expected /N)");
-			return LR_ERROR;
-		}
-	}
-	v = lr_url_param(u, "db");
-	if (v && (!*v || parse_db(v, &st->db) < 0)) {
-		lr_err_set(err, "redis URL: bad db=%s", v);
+	if (lr_url_opts(u, "redis", url_opts, NOPTS, val, &given, err->msg,
+			sizeof(err->msg)) < 0)
 		return LR_ERROR;
-	}
-
-	v = lr_url_param(u, "timeout");
-	if (v) {
-		st->cap_ms = duration_ms(v);
-		if (st->cap_ms < 0) {
-			lr_err_set(err,
-				   "redis URL: bad timeout=%s (a duration "
-				   "such as 500ms or 2s)",
-				   v);
-			return LR_ERROR;
-		}
-	} else {
-		st->cap_ms = clamp64(req->ttl_ms / 3, 100, 2000);
-	}
-
-	if (parse_guard(u, "evict", &st->evict, err) < 0 ||
-	    parse_guard(u, "persist", &st->persist, err) < 0)
-		return LR_ERROR;
+	/* ?db= wins over the path, as it comes later in the URL. */
+	if (strcmp(u->scheme, "redis+unix") == 0)
+		s = parse_unix(st, u, err);
+	else
+		s = parse_tcp(st, u, given & (1U << OPT_DB) ? NULL : &val[OPT_DB],
+			      err);
+	if (s != LR_OK)
+		return s;
+	st->db = (long)val[OPT_DB].n;
+	st->cap_ms = given & (1U << OPT_TIMEOUT)
+			     ? val[OPT_TIMEOUT].n
+			     : clamp64(req->ttl_ms / 3, 100, 2000);
+	st->evict = (enum guard_mode)val[OPT_EVICT].n;
+	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
+	v = val[OPT_PREFIX].s;
 
 	if (u->user && *u->user) {
 		st->user = strdup(u->user);
@@ -883,9 +810,6 @@ static enum lr_status parse_url(struct lr_store *st,
 		return LR_ERROR;
 	}
 
-	v = lr_url_param(u, "prefix");
-	if (!v)
-		v = DEFAULT_PREFIX;
 	{
 		size_t n = strlen(v) + strlen(req->name) + 32, m;
 

@@ -243,6 +243,16 @@ acl_user() {
 	[[ "$stderr" == *"unknown redis URL option 'colour'"* ]]
 	LEASERUN_URL="$REDIS_URL?timeout=soon" run -125 --separate-stderr lr "$(name)" true
 	[[ "$stderr" == *"bad timeout=soon"* ]]
+	# The one duration grammar: what --ttl takes, timeout= takes.
+	LEASERUN_URL="$REDIS_URL?timeout=nan" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"bad timeout=nan"* ]]
+	LEASERUN_URL="$REDIS_URL?timeout=1h" run -0 lr -n "$(name)" true
+	LEASERUN_URL="$REDIS_URL?evict=sometimes" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"bad evict=sometimes (warn, refuse or ignore)"* ]]
+	LEASERUN_URL="redis://127.0.0.1:99999" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"bad port in '127.0.0.1:99999'"* ]]
+	LEASERUN_URL="redis://a,b" run -125 --separate-stderr lr "$(name)" true
+	[[ "$stderr" == *"redis URL: give one host"* ]]
 }
 
 @test "redis+unix:// works over the socket, with db= selecting the database" {
