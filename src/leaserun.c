@@ -155,8 +155,9 @@ static void usage(void)
 	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE.\n"
 	      "\n"
 	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
-	      "lease was lost and the command stopped; 125 if leaserun failed;\n"
-	      "126/127 if the command could not be run or was not found.\n"
+	      "lease was lost (the command was stopped, or the release found the\n"
+	      "lease not ours); 125 if leaserun failed; 126/127 if the command\n"
+	      "could not be run or was not found.\n"
 	      "\n"
 	      "See leaserun(1).\n",
 	      stdout);
@@ -905,8 +906,14 @@ int main(int argc, char **argv)
 		break;
 	}
 	case LR_OUT_LOST:
-		lr_log(LR_LOG_WARN, "stopped",
-		       "the command was stopped because the lease was lost");
+		if (res.lost_at_release)
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the lease was lost before the command ended: "
+			       "the run was not exclusive");
+		else
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the command was stopped because the lease "
+			       "was lost");
 		break;
 	case LR_OUT_FAILED:
 		if (res.die_signal)

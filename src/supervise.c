@@ -720,6 +720,49 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	return -1;
 }
 
+/* The command's group is gone: give the lease back.  A release that
+ * finds the lease not ours any more (expired, deleted, taken) means the
+ * command may have run without it: the run ends with 124 and counts as
+ * lost, whatever the command's own status or signal, unless no command
+ * ran (126/127) or leaserun failed (125). */
+static void release(struct sup *s)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	enum lr_status rc;
+
+	/* Whatever escaped the group must not read "held" from here on. */
+	if (lr_state_path())
+		keep_state(s, LR_ST_RELEASING);
+	rc = c->ops->release(c->st, lr_now_ms() + 5000, &err);
+	if (rc == LR_OK) {
+		const struct lr_field f[] = { LR_NUM(
+			"held_ms", lr_now_ms() - s->t_acquired) };
+
+		lr_logf(LR_LOG_INFO, "released", f, 1, "released");
+		lr_notify("STOPPING=1\nSTATUS=released %s", c->name);
+	} else if (rc == LR_LOST) {
+		const char *why = err.msg[0] ? err.msg
+					     : "the store says it is not ours";
+		const struct lr_field f[] = { LR_STR("reason", why) };
+
+		lr_logf(LR_LOG_WARN, "lost", f, 1,
+			"the release found the lease lost: %s", why);
+		keep_state(s, LR_ST_LOST);
+		lr_notify("STOPPING=1\nSTATUS=lost %s: %s", c->name, why);
+		if (s->res->outcome == LR_OUT_CHILD && s->pid > 0) {
+			s->res->outcome = LR_OUT_LOST;
+			s->res->lost_at_release = 1;
+			lr_metrics_count(LR_M_LOST);
+		}
+	} else {
+		lr_log(LR_LOG_WARN, "release-failed", "could not release: %s",
+		       err.msg[0] ? err.msg : lr_status_name(rc));
+		lr_notify("STOPPING=1\nSTATUS=could not release %s",
+			  c->name);
+	}
+}
+
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 {
 	struct sup s;
@@ -870,40 +913,22 @@ out:
 		if (!s.reaped || lr_child_group_alive(s.pid, cfg->foreground))
 			s.certain_loss = 1; /* let it expire instead */
 	}
-	lr_child_guard_stop(s.guard, s.guard_fd);
-	/* Whatever escaped the group must not read "held" once we let go. */
-	lr_state_remove();
 	if (s.t_acquired)
 		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
 	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&
 			  res->code)) {
-		if (!s.certain_loss) {
-			struct lr_err err = { "" };
-			int64_t now = lr_now_ms();
-			enum lr_status rc;
-
-			rc = cfg->ops->release(cfg->st, now + 5000, &err);
-			if (rc == LR_OK) {
-				const struct lr_field f[] = { LR_NUM(
-					"held_ms", lr_now_ms() - s.t_acquired) };
-
-				lr_logf(LR_LOG_INFO, "released", f, 1,
-					"released");
-				lr_notify("STOPPING=1\nSTATUS=released %s",
-					  cfg->name);
-			} else {
-				lr_log(LR_LOG_WARN, "release-failed",
-				       "could not release: %s",
-				       err.msg[0] ? err.msg
-						  : lr_status_name(rc));
-				lr_notify("STOPPING=1\nSTATUS=could not "
-					  "release %s", cfg->name);
-			}
-		} else {
+		if (!s.certain_loss)
+			release(&s);
+		else
 			lr_notify("STOPPING=1\nSTATUS=lost %s", cfg->name);
-		}
 	}
+	/* Removed only now that the release has said whether the lease was
+	 * ours to the end; until then it reads "releasing" or "lost". */
+	lr_state_remove();
+	/* The guard lives until then, to remove the state file if we are
+	 * killed while releasing; the group it would kill is gone. */
+	lr_child_guard_stop(s.guard, s.guard_fd);
 	close(tfd);
 }

@@ -468,3 +468,13 @@ lease_hex() {
 	assert_equal "$HRC" 124
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
 }
+
+@test "a command that deletes its own key and exits 0 at once: 124, the loss logged and counted" {
+	d=$BATS_TEST_TMPDIR
+	run --separate-stderr "$LEASERUN" -v --log-format json --metrics-file "$d/m.prom" t-lost \
+		sh -c 'etcdctl --endpoints "$0" del --prefix leaserun/t-lost/ >/dev/null; exit 0' "$LRE_EP"
+	echo "$stderr" > "$d/err"
+	assert_failure 124
+	ops_loss_seen t-lost "$d/err" "$d/m.prom"
+	assert_equal "$(nkeys t-lost)" 0
+}

@@ -837,3 +837,15 @@ redis_thaw() { kill -CONT "$(redis_pid)"; }
 	grep -qx "STATUS=holding $n, fence $(cat "$d/fence")" "$d/notes"
 	grep -qx "STATUS=released $n" "$d/notes"
 }
+
+@test "a command that deletes its own key and exits 0 at once: the release finds the lease not ours, 124" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# Too fast for any watch: the loss is first seen by the release.
+	run --separate-stderr lr -v --log-format json --metrics-file "$d/m.prom" "$n" \
+		sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT del '$(keyof "$n")' >/dev/null; exit 0"
+	echo "$stderr" > "$d/err"
+	assert_failure 124
+	ops_loss_seen "$n" "$d/err" "$d/m.prom"
+	is_free "$n"
+}

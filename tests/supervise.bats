@@ -101,6 +101,35 @@ setup() {
 	assert_output --partial "could not release: injected release failure"
 }
 
+@test "a release that finds the lease lost: 124, a lost event with its reason, counted, and --check never says held after the command" {
+	printf 'release.delay=300\nrelease=lost\n' > "$LOCKDIR/job.fault"
+	# A process the command leaves outside its group asks --check until
+	# leaserun has ended (bounded: 10s).
+	run --separate-stderr lr -v --log-format json --metrics-file "$T/m.prom" job sh -c '
+		setsid sh -c "i=0; while [ \$i -lt 500 ]; do
+			\"\$LEASERUN\" --check --json >> \"\$0/checks\"
+			grep -q ended \"\$0/checks\" && exit
+			i=\$((i + 1)); sleep 0.02; done" "$0" </dev/null >/dev/null 2>&1 &
+		until [ -s "$0/checks" ]; do sleep 0.01; done
+		exit 0' "$T"
+	assert_equal "$status" 124
+	jq -e -s 'any(.[]; .event == "lost" and .level == "warning" and
+		(.reason | test("injected release loss")))' <<<"$stderr"
+	jq -e -s 'map(.event) | index("exited") < index("lost")' <<<"$stderr"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_lost_total{name="job",')" 1
+	assert_equal "$(metric "$T/m.prom" 'leaserun_last_exit_status{name="job",')" 124
+	wait_until 10 grep -q ended "$T/checks"
+	cat "$T/checks"
+	# Held while the command ran; then releasing (not held) while the
+	# release took its time; then ended, never "released".
+	jq -e -s '.[0].held and .[0].state == "held"' "$T/checks"
+	jq -e -s 'any(.[]; .held == false and .state == "releasing")' "$T/checks"
+	jq -e -s '.[-1] == {"held": false, "state": "ended"}' "$T/checks"
+	jq -e -s 'map(.state) | (index("releasing") < index("ended")) and
+		(rindex("held") < index("releasing")) and
+		(index("released") == null)' "$T/checks"
+}
+
 @test "an acquire that fails is leaserun's failure: 125 and no command" {
 	echo "acquire=fail" > "$LOCKDIR/job.fault"
 	run lr job sh -c 'echo ran'

@@ -360,6 +360,7 @@ struct script {
 	int na, nr;                /* script lengths; 0 means 1 */
 	int first_acquire_ms;      /* the first acquire takes this long */
 	int64_t granted_ttl;       /* grant.ttl_ms */
+	enum lr_status release;    /* what every release says */
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
 };
@@ -396,7 +397,7 @@ static enum lr_status s_release(struct lr_store *st, int64_t d,
 				struct lr_err *err)
 {
 	sc->releases++;
-	return LR_OK;
+	return sc->release;
 }
 
 static const struct lr_store_ops scripted = {
@@ -545,6 +546,22 @@ static void test_state_machine(void)
 	run_script(&s, "sleep 0.5; exit 4", -1, &res);
 	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 4);
 	CHECK(s.releases == 1);
+
+	/* A release that finds the lease not ours: lost, whatever the
+	 * command's status or signal; a failed release changes nothing. */
+	memset(&s, 0, sizeof(s));
+	s.release = LR_LOST;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_at_release);
+	memset(&s, 0, sizeof(s));
+	s.release = LR_LOST;
+	run_script(&s, "kill -USR1 $$", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_at_release);
+	memset(&s, 0, sizeof(s));
+	s.release = LR_ERROR;
+	run_script(&s, "exit 2", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 2);
+	CHECK(!res.lost_at_release);
 }
 
 int main(void)
