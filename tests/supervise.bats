@@ -116,8 +116,8 @@ setup() {
 	jq -e -s 'any(.[]; .event == "lost" and .level == "warning" and
 		(.reason | test("injected release loss")))' <<<"$stderr"
 	jq -e -s 'map(.event) | index("exited") < index("lost")' <<<"$stderr"
-	assert_equal "$(metric "$T/m.prom" 'leaserun_lost_total{name="job",')" 1
-	assert_equal "$(metric "$T/m.prom" 'leaserun_last_exit_status{name="job",')" 124
+	assert_equal "$(metric "$T/m.prom" 'leaserun_lease_lost_total{name="job",')" 1
+	assert_equal "$(metric "$T/m.prom" 'leaserun_run_last_exit_status{name="job",')" 124
 	wait_until 10 grep -q ended "$T/checks"
 	cat "$T/checks"
 	# Held while the command ran; then releasing (not held) while the
