@@ -34,7 +34,7 @@
  * lease_lost, heartbeat_latency) are three of a family rather than
  * exceptions:
  *   lease      the grant itself: acquired, lost, conflicts, wait, hold;
- *   heartbeat  the renewals that keep it: latency, failures;
+ *   heartbeat  the renewals that keep it: latency, failures, slow;
  *   run        leaserun's own run: its failures and how the last ended.
  * Prometheus conventions on top: counters end in _total, times are in
  * seconds and say so, timestamps are _timestamp_seconds.
@@ -42,7 +42,7 @@
 static const char *const counter_name[LR_M_NCOUNTERS] = {
 	"leaserun_lease_acquired_total", "leaserun_lease_conflicts_total",
 	"leaserun_lease_lost_total", "leaserun_heartbeat_failures_total",
-	"leaserun_run_failures_total",
+	"leaserun_run_failures_total", "leaserun_heartbeat_slow_total",
 };
 static const char *const counter_help[LR_M_NCOUNTERS] = {
 	"Leases acquired.",
@@ -51,6 +51,8 @@ static const char *const counter_help[LR_M_NCOUNTERS] = {
 	"release (exit 124).",
 	"Renewals that failed (the lease was at risk).",
 	"Runs in which leaserun itself failed (exit 125).",
+	"Runs whose renewal round trips had a p99 above a tenth of the TTL "
+	"(the slow-heartbeat warning).",
 };
 
 static const struct {

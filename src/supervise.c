@@ -94,6 +94,8 @@ struct sup {
 	int sicode;            /* EV_SIGNAL: who sent it (SI_KERNEL: tty) */
 	short revents;         /* EV_STORE: what */
 	unsigned seed;
+	struct lr_p99 lat;     /* renew round trips */
+	int slow_warned;       /* the slow-heartbeat warning went out */
 };
 
 int64_t lr_deadline(int64_t t_send, int64_t ttl_ms)
@@ -433,6 +435,40 @@ static void at_risk(struct sup *s, int64_t now)
 		  c->name, (long long)(s->D - now));
 }
 
+/* Notes a successful renewal's round trip.  The TTL must dwarf it: once
+ * the p99 (see lr_p99: never one slow renewal alone) passes a tenth of the
+ * TTL, a single warning says which TTL would be safe.  Nothing else
+ * changes: the deadline rules already cover a slow store. */
+static void heartbeat(struct sup *s, int64_t ms)
+{
+	int64_t p99, safe;
+	char buf[32];
+
+	lr_metrics_observe(LR_H_HEARTBEAT, ms);
+	lr_p99_add(&s->lat, ms);
+	p99 = lr_p99(&s->lat);
+	if (s->slow_warned || p99 * 10 <= s->ttl)
+		return;
+	s->slow_warned = 1;
+	safe = lr_safe_ttl(p99);
+	lr_duration_format(safe, buf, sizeof(buf));
+	{
+		const struct lr_field f[] = {
+			LR_NUM("p99_ms", p99),
+			LR_NUM("renewals", s->lat.n),
+			LR_NUM("ttl_ms", s->ttl),
+			LR_NUM("safe_ttl_ms", safe),
+		};
+
+		lr_logf(LR_LOG_WARN, "slow-heartbeat", f, 4,
+			"renewals are slow: p99 %lldms over the last %u "
+			"renewals, more than a tenth of the TTL of %lldms; a "
+			"TTL of %s or more would be safe",
+			(long long)p99, s->lat.n, (long long)s->ttl, buf);
+	}
+	lr_metrics_count(LR_M_HEARTBEAT_SLOW);
+}
+
 static void try_renew(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -454,7 +490,7 @@ static void try_renew(struct sup *s, int64_t now)
 			"renewed%s in %lldms, %lldms left",
 			s->state == AT_RISK ? " again" : "",
 			(long long)(t1 - t_send), (long long)(s->D - t1));
-		lr_metrics_observe(LR_H_HEARTBEAT, t1 - t_send);
+		heartbeat(s, t1 - t_send);
 		if (s->state == AT_RISK) {
 			set_state(s, HELD);
 			lr_notify("STATUS=holding %s, fence %llu", c->name,

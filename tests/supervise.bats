@@ -152,3 +152,40 @@ setup() {
 	run lr -n job true
 	assert_success
 }
+
+@test "slow renewals: one slow-heartbeat warning per run, with a safe TTL, counted" {
+	# TTL 3s, renewals every second that take 350ms: more than a tenth.
+	echo "renew.delay=350" > "$LOCKDIR/job.fault"
+	run --separate-stderr lr -v -t 3s --renew 1s --log-format json --metrics-file "$T/m.prom" job sleep 5.5
+	assert_success
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 4' <<<"$stderr"
+	jq -e -s '[.[] | select(.event == "slow-heartbeat")] | length == 1' <<<"$stderr"
+	# Not before two slow renewals; then p99, TTL and a safe TTL.
+	jq -e -s 'map(.event) | [indices("renewed")[1], index("slow-heartbeat")] |
+		.[0] < .[1]' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "slow-heartbeat") | .level == "warning" and
+		.p99_ms >= 350 and .renewals == 2 and .ttl_ms == 3000 and
+		.safe_ttl_ms >= 10 * .p99_ms and .safe_ttl_ms < 10 * .p99_ms + 1000 and
+		.safe_ttl_ms % 1000 == 0 and (.msg | test("TTL of [0-9]+s or more"))' <<<"$stderr"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_heartbeat_slow_total{name="job",')" 1
+}
+
+@test "fast renewals, or one slow renewal alone, give no slow-heartbeat warning" {
+	run --separate-stderr lr -v -t 1s --renew 100ms --log-format json --metrics-file "$T/m.prom" job sleep 1.5
+	assert_success
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 10' <<<"$stderr"
+	refute_regex "$stderr" "slow-heartbeat"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_heartbeat_slow_total{name="job",')" 0
+	# The first renewal takes 350ms (TTL 3s), the next ones do not.
+	echo "renew.delay=350" > "$LOCKDIR/job.fault"
+	"$LEASERUN" -v -t 3s --renew 1s --log-format json job sleep 4.5 2> "$T/err" &
+	pid=$!
+	wait_until 5 grep -q '"event":"renewed"' "$T/err"
+	rm "$LOCKDIR/job.fault"
+	wait_rc "$pid"
+	assert_equal "$rc" 0
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 3' "$T/err"
+	jq -e -s '[.[] | select(.event == "renewed")][0].latency_ms >= 350' "$T/err"
+	run grep -c slow-heartbeat "$T/err"
+	assert_output 0
+}

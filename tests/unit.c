@@ -334,6 +334,32 @@ static void test_exit_codes(void)
 	CHECK(lr_exit_code(LR_OUT_FAILED, 0, 1, &sig) == 125 && sig == 0);
 }
 
+static void test_p99(void)
+{
+	struct lr_p99 p;
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	CHECK(lr_p99(&p) == 0);
+	lr_p99_add(&p, 500); /* one slow renewal is not a p99 */
+	CHECK(lr_p99(&p) == 0);
+	for (i = 0; i < 50; i++)
+		lr_p99_add(&p, 3);
+	CHECK(lr_p99(&p) == 3);
+	lr_p99_add(&p, 400); /* two are: 2 in 100 is more than 1% */
+	CHECK(lr_p99(&p) == 400);
+	/* 100 more fast ones push both out of the window. */
+	for (i = 0; i < LR_P99_N; i++)
+		lr_p99_add(&p, 2);
+	CHECK(p.n == LR_P99_N && lr_p99(&p) == 2);
+	lr_p99_add(&p, -5);
+	CHECK(lr_p99(&p) == 2);
+	CHECK(lr_safe_ttl(55) == 600);
+	CHECK(lr_safe_ttl(100) == 1000);
+	CHECK(lr_safe_ttl(180) == 2000);
+	CHECK(lr_safe_ttl(1234) == 13000);
+}
+
 static void test_timing(void)
 {
 	/* D = t_send + TTL*(1-0.01) - 2ms */
@@ -574,6 +600,7 @@ int main(void)
 	test_url_opts();
 	test_exit_codes();
 	test_timing();
+	test_p99();
 	test_state_machine();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
