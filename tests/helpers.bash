@@ -253,3 +253,23 @@ start_holder() {
 	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
 	BG_PIDS="$BG_PIDS $CHILD"
 }
+
+# ps_hides_password NAME PASSWORD OPTION...: a holder started as
+# "leaserun OPTION... NAME command", where OPTION... gives the store's URL
+# with PASSWORD on the command line (and LEASERUN_URL is empty), gets the
+# lease with it; yet while its command runs, /proc/PID/cmdline (what ps
+# shows) has as many '*' in its place, and leaserun has warned.
+ps_hides_password() {
+	local n=$1 pw=$2 d=$BATS_TEST_TMPDIR hrc=0
+	shift 2
+	LEASERUN_URL= start_holder "$n" "$@"
+	tr '\0' '\n' < "/proc/$BG/cmdline" > "$d/argv"
+	kill -TERM "$BG"
+	wait "$BG" || hrc=$?
+	cat "$d/argv"
+	[ "$hrc" = 143 ]
+	# (Not "! grep": bash's errexit ignores a negated command.)
+	[ "$(grep -cF -- "$pw" "$d/argv" "$d/$n.err" | grep -vc ':0$')" = 0 ]
+	grep -qE -- "[:=][*]{${#pw}}([@&]|\$)" "$d/argv"
+	grep -q "visible in ps" "$d/$n.err"
+}

@@ -215,6 +215,11 @@ acl_user() {
 	[[ "$stderr" != *Wrong-Pw-123* ]]
 }
 
+@test "a password given with -U is not in ps while leaserun holds the lease" {
+	ps_hides_password "$(name)" "$REDIS_PASSWORD" -t 30s -U "$REDIS_URL"
+	ps_hides_password "$(name)" "$LR_PASSWORD" -t 30s --url="$REDIS_ACL_URL"
+}
+
 @test "a wrong ACL user fails with 125 and one line that names the user, not the password" {
 	LEASERUN_URL="redis://nobody:$LR_PASSWORD@127.0.0.1:$REDIS_PORT" \
 		run -125 --separate-stderr lr "$(name)" true

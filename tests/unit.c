@@ -98,6 +98,35 @@ static void test_signals(void)
 	CHECK(lr_int_parse("1a", 255) == -1);
 }
 
+/* lr_url_mask() on a copy of in: the result, and how many it masked. */
+static int masked(const char *in, const char *want, size_t n)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "%s", in);
+	return lr_url_mask(buf) == n && strcmp(buf, want) == 0;
+}
+
+static void test_url_mask(void)
+{
+	CHECK(masked("redis://:pw@h:1/2", "redis://:**@h:1/2", 2));
+	CHECK(masked("redis://u:p@ss:w@h", "redis://u:******@h", 6));
+	CHECK(masked("etcd://root:S3cret@a:1,b:2", "etcd://root:******@a:1,b:2",
+		     6));
+	CHECK(masked("zk://u:p%40w@h/chroot?root=/x",
+		     "zk://u:*****@h/chroot?root=/x", 5));
+	CHECK(masked("postgres://u@h/db?sslmode=require&password=x%20y&pass%77ord=z",
+		     "postgres://u@h/db?sslmode=require&password=*****&pass%77ord=*",
+		     6));
+	CHECK(masked("postgres://h/db?token=abc#frag", "postgres://h/db?token=***#frag",
+		     3));
+	CHECK(masked("redis://u@h/?prefix=a:b", "redis://u@h/?prefix=a:b", 0));
+	CHECK(masked("redis://h:6379", "redis://h:6379", 0));
+	CHECK(masked("file://", "file://", 0));
+	CHECK(masked("not a url:pw@x", "not a url:pw@x", 0));
+	CHECK(masked("redis://:@h", "redis://:@h", 0));
+}
+
 static void test_urls(void)
 {
 	struct lr_url *u;
@@ -598,6 +627,7 @@ int main(void)
 	test_urls();
 	test_url_hosts();
 	test_url_opts();
+	test_url_mask();
 	test_exit_codes();
 	test_timing();
 	test_p99();
