@@ -756,11 +756,27 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	return -1;
 }
 
-/* The command's group is gone: give the lease back.  A release that
- * finds the lease not ours any more (expired, deleted, taken) means the
- * command may have run without it: the run ends with 124 and counts as
- * lost, whatever the command's own status or signal, unless no command
- * ran (126/127) or leaserun failed (125). */
+/* The release found the lease not ours any more (expired, deleted,
+ * taken): the command may have run without it.  The run ends with 124
+ * and counts as lost, whatever the command's own status or signal,
+ * unless no command ran (126/127) or leaserun failed (125). */
+static void found_lost(struct sup *s, const char *why)
+{
+	const struct lr_field f[] = { LR_STR("reason", why) };
+
+	lr_logf(LR_LOG_WARN, "lost", f, 1,
+		"the release found the lease lost: %s", why);
+	if (lr_state_path())
+		keep_state(s, LR_ST_LOST);
+	lr_notify("STOPPING=1\nSTATUS=lost %s: %s", s->cfg->name, why);
+	if (s->res->outcome == LR_OUT_CHILD && s->pid > 0) {
+		s->res->outcome = LR_OUT_LOST;
+		s->res->lost_at_release = 1;
+		lr_metrics_count(LR_M_LOST);
+	}
+}
+
+/* The command's group is gone: give the lease back. */
 static void release(struct sup *s)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -778,19 +794,8 @@ static void release(struct sup *s)
 		lr_logf(LR_LOG_INFO, "released", f, 1, "released");
 		lr_notify("STOPPING=1\nSTATUS=released %s", c->name);
 	} else if (rc == LR_LOST) {
-		const char *why = err.msg[0] ? err.msg
-					     : "the store says it is not ours";
-		const struct lr_field f[] = { LR_STR("reason", why) };
-
-		lr_logf(LR_LOG_WARN, "lost", f, 1,
-			"the release found the lease lost: %s", why);
-		keep_state(s, LR_ST_LOST);
-		lr_notify("STOPPING=1\nSTATUS=lost %s: %s", c->name, why);
-		if (s->res->outcome == LR_OUT_CHILD && s->pid > 0) {
-			s->res->outcome = LR_OUT_LOST;
-			s->res->lost_at_release = 1;
-			lr_metrics_count(LR_M_LOST);
-		}
+		found_lost(s, err.msg[0] ? err.msg
+					 : "the store says it is not ours");
 	} else {
 		lr_log(LR_LOG_WARN, "release-failed", "could not release: %s",
 		       err.msg[0] ? err.msg : lr_status_name(rc));
