@@ -1,5 +1,6 @@
 /*
- * util.c - pure helpers for the core: names, signals, exit codes.  Nothing here prints or exits.
+ * util.c - pure helpers for the core: names, signals, exit codes, the
+ * renewals' p99.  Nothing here prints or exits.
  */
 #include "config.h"
 

@@ -1,5 +1,6 @@
 /*
- * util.h - small pure helpers for the core: names, signals, exit codes.
+ * util.h - small pure helpers for the core: names, signals, exit codes,
+ * the renewals' p99.
  */
 #ifndef LEASERUN_UTIL_H
 #define LEASERUN_UTIL_H
