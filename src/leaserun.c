@@ -157,9 +157,9 @@ static void usage(void)
 	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE.\n"
 	      "\n"
 	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
-	      "lease was lost (the command was stopped, or the release found the\n"
-	      "lease not ours); 125 if leaserun failed; 126/127 if the command\n"
-	      "could not be run or was not found.\n"
+	      "lease was lost (the command stopped, or found lost at release);\n"
+	      "125 if leaserun failed; 126/127 if the command could not be run\n"
+	      "or was not found.\n"
 	      "\n"
 	      "See leaserun(1).\n",
 	      stdout);

@@ -115,11 +115,13 @@ static void test_url_mask(void)
 		     6));
 	CHECK(masked("zk://u:p%40w@h/chroot?root=/x",
 		     "zk://u:*****@h/chroot?root=/x", 5));
-	CHECK(masked("postgres://u@h/db?sslmode=require&password=x%20y&pass%77ord=z",
-		     "postgres://u@h/db?sslmode=require&password=*****&pass%77ord=*",
+	CHECK(masked("postgres://u@h/db?sslmode=require&password=x%20y"
+		     "&pass%77ord=z",
+		     "postgres://u@h/db?sslmode=require&password=*****"
+		     "&pass%77ord=*",
 		     6));
-	CHECK(masked("postgres://h/db?token=abc#frag", "postgres://h/db?token=***#frag",
-		     3));
+	CHECK(masked("postgres://h/db?token=abc#frag",
+		     "postgres://h/db?token=***#frag", 3));
 	CHECK(masked("redis://u@h/?prefix=a:b", "redis://u@h/?prefix=a:b", 0));
 	CHECK(masked("redis://h:6379", "redis://h:6379", 0));
 	CHECK(masked("file://", "file://", 0));
