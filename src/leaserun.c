@@ -79,6 +79,8 @@ struct opts {
 	const char *command;
 	const char *url;
 	const char *url_file;
+	char *url_arg;   /* a copy of the last -U, which argv no longer shows */
+	size_t url_masked; /* bytes of secrets overwritten in that -U */
 	int64_t ttl_ms, renew_ms, grace_ms; /* -1: derive from ttl */
 	int stop_signal;
 	int warn_signal;
@@ -155,8 +157,9 @@ static void usage(void)
 	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE.\n"
 	      "\n"
 	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
-	      "lease was lost and the command stopped; 125 if leaserun failed;\n"
-	      "126/127 if the command could not be run or was not found.\n"
+	      "lease was lost (the command stopped, or found lost at release);\n"
+	      "125 if leaserun failed; 126/127 if the command could not be run\n"
+	      "or was not found.\n"
 	      "\n"
 	      "See leaserun(1).\n",
 	      stdout);
@@ -290,6 +293,23 @@ static void env_defaults(struct opts *o)
 		log_format(o, "LEASERUN_LOG_FORMAT", v);
 }
 
+/* -U URL: keep a copy, then overwrite the password in argv at once (as
+ * curl and the MySQL client do), so that ps and /proc/PID/cmdline show
+ * it only for the first moments.  Only our options are touched: the
+ * command's words come after NAME, where getopt never looks. */
+static void url_arg(struct opts *o, char *arg)
+{
+	lr_wipe_free(o->url_arg);
+	o->url_arg = strdup(arg);
+	if (!o->url_arg) {
+		fputs("leaserun: out of memory\n", stderr);
+		exit(LR_EXIT_FAILED);
+	}
+	o->url_masked = lr_url_mask(arg);
+	o->url = o->url_arg;
+	o->url_file = NULL;
+}
+
 static void print_store(const char *name, int loadable, void *ctx)
 {
 	(void)ctx;
@@ -330,8 +350,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->command = optarg;
 			break;
 		case 'U':
-			o->url = optarg;
-			o->url_file = NULL;
+			url_arg(o, optarg);
 			break;
 		case OPT_URL_FILE:
 			o->url_file = optarg;
@@ -396,7 +415,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		default:
 			if (optopt)
 				usage_error("unknown option '-%c'", optopt);
-			usage_error("unknown option '%s'", argv[optind - 1]);
+			/* Not what follows '=': "--ur=URL" (ambiguous) may
+			 * hold a password. */
+			usage_error("unknown option '%.*s'",
+				    (int)strcspn(argv[optind - 1], "="),
+				    argv[optind - 1]);
 		}
 	}
 	if (o->mode == OPT_CHECK) {
@@ -805,11 +828,11 @@ int main(int argc, char **argv)
 		o.url = "file://";
 	if (lr_url_parse(o.url, &r.u, why, sizeof(why)) < 0)
 		usage_error("invalid store URL: %s", why);
-	if ((r.u->password || lr_url_param(r.u, "password")) &&
-	    o.url != url_buf && o.url != getenv("LEASERUN_URL"))
+	if (o.url == o.url_arg && o.url_masked)
 		lr_log(LR_LOG_WARN, "guard",
-		       "a password on the command line is visible in ps; use "
-		       "LEASERUN_URL or --url-file");
+		       "a password on the command line is visible in ps until "
+		       "leaserun has overwritten it, and stays in the shell's "
+		       "history; use LEASERUN_URL or --url-file");
 	r.ops = lr_store_find(r.u->scheme, &err);
 	if (!r.ops)
 		die("%s", err.msg);
@@ -848,7 +871,8 @@ int main(int argc, char **argv)
 		code = status(&r, st);
 		r.ops->close(st);
 		lr_url_free(r.u);
-		free(url_buf);
+		lr_wipe_free(url_buf);
+		lr_wipe_free(o.url_arg);
 		return code;
 	}
 	if (o.mode == OPT_BREAK) {
@@ -863,7 +887,8 @@ int main(int argc, char **argv)
 			    err.msg[0] ? err.msg : lr_status_name(rc));
 		lr_log(LR_LOG_NOTICE, "broken", "lease broken");
 		lr_url_free(r.u);
-		free(url_buf);
+		lr_wipe_free(url_buf);
+		lr_wipe_free(o.url_arg);
 		return 0;
 	}
 
@@ -892,7 +917,8 @@ int main(int argc, char **argv)
 	r.ops->close(st);
 	close(sigfd);
 	lr_url_free(r.u);
-	free(url_buf);
+	lr_wipe_free(url_buf);
+	lr_wipe_free(o.url_arg);
 
 	switch (res.outcome) {
 	case LR_OUT_CONFLICT: {
@@ -905,8 +931,14 @@ int main(int argc, char **argv)
 		break;
 	}
 	case LR_OUT_LOST:
-		lr_log(LR_LOG_WARN, "stopped",
-		       "the command was stopped because the lease was lost");
+		if (res.lost_at_release)
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the lease was lost before the command ended: "
+			       "the run was not exclusive");
+		else
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the command was stopped because the lease "
+			       "was lost");
 		break;
 	case LR_OUT_FAILED:
 		if (res.die_signal)

@@ -28,17 +28,31 @@
 
 #define MAXB 13 /* finite buckets, at most */
 
+/*
+ * Names: leaserun_<subject>_<what>[_<unit>][_total], where the subject is
+ * one of the seed's words, so that the names it asks for (lease_acquired,
+ * lease_lost, heartbeat_latency) are three of a family rather than
+ * exceptions:
+ *   lease      the grant itself: acquired, lost, conflicts, wait, hold;
+ *   heartbeat  the renewals that keep it: latency, failures, slow;
+ *   run        leaserun's own run: its failures and how the last ended.
+ * Prometheus conventions on top: counters end in _total, times are in
+ * seconds and say so, timestamps are _timestamp_seconds.
+ */
 static const char *const counter_name[LR_M_NCOUNTERS] = {
-	"leaserun_acquired_total", "leaserun_conflicts_total",
-	"leaserun_lost_total", "leaserun_renew_failures_total",
-	"leaserun_failures_total",
+	"leaserun_lease_acquired_total", "leaserun_lease_conflicts_total",
+	"leaserun_lease_lost_total", "leaserun_heartbeat_failures_total",
+	"leaserun_run_failures_total", "leaserun_heartbeat_slow_total",
 };
 static const char *const counter_help[LR_M_NCOUNTERS] = {
 	"Leases acquired.",
 	"Runs that did not get the lease (held by another; -n or -w).",
-	"Leases lost while the command ran (exit 124).",
+	"Runs that lost the lease, while the command ran or found at "
+	"release (exit 124).",
 	"Renewals that failed (the lease was at risk).",
 	"Runs in which leaserun itself failed (exit 125).",
+	"Runs whose renewal round trips had a p99 above a tenth of the TTL "
+	"(the slow-heartbeat warning).",
 };
 
 static const struct {
@@ -50,19 +64,19 @@ static const struct {
 	  "Round trip of a successful renewal.", 13,
 	  { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 	    5, 10 } },
-	{ "leaserun_wait_seconds",
+	{ "leaserun_lease_wait_seconds",
 	  "Time from start to acquiring the lease or giving up.", 9,
 	  { 0.01, 0.1, 1, 10, 60, 300, 900, 3600, 14400 } },
-	{ "leaserun_hold_seconds",
+	{ "leaserun_lease_hold_seconds",
 	  "Time from acquiring the lease to the command's group gone.", 8,
 	  { 1, 10, 60, 300, 900, 3600, 14400, 86400 } },
 };
 
 enum { G_EXIT, G_RUN, G_SUCCESS, NGAUGES };
 static const char *const gauge_name[NGAUGES] = {
-	"leaserun_last_exit_status",
-	"leaserun_last_run_timestamp_seconds",
-	"leaserun_last_success_timestamp_seconds",
+	"leaserun_run_last_exit_status",
+	"leaserun_run_last_end_timestamp_seconds",
+	"leaserun_run_last_success_timestamp_seconds",
 };
 static const char *const gauge_help[NGAUGES] = {
 	"Exit status of leaserun in the last run.",

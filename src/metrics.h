@@ -16,9 +16,10 @@
 enum lr_counter {
 	LR_M_ACQUIRED,       /* leases acquired */
 	LR_M_CONFLICTS,      /* runs that did not get the lease (-n, -w) */
-	LR_M_LOST,           /* leases lost while the command ran */
+	LR_M_LOST,           /* runs that end 124: the lease lost */
 	LR_M_RENEW_FAILURES, /* renewals that failed */
 	LR_M_FAILURES,       /* runs where leaserun itself failed (125) */
+	LR_M_HEARTBEAT_SLOW, /* runs whose renewals' p99 passed TTL/10 */
 	LR_M_NCOUNTERS
 };
 

@@ -17,7 +17,7 @@
 #include "state.h"
 
 static const char *const state_word[] = { "held", "at-risk", "stopping",
-					  "lost" };
+					  "releasing", "lost" };
 
 static char st_dir[4096];
 static char st_file[4200];
@@ -158,11 +158,14 @@ int lr_state_check(int json, int quiet)
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
-		/* leaserun has finished and removed it */
+		/* leaserun has ended and removed it: after a release, or
+		 * after a loss (the file said "lost" until then).  Which one
+		 * the file no longer tells, so neither is claimed. */
 		if (json)
-			printf("{\"held\":false,\"state\":\"released\"}\n");
+			printf("{\"held\":false,\"state\":\"ended\"}\n");
 		else if (!quiet)
-			printf("not held: leaserun has released the lease\n");
+			printf("not held: leaserun has ended (the lease was "
+			       "released, or lost)\n");
 		return 1;
 	}
 	if (fd < 0) {

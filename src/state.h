@@ -9,7 +9,7 @@
  * whole version.  Lines are key=value:
  *
  *   name=nightly-invoices
- *   state=held           held, at-risk, stopping or lost
+ *   state=held           held, at-risk, stopping, releasing or lost
  *   fence=42
  *   pid=1234             leaserun's
  *   deadline=1796000000123             Unix ms: gone unless renewed by then
@@ -20,7 +20,13 @@
 
 #include <stdint.h>
 
-enum lr_lease_state { LR_ST_HELD, LR_ST_AT_RISK, LR_ST_STOPPING, LR_ST_LOST };
+enum lr_lease_state {
+	LR_ST_HELD,
+	LR_ST_AT_RISK,
+	LR_ST_STOPPING,
+	LR_ST_RELEASING, /* the group is gone; the release has not answered */
+	LR_ST_LOST,
+};
 
 /* Writes the state (creating the directory the first time).  0, or -1
  * with errno (the caller warns once; the command runs without it). */
@@ -37,7 +43,7 @@ void lr_state_remove(void);
 
 /* --check: reads the file named by LEASERUN_STATE and prints one line
  * (or a JSON object).  Returns the exit status: 0 held, 1 not held (lost,
- * stopping, expired, released), 125 no state to read. */
+ * stopping, releasing, expired, ended), 125 no state to read. */
 int lr_state_check(int json, int quiet);
 
 #endif

@@ -94,6 +94,8 @@ struct sup {
 	int sicode;            /* EV_SIGNAL: who sent it (SI_KERNEL: tty) */
 	short revents;         /* EV_STORE: what */
 	unsigned seed;
+	struct lr_p99 lat;     /* renew round trips */
+	int slow_warned;       /* the slow-heartbeat warning went out */
 };
 
 int64_t lr_deadline(int64_t t_send, int64_t ttl_ms)
@@ -433,6 +435,40 @@ static void at_risk(struct sup *s, int64_t now)
 		  c->name, (long long)(s->D - now));
 }
 
+/* Notes a successful renewal's round trip.  The TTL must dwarf it: once
+ * the p99 (see lr_p99: never one slow renewal alone) passes a tenth of the
+ * TTL, a single warning says which TTL would be safe.  Nothing else
+ * changes: the deadline rules already cover a slow store. */
+static void heartbeat(struct sup *s, int64_t ms)
+{
+	int64_t p99, safe;
+	char buf[32];
+
+	lr_metrics_observe(LR_H_HEARTBEAT, ms);
+	lr_p99_add(&s->lat, ms);
+	p99 = lr_p99(&s->lat);
+	if (s->slow_warned || p99 * 10 <= s->ttl)
+		return;
+	s->slow_warned = 1;
+	safe = lr_safe_ttl(p99);
+	lr_duration_format(safe, buf, sizeof(buf));
+	{
+		const struct lr_field f[] = {
+			LR_NUM("p99_ms", p99),
+			LR_NUM("renewals", s->lat.n),
+			LR_NUM("ttl_ms", s->ttl),
+			LR_NUM("safe_ttl_ms", safe),
+		};
+
+		lr_logf(LR_LOG_WARN, "slow-heartbeat", f, 4,
+			"renewals are slow: p99 %lldms over the last %u "
+			"renewals, more than a tenth of the TTL of %lldms; a "
+			"TTL of %s or more would be safe",
+			(long long)p99, s->lat.n, (long long)s->ttl, buf);
+	}
+	lr_metrics_count(LR_M_HEARTBEAT_SLOW);
+}
+
 static void try_renew(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -454,7 +490,7 @@ static void try_renew(struct sup *s, int64_t now)
 			"renewed%s in %lldms, %lldms left",
 			s->state == AT_RISK ? " again" : "",
 			(long long)(t1 - t_send), (long long)(s->D - t1));
-		lr_metrics_observe(LR_H_HEARTBEAT, t1 - t_send);
+		heartbeat(s, t1 - t_send);
 		if (s->state == AT_RISK) {
 			set_state(s, HELD);
 			lr_notify("STATUS=holding %s, fence %llu", c->name,
@@ -720,6 +756,54 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	return -1;
 }
 
+/* The release found the lease not ours any more (expired, deleted,
+ * taken): the command may have run without it.  The run ends with 124
+ * and counts as lost, whatever the command's own status or signal,
+ * unless no command ran (126/127) or leaserun failed (125). */
+static void found_lost(struct sup *s, const char *why)
+{
+	const struct lr_field f[] = { LR_STR("reason", why) };
+
+	lr_logf(LR_LOG_WARN, "lost", f, 1,
+		"the release found the lease lost: %s", why);
+	if (lr_state_path())
+		keep_state(s, LR_ST_LOST);
+	lr_notify("STOPPING=1\nSTATUS=lost %s: %s", s->cfg->name, why);
+	if (s->res->outcome == LR_OUT_CHILD && s->pid > 0) {
+		s->res->outcome = LR_OUT_LOST;
+		s->res->lost_at_release = 1;
+		lr_metrics_count(LR_M_LOST);
+	}
+}
+
+/* The command's group is gone: give the lease back. */
+static void release(struct sup *s)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	enum lr_status rc;
+
+	/* Whatever escaped the group must not read "held" from here on. */
+	if (lr_state_path())
+		keep_state(s, LR_ST_RELEASING);
+	rc = c->ops->release(c->st, lr_now_ms() + 5000, &err);
+	if (rc == LR_OK) {
+		const struct lr_field f[] = { LR_NUM(
+			"held_ms", lr_now_ms() - s->t_acquired) };
+
+		lr_logf(LR_LOG_INFO, "released", f, 1, "released");
+		lr_notify("STOPPING=1\nSTATUS=released %s", c->name);
+	} else if (rc == LR_LOST) {
+		found_lost(s, err.msg[0] ? err.msg
+					 : "the store says it is not ours");
+	} else {
+		lr_log(LR_LOG_WARN, "release-failed", "could not release: %s",
+		       err.msg[0] ? err.msg : lr_status_name(rc));
+		lr_notify("STOPPING=1\nSTATUS=could not release %s",
+			  c->name);
+	}
+}
+
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 {
 	struct sup s;
@@ -870,40 +954,22 @@ out:
 		if (!s.reaped || lr_child_group_alive(s.pid, cfg->foreground))
 			s.certain_loss = 1; /* let it expire instead */
 	}
-	lr_child_guard_stop(s.guard, s.guard_fd);
-	/* Whatever escaped the group must not read "held" once we let go. */
-	lr_state_remove();
 	if (s.t_acquired)
 		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
 	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&
 			  res->code)) {
-		if (!s.certain_loss) {
-			struct lr_err err = { "" };
-			int64_t now = lr_now_ms();
-			enum lr_status rc;
-
-			rc = cfg->ops->release(cfg->st, now + 5000, &err);
-			if (rc == LR_OK) {
-				const struct lr_field f[] = { LR_NUM(
-					"held_ms", lr_now_ms() - s.t_acquired) };
-
-				lr_logf(LR_LOG_INFO, "released", f, 1,
-					"released");
-				lr_notify("STOPPING=1\nSTATUS=released %s",
-					  cfg->name);
-			} else {
-				lr_log(LR_LOG_WARN, "release-failed",
-				       "could not release: %s",
-				       err.msg[0] ? err.msg
-						  : lr_status_name(rc));
-				lr_notify("STOPPING=1\nSTATUS=could not "
-					  "release %s", cfg->name);
-			}
-		} else {
+		if (!s.certain_loss)
+			release(&s);
+		else
 			lr_notify("STOPPING=1\nSTATUS=lost %s", cfg->name);
-		}
 	}
+	/* Removed only now that the release has said whether the lease was
+	 * ours to the end; until then it reads "releasing" or "lost". */
+	lr_state_remove();
+	/* The guard lives until then, to remove the state file if we are
+	 * killed while releasing; the group it would kill is gone. */
+	lr_child_guard_stop(s.guard, s.guard_fd);
 	close(tfd);
 }

@@ -37,6 +37,8 @@ struct lr_sup_result {
 	int wstatus;       /* LR_OUT_CHILD: the child's wait status */
 	int code;          /* LR_OUT_CHILD with no child: 125/126/127 */
 	int die_signal;    /* told to stop while waiting: die of this */
+	int lost_at_release; /* LR_OUT_LOST: found by the release, after
+			      * the command had ended by itself */
 	uint64_t fence;
 	char holder[300];  /* LR_OUT_CONFLICT: who holds it, "" unknown */
 	struct lr_err err; /* LR_OUT_FAILED: why */

@@ -268,6 +268,41 @@ oom:
 	return -1;
 }
 
+static size_t mask(char *p, const char *end)
+{
+	size_t n = 0;
+
+	for (; p < end; p++, n++)
+		*p = '*';
+	return n;
+}
+
+size_t lr_url_mask(char *s)
+{
+	char *auth = strstr(s, "://"), *end, *at = NULL, *colon, *p;
+	size_t n = 0;
+
+	if (!auth)
+		return 0;
+	auth += 3;
+	end = auth + strcspn(auth, "/?#");
+	for (p = auth; p < end; p++)
+		if (*p == '@')
+			at = p; /* the last '@', as lr_url_parse() takes it */
+	if (at && (colon = memchr(auth, ':', (size_t)(at - auth))))
+		n += mask(colon + 1, at);
+	p = strchr(end, '?');
+	while (p && *p && *p != '#') {
+		char *key = p + 1, *next = key + strcspn(key, "&#");
+		size_t klen = strcspn(key, "=&#");
+
+		if (key[klen] == '=' && secret_key(key, klen))
+			n += mask(key + klen + 1, next);
+		p = next;
+	}
+	return n;
+}
+
 void lr_url_free(struct lr_url *u)
 {
 	size_t i;

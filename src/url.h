@@ -32,6 +32,11 @@ struct lr_url {
  * containing the password).  *out must be freed with lr_url_free(). */
 int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len);
 void lr_url_free(struct lr_url *u);
+/* Overwrites in place, with '*', the password of s's user information
+ * and the values of its secret query parameters (password=, ...), as the
+ * parser would find them; every other byte, and the length, stays.  For
+ * a URL in argv, which ps shows.  Returns how many bytes it overwrote. */
+size_t lr_url_mask(char *s);
 /* The value of query key, or NULL. */
 const char *lr_url_param(const struct lr_url *u, const char *key);
 

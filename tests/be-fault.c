@@ -7,8 +7,11 @@
  *	fail    return LR_ERROR ("injected failure")
  *	lost    return LR_LOST
  *	stall   block until the call's deadline, then LR_TIMEOUT
- * so the tests can drive the supervisor's at-risk, stop and loss paths
- * with real processes and real clocks.  Never installed.
+ * and lines of OP.delay=MS: the call first takes MS milliseconds (never
+ * past its deadline), then does what its OP=MODE line says (ok without
+ * one): a slow store that still answers.  So the tests can drive the
+ * supervisor's at-risk, stop and loss paths with real processes and real
+ * clocks.  Never installed.
  */
 #include "config.h"
 
@@ -32,10 +35,21 @@ struct fault {
 /* The module's handle is our own struct; the file store's is inside. */
 #define F(st) ((struct fault *)(void *)(st))
 
+/* Sleeps until until, or until deadline if that comes first. */
+static void sleep_until(int64_t until, int64_t deadline)
+{
+	int64_t now;
+
+	if (deadline < until)
+		until = deadline;
+	while ((now = lr_now_ms()) < until)
+		poll(NULL, 0, (int)(until - now));
+}
+
 static enum lr_status inject(struct fault *f, const char *op,
 			     int64_t deadline, struct lr_err *err)
 {
-	char buf[512], key[32], *line, *save = NULL;
+	char buf[512], key[32], delay[32], *line, *save = NULL;
 	ssize_t n;
 	int fd = open(f->ctl, O_RDONLY | O_CLOEXEC);
 
@@ -45,6 +59,11 @@ static enum lr_status inject(struct fault *f, const char *op,
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	snprintf(key, sizeof(key), "%s=", op);
+	snprintf(delay, sizeof(delay), "%s.delay=", op);
+	for (line = buf; (line = strstr(line, delay)); line++)
+		if (line == buf || line[-1] == '\n')
+			sleep_until(lr_now_ms() + atoi(line + strlen(delay)),
+				    deadline);
 	for (line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		const char *mode;
@@ -61,10 +80,7 @@ static enum lr_status inject(struct fault *f, const char *op,
 			return LR_LOST;
 		}
 		if (strcmp(mode, "stall") == 0) {
-			int64_t now;
-
-			while ((now = lr_now_ms()) < deadline)
-				poll(NULL, 0, (int)(deadline - now));
+			sleep_until(deadline, deadline);
 			lr_err_set(err, "injected %s stall", op);
 			return LR_TIMEOUT;
 		}

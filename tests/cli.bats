@@ -172,6 +172,41 @@ refuses() {
 	assert_regex "$stderr" "visible in ps"
 }
 
+@test "a password given with -U or --url is overwritten in ps at once; the command's own words are untouched" {
+	T=$BATS_TEST_TMPDIR
+	u="file://u:Hunter2-pw@$LOCKDIR"
+	"$LEASERUN" -U "$u" -U"$u" --url "$u" --url="$u" job \
+		sh -c 'echo $$ > "$0/pid"; while :; do sleep 1; done' "$T" -U "$u" 2> "$T/err" &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	tr '\0' '\n' < "/proc/$pid/cmdline" > "$T/lr.argv"
+	tr '\0' '\n' < "/proc/$(cat "$T/pid")/cmdline" > "$T/child.argv"
+	kill "$pid"
+	wait_rc "$pid"
+	assert_equal "$rc" 143
+	cat "$T/lr.argv"
+	# leaserun's own words, up to NAME: every form overwritten in place,
+	# the same words, the same length.
+	sed '/^job$/q' "$T/lr.argv" > "$T/lr.opts"
+	run grep -c Hunter2-pw "$T/lr.opts"
+	assert_output 0
+	run grep -c "u:\*\{10\}@$LOCKDIR\$" "$T/lr.opts"
+	assert_output 4
+	assert_equal "$(wc -l < "$T/lr.opts")" 8
+	# The command's words are its own, in leaserun's argv as in its own.
+	assert_equal "$(tail -n 2 "$T/lr.argv")" "$(printf -- '-U\n%s' "$u")"
+	assert_equal "$(tail -n 2 "$T/child.argv")" "$(printf -- '-U\n%s' "$u")"
+	grep -q "visible in ps" "$T/err"
+	run grep -c Hunter2-pw "$T/err"
+	assert_output 0
+	# An option getopt cannot take ("--ur" could be --url or
+	# --url-file) is named without what follows its '='.
+	run --separate-stderr lr --ur="$u" job true
+	assert_equal "$status" 125
+	assert_regex "$stderr" "unknown option '--ur'"
+	refute_regex "$stderr" "Hunter2-pw"
+}
+
 @test "the URL can come from a file" {
 	echo "file://$LOCKDIR" > "$LOCKDIR.url"
 	LEASERUN_URL= run lr --url-file "$LOCKDIR.url" job true

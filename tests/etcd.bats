@@ -404,7 +404,10 @@ lease_hex() {
 	assert_equal "$(cat "$log")" ran
 }
 
-@test "authentication: a wrong password fails with 125 in one line that does not show it" {
+# A second etcd, with authentication on (user root, password S3cret-pw,
+# tokens that expire after 1s); stopped by teardown.  Sets ep.
+etcd_auth_start() {
+	local dir
 	dir=$(etcd_tmpdir)
 	echo "$dir" >"$BATS_TEST_TMPDIR/authdir"
 	LRE_ARGS="--auth-token-ttl 1" etcd_single "$dir"
@@ -412,6 +415,10 @@ lease_hex() {
 	etcdctl --endpoints "$ep" user add root --new-user-password=S3cret-pw >/dev/null
 	etcdctl --endpoints "$ep" user grant-role root root >/dev/null
 	etcdctl --endpoints "$ep" auth enable >/dev/null
+}
+
+@test "authentication: a wrong password fails with 125 in one line that does not show it" {
+	etcd_auth_start
 	LEASERUN_URL="etcd://root:Wrong-pw@$ep" run "$LEASERUN" t22 true
 	assert_failure 125
 	assert_equal "${#lines[@]}" 1
@@ -435,6 +442,11 @@ lease_hex() {
 	run env ETCDCTL_USER=root ETCDCTL_PASSWORD=S3cret-pw "$LEASERUN" -U "etcd://$ep" t22 env
 	assert_success
 	refute_output --partial "S3cret-pw"
+}
+
+@test "authentication: a password given with -U is not in ps while leaserun holds the lease" {
+	etcd_auth_start
+	ps_hides_password t22b S3cret-pw -t 30s -U "etcd://root:S3cret-pw@$ep"
 }
 
 @test "a waiter keeps its place while it waits longer than its TTL" {
@@ -467,4 +479,14 @@ lease_hex() {
 	wait_holder
 	assert_equal "$HRC" 124
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
+}
+
+@test "a command that deletes its own key and exits 0 at once: 124, the loss logged and counted" {
+	d=$BATS_TEST_TMPDIR
+	run --separate-stderr "$LEASERUN" -v --log-format json --metrics-file "$d/m.prom" t-lost \
+		sh -c 'etcdctl --endpoints "$0" del --prefix leaserun/t-lost/ >/dev/null; exit 0' "$LRE_EP"
+	echo "$stderr" > "$d/err"
+	assert_failure 124
+	ops_loss_seen t-lost "$d/err" "$d/m.prom"
+	assert_equal "$(nkeys t-lost)" 0
 }

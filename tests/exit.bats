@@ -75,6 +75,21 @@ setup() {
 	assert_equal "$status" 124
 }
 
+@test "a release that finds the lease not ours gives 124, whatever the command's status or signal" {
+	echo "release=lost" > "$LOCKDIR/job.fault"
+	run lr -U "fault://$LOCKDIR" job true
+	assert_equal "$status" 124
+	run lr -U "fault://$LOCKDIR" job sh -c 'exit 3'
+	assert_equal "$status" 124
+	# 124 wins over re-raising the command's signal (USR1 would be 138).
+	run bash -c '"$LEASERUN" -U "fault://$LOCKDIR" job sh -c "kill -USR1 \$\$" & wait $!; echo "status=$?"'
+	assert_output --partial "status=124"
+	assert_output --partial "the lease was lost before the command ended"
+	# A command that never ran keeps its own status.
+	run -127 lr -U "fault://$LOCKDIR" job no-such-command-here
+	assert_equal "$status" 127
+}
+
 @test "leaserun's own failure gives 125" {
 	run lr -U "file://$LOCKDIR/missing" job true
 	assert_equal "$status" 125

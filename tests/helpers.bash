@@ -117,10 +117,10 @@ ops_check() {
 	jq -e '.held == false and .host == null and .pid == null' <<<"$output"
 
 	# One acquired, nothing lost; the run ended by SIGTERM: 143.
-	grep -qx "leaserun_acquired_total{name=\"$n\",store=\"[a-z]*\"} 1" "$d/m.prom"
-	grep -qx "leaserun_lost_total{name=\"$n\",store=\"[a-z]*\"} 0" "$d/m.prom"
-	grep -qx "leaserun_last_exit_status{name=\"$n\",store=\"[a-z]*\"} 143" "$d/m.prom"
-	grep -qx "leaserun_hold_seconds_count{name=\"$n\",store=\"[a-z]*\"} 1" "$d/m.prom"
+	grep -qx "leaserun_lease_acquired_total{name=\"$n\",store=\"[a-z]*\"} 1" "$d/m.prom"
+	grep -qx "leaserun_lease_lost_total{name=\"$n\",store=\"[a-z]*\"} 0" "$d/m.prom"
+	grep -qx "leaserun_run_last_exit_status{name=\"$n\",store=\"[a-z]*\"} 143" "$d/m.prom"
+	grep -qx "leaserun_lease_hold_seconds_count{name=\"$n\",store=\"[a-z]*\"} 1" "$d/m.prom"
 }
 
 # metric FILE LINE-PREFIX: the value of the first sample that starts so.
@@ -135,9 +135,9 @@ ops_loss_seen() {
 	jq -e -s 'any(.[]; .event == "lost" and .level == "warning" and
 		(.reason | length) > 0)' "$err"
 	jq -e -s 'any(.[]; .event == "acquired" and .fence > 0)' "$err"
-	[ "$(metric "$m" "leaserun_lost_total{name=\"$n\",")" = 1 ]
-	[ "$(metric "$m" "leaserun_acquired_total{name=\"$n\",")" = 1 ]
-	[ "$(metric "$m" "leaserun_last_exit_status{name=\"$n\",")" = 124 ]
+	[ "$(metric "$m" "leaserun_lease_lost_total{name=\"$n\",")" = 1 ]
+	[ "$(metric "$m" "leaserun_lease_acquired_total{name=\"$n\",")" = 1 ]
+	[ "$(metric "$m" "leaserun_run_last_exit_status{name=\"$n\",")" = 124 ]
 }
 
 # ops_warn_recover NAME STOP CONT: a holder with --warn-signal USR1 whose
@@ -167,9 +167,9 @@ ops_warn_recover() {
 	jq -e '.held and .state == "at-risk"' "$d/warn"
 	jq -e '.held and .state == "held"' "$d/after"
 	jq -e -s 'any(.[]; .event == "at-risk" and (.msg | test("signal 10")))' "$d/w.err"
-	(( $(metric "$d/w.prom" "leaserun_renew_failures_total{name=\"$n\",") >= 1 ))
-	[ "$(metric "$d/w.prom" "leaserun_lost_total{name=\"$n\",")" = 0 ]
-	[ "$(metric "$d/w.prom" "leaserun_last_exit_status{name=\"$n\",")" = 0 ]
+	(( $(metric "$d/w.prom" "leaserun_heartbeat_failures_total{name=\"$n\",") >= 1 ))
+	[ "$(metric "$d/w.prom" "leaserun_lease_lost_total{name=\"$n\",")" = 0 ]
+	[ "$(metric "$d/w.prom" "leaserun_run_last_exit_status{name=\"$n\",")" = 0 ]
 }
 
 # --- Shared by the store test files (redis, pg, etcd, zk) ---
@@ -252,4 +252,24 @@ start_holder() {
 	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
 	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
 	BG_PIDS="$BG_PIDS $CHILD"
+}
+
+# ps_hides_password NAME PASSWORD OPTION...: a holder started as
+# "leaserun OPTION... NAME command", where OPTION... gives the store's URL
+# with PASSWORD on the command line (and LEASERUN_URL is empty), gets the
+# lease with it; yet while its command runs, /proc/PID/cmdline (what ps
+# shows) has as many '*' in its place, and leaserun has warned.
+ps_hides_password() {
+	local n=$1 pw=$2 d=$BATS_TEST_TMPDIR hrc=0
+	shift 2
+	LEASERUN_URL= start_holder "$n" "$@"
+	tr '\0' '\n' < "/proc/$BG/cmdline" > "$d/argv"
+	kill -TERM "$BG"
+	wait "$BG" || hrc=$?
+	cat "$d/argv"
+	[ "$hrc" = 143 ]
+	# (Not "! grep": bash's errexit ignores a negated command.)
+	[ "$(grep -cF -- "$pw" "$d/argv" "$d/$n.err" | grep -vc ':0$')" = 0 ]
+	grep -qE -- "[:=][*]{${#pw}}([@&]|\$)" "$d/argv"
+	grep -q "visible in ps" "$d/$n.err"
 }

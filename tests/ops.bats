@@ -45,15 +45,15 @@ bg() {
 	wait_until 5 lr --status job
 	run lr -n --metrics-file "$m" job true
 	assert_failure 1
-	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="file"}')" 2
-	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="other",store="file"}')" 1
-	assert_equal "$(metric "$m" 'leaserun_conflicts_total{name="job",store="file"}')" 1
-	assert_equal "$(metric "$m" 'leaserun_wait_seconds_count{name="job",store="file"}')" 3
-	assert_equal "$(metric "$m" 'leaserun_hold_seconds_count{name="job",store="file"}')" 2
-	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="file"}')" 1
-	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="other",store="file"}')" 0
+	assert_equal "$(metric "$m" 'leaserun_lease_acquired_total{name="job",store="file"}')" 2
+	assert_equal "$(metric "$m" 'leaserun_lease_acquired_total{name="other",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_lease_conflicts_total{name="job",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_lease_wait_seconds_count{name="job",store="file"}')" 3
+	assert_equal "$(metric "$m" 'leaserun_lease_hold_seconds_count{name="job",store="file"}')" 2
+	assert_equal "$(metric "$m" 'leaserun_run_last_exit_status{name="job",store="file"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_run_last_exit_status{name="other",store="file"}')" 0
 	# The last success of "job" was its first run, before the failure.
-	[ -n "$(metric "$m" 'leaserun_last_success_timestamp_seconds{name="job"')" ]
+	[ -n "$(metric "$m" 'leaserun_run_last_success_timestamp_seconds{name="job"')" ]
 	# No temporary file is left for the collector to trip over.
 	assert_equal "$(ls "$T/textfile")" leaserun.prom
 }
@@ -64,8 +64,8 @@ bg() {
 		lr -w 60 --metrics-file "$m" job true &
 	done
 	wait
-	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="file"}')" 20
-	assert_equal "$(metric "$m" 'leaserun_wait_seconds_count{name="job",store="file"}')" 20
+	assert_equal "$(metric "$m" 'leaserun_lease_acquired_total{name="job",store="file"}')" 20
+	assert_equal "$(metric "$m" 'leaserun_lease_wait_seconds_count{name="job",store="file"}')" 20
 }
 
 @test "metrics: a lost lease, failed renewals and leaserun's own failure are counted" {
@@ -77,11 +77,11 @@ bg() {
 	echo "acquire=fail" > "$LOCKDIR/job.fault"
 	run lr --metrics-file "$m" job true
 	assert_equal "$status" 125
-	assert_equal "$(metric "$m" 'leaserun_lost_total{name="job",store="fault"}')" 1
-	(( $(metric "$m" 'leaserun_renew_failures_total{name="job",store="fault"}') >= 2 ))
-	assert_equal "$(metric "$m" 'leaserun_failures_total{name="job",store="fault"}')" 1
-	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="fault"}')" 125
-	assert_equal "$(metric "$m" 'leaserun_acquired_total{name="job",store="fault"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_lease_lost_total{name="job",store="fault"}')" 1
+	(( $(metric "$m" 'leaserun_heartbeat_failures_total{name="job",store="fault"}') >= 2 ))
+	assert_equal "$(metric "$m" 'leaserun_run_failures_total{name="job",store="fault"}')" 1
+	assert_equal "$(metric "$m" 'leaserun_run_last_exit_status{name="job",store="fault"}')" 125
+	assert_equal "$(metric "$m" 'leaserun_lease_acquired_total{name="job",store="fault"}')" 1
 }
 
 @test "metrics: heartbeat latency is a histogram of real renewals" {
@@ -124,8 +124,8 @@ bg() {
 	m=$T/m.prom
 	run lr --metrics-file "$m" job sh -c 'exit 125'
 	assert_equal "$status" 125
-	assert_equal "$(metric "$m" 'leaserun_failures_total{name="job",store="file"}')" 0
-	assert_equal "$(metric "$m" 'leaserun_last_exit_status{name="job",store="file"}')" 125
+	assert_equal "$(metric "$m" 'leaserun_run_failures_total{name="job",store="file"}')" 0
+	assert_equal "$(metric "$m" 'leaserun_run_last_exit_status{name="job",store="file"}')" 125
 }
 
 @test "metrics: node_exporter's textfile collector serves the file without errors" {
@@ -140,10 +140,10 @@ bg() {
 		--collector.disable-defaults --collector.textfile \
 		--collector.textfile.directory="$T/textfile"
 	wait_until 10 curl -sf -o "$T/scrape" "http://127.0.0.1:$port/metrics"
-	grep -E '^leaserun_(acquired|last_exit)|^node_textfile_scrape_error' "$T/scrape" >&3
+	grep -E '^leaserun_(lease_acquired|run_last_exit)|^node_textfile_scrape_error' "$T/scrape" >&3
 	grep -qx 'node_textfile_scrape_error 0' "$T/scrape"
-	grep -qx 'leaserun_acquired_total{name="job",store="file"} 1' "$T/scrape"
-	grep -qx 'leaserun_last_exit_status{name="other",store="file"} 2' "$T/scrape"
+	grep -qx 'leaserun_lease_acquired_total{name="job",store="file"} 1' "$T/scrape"
+	grep -qx 'leaserun_run_last_exit_status{name="other",store="file"} 2' "$T/scrape"
 	grep -q '^leaserun_heartbeat_latency_seconds_bucket{name="job",store="file",le="0.001"} 0$' "$T/scrape"
 }
 

@@ -115,6 +115,11 @@ gone() {
 	PGPASSFILE=/nonexistent LEASERUN_URL=$PG_URL_NOPW run -125 lr "$(name)" true
 }
 
+@test "a password given with --url, in the user information or as ?password=, is not in ps while leaserun holds the lease" {
+	ps_hides_password "$(name)" "$PG_PASSWORD" -t 30s --url="$PG_URL"
+	ps_hides_password "$(name)" "$PG_PASSWORD" -t 30s -U "$PG_URL_NOPW?password=$PG_PASSWORD"
+}
+
 @test "a wrong password fails with 125 and one line that does not show the password" {
 	LEASERUN_URL="postgresql://lr:Wrong-Pw-123@127.0.0.1:$PG_PORT/postgres" \
 		run -125 --separate-stderr lr "$(name)" true

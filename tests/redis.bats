@@ -215,6 +215,11 @@ acl_user() {
 	[[ "$stderr" != *Wrong-Pw-123* ]]
 }
 
+@test "a password given with -U is not in ps while leaserun holds the lease" {
+	ps_hides_password "$(name)" "$REDIS_PASSWORD" -t 30s -U "$REDIS_URL"
+	ps_hides_password "$(name)" "$LR_PASSWORD" -t 30s --url="$REDIS_ACL_URL"
+}
+
 @test "a wrong ACL user fails with 125 and one line that names the user, not the password" {
 	LEASERUN_URL="redis://nobody:$LR_PASSWORD@127.0.0.1:$REDIS_PORT" \
 		run -125 --separate-stderr lr "$(name)" true
@@ -846,4 +851,16 @@ redis_thaw() { kill -CONT "$(redis_pid)"; }
 	grep -qx "READY=1" "$d/notes"
 	grep -qx "STATUS=holding $n, fence $(cat "$d/fence")" "$d/notes"
 	grep -qx "STATUS=released $n" "$d/notes"
+}
+
+@test "a command that deletes its own key and exits 0 at once: the release finds the lease not ours, 124" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# Too fast for any watch: the loss is first seen by the release.
+	run --separate-stderr lr -v --log-format json --metrics-file "$d/m.prom" "$n" \
+		sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT del '$(keyof "$n")' >/dev/null; exit 0"
+	echo "$stderr" > "$d/err"
+	assert_failure 124
+	ops_loss_seen "$n" "$d/err" "$d/m.prom"
+	is_free "$n"
 }

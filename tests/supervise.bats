@@ -101,6 +101,35 @@ setup() {
 	assert_output --partial "could not release: injected release failure"
 }
 
+@test "a release that finds the lease lost: 124, a lost event with its reason, counted, and --check never says held after the command" {
+	printf 'release.delay=300\nrelease=lost\n' > "$LOCKDIR/job.fault"
+	# A process the command leaves outside its group asks --check until
+	# leaserun has ended (500 tries at most), without bats' fd 3.
+	run --separate-stderr lr -v --log-format json --metrics-file "$T/m.prom" job sh -c '
+		setsid sh -c "i=0; while [ \$i -lt 500 ]; do
+			\"\$LEASERUN\" --check --json >> \"\$0/checks\"
+			grep -q ended \"\$0/checks\" && exit
+			i=\$((i + 1)); sleep 0.02; done" "$0" </dev/null >/dev/null 2>&1 3>&- &
+		until [ -s "$0/checks" ]; do sleep 0.01; done
+		exit 0' "$T"
+	assert_equal "$status" 124
+	jq -e -s 'any(.[]; .event == "lost" and .level == "warning" and
+		(.reason | test("injected release loss")))' <<<"$stderr"
+	jq -e -s 'map(.event) | index("exited") < index("lost")' <<<"$stderr"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_lease_lost_total{name="job",')" 1
+	assert_equal "$(metric "$T/m.prom" 'leaserun_run_last_exit_status{name="job",')" 124
+	wait_until 10 grep -q ended "$T/checks"
+	cat "$T/checks"
+	# Held while the command ran; then releasing (not held) while the
+	# release took its time; then ended, never "released".
+	jq -e -s '.[0].held and .[0].state == "held"' "$T/checks"
+	jq -e -s 'any(.[]; .held == false and .state == "releasing")' "$T/checks"
+	jq -e -s '.[-1] == {"held": false, "state": "ended"}' "$T/checks"
+	jq -e -s 'map(.state) | (index("releasing") < index("ended")) and
+		(rindex("held") < index("releasing")) and
+		(index("released") == null)' "$T/checks"
+}
+
 @test "an acquire that fails is leaserun's failure: 125 and no command" {
 	echo "acquire=fail" > "$LOCKDIR/job.fault"
 	run lr job sh -c 'echo ran'
@@ -122,4 +151,41 @@ setup() {
 	kill "$holder"; wait "$holder" || true
 	run lr -n job true
 	assert_success
+}
+
+@test "slow renewals: one slow-heartbeat warning per run, with a safe TTL, counted" {
+	# TTL 3s, renewals every second that take 350ms: more than a tenth.
+	echo "renew.delay=350" > "$LOCKDIR/job.fault"
+	run --separate-stderr lr -v -t 3s --renew 1s --log-format json --metrics-file "$T/m.prom" job sleep 5.5
+	assert_success
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 4' <<<"$stderr"
+	jq -e -s '[.[] | select(.event == "slow-heartbeat")] | length == 1' <<<"$stderr"
+	# Not before two slow renewals; then p99, TTL and a safe TTL.
+	jq -e -s 'map(.event) | [indices("renewed")[1], index("slow-heartbeat")] |
+		.[0] < .[1]' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "slow-heartbeat") | .level == "warning" and
+		.p99_ms >= 350 and .renewals == 2 and .ttl_ms == 3000 and
+		.safe_ttl_ms >= 10 * .p99_ms and .safe_ttl_ms < 10 * .p99_ms + 1000 and
+		.safe_ttl_ms % 1000 == 0 and (.msg | test("TTL of [0-9]+s or more"))' <<<"$stderr"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_heartbeat_slow_total{name="job",')" 1
+}
+
+@test "fast renewals, or one slow renewal alone, give no slow-heartbeat warning" {
+	run --separate-stderr lr -v -t 1s --renew 100ms --log-format json --metrics-file "$T/m.prom" job sleep 1.5
+	assert_success
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 10' <<<"$stderr"
+	refute_regex "$stderr" "slow-heartbeat"
+	assert_equal "$(metric "$T/m.prom" 'leaserun_heartbeat_slow_total{name="job",')" 0
+	# The first renewal takes 350ms (TTL 3s), the next ones do not.
+	echo "renew.delay=350" > "$LOCKDIR/job.fault"
+	"$LEASERUN" -v -t 3s --renew 1s --log-format json job sleep 4.5 2> "$T/err" &
+	pid=$!
+	wait_until 5 grep -q '"event":"renewed"' "$T/err"
+	rm "$LOCKDIR/job.fault"
+	wait_rc "$pid"
+	assert_equal "$rc" 0
+	jq -e -s '[.[] | select(.event == "renewed")] | length >= 3' "$T/err"
+	jq -e -s '[.[] | select(.event == "renewed")][0].latency_ms >= 350' "$T/err"
+	run grep -c slow-heartbeat "$T/err"
+	assert_output 0
 }

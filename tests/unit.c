@@ -98,6 +98,37 @@ static void test_signals(void)
 	CHECK(lr_int_parse("1a", 255) == -1);
 }
 
+/* lr_url_mask() on a copy of in: the result, and how many it masked. */
+static int masked(const char *in, const char *want, size_t n)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "%s", in);
+	return lr_url_mask(buf) == n && strcmp(buf, want) == 0;
+}
+
+static void test_url_mask(void)
+{
+	CHECK(masked("redis://:pw@h:1/2", "redis://:**@h:1/2", 2));
+	CHECK(masked("redis://u:p@ss:w@h", "redis://u:******@h", 6));
+	CHECK(masked("etcd://root:S3cret@a:1,b:2", "etcd://root:******@a:1,b:2",
+		     6));
+	CHECK(masked("zk://u:p%40w@h/chroot?root=/x",
+		     "zk://u:*****@h/chroot?root=/x", 5));
+	CHECK(masked("postgres://u@h/db?sslmode=require&password=x%20y"
+		     "&pass%77ord=z",
+		     "postgres://u@h/db?sslmode=require&password=*****"
+		     "&pass%77ord=*",
+		     6));
+	CHECK(masked("postgres://h/db?token=abc#frag",
+		     "postgres://h/db?token=***#frag", 3));
+	CHECK(masked("redis://u@h/?prefix=a:b", "redis://u@h/?prefix=a:b", 0));
+	CHECK(masked("redis://h:6379", "redis://h:6379", 0));
+	CHECK(masked("file://", "file://", 0));
+	CHECK(masked("not a url:pw@x", "not a url:pw@x", 0));
+	CHECK(masked("redis://:@h", "redis://:@h", 0));
+}
+
 static void test_urls(void)
 {
 	struct lr_url *u;
@@ -334,6 +365,32 @@ static void test_exit_codes(void)
 	CHECK(lr_exit_code(LR_OUT_FAILED, 0, 1, &sig) == 125 && sig == 0);
 }
 
+static void test_p99(void)
+{
+	struct lr_p99 p;
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	CHECK(lr_p99(&p) == 0);
+	lr_p99_add(&p, 500); /* one slow renewal is not a p99 */
+	CHECK(lr_p99(&p) == 0);
+	for (i = 0; i < 50; i++)
+		lr_p99_add(&p, 3);
+	CHECK(lr_p99(&p) == 3);
+	lr_p99_add(&p, 400); /* two are: 2 in 100 is more than 1% */
+	CHECK(lr_p99(&p) == 400);
+	/* 100 more fast ones push both out of the window. */
+	for (i = 0; i < LR_P99_N; i++)
+		lr_p99_add(&p, 2);
+	CHECK(p.n == LR_P99_N && lr_p99(&p) == 2);
+	lr_p99_add(&p, -5);
+	CHECK(lr_p99(&p) == 2);
+	CHECK(lr_safe_ttl(55) == 600);
+	CHECK(lr_safe_ttl(100) == 1000);
+	CHECK(lr_safe_ttl(180) == 2000);
+	CHECK(lr_safe_ttl(1234) == 13000);
+}
+
 static void test_timing(void)
 {
 	/* D = t_send + TTL*(1-0.01) - 2ms */
@@ -360,6 +417,7 @@ struct script {
 	int na, nr;                /* script lengths; 0 means 1 */
 	int first_acquire_ms;      /* the first acquire takes this long */
 	int64_t granted_ttl;       /* grant.ttl_ms */
+	enum lr_status release;    /* what every release says */
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
 };
@@ -396,7 +454,7 @@ static enum lr_status s_release(struct lr_store *st, int64_t d,
 				struct lr_err *err)
 {
 	sc->releases++;
-	return LR_OK;
+	return sc->release;
 }
 
 static const struct lr_store_ops scripted = {
@@ -545,6 +603,22 @@ static void test_state_machine(void)
 	run_script(&s, "sleep 0.5; exit 4", -1, &res);
 	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 4);
 	CHECK(s.releases == 1);
+
+	/* A release that finds the lease not ours: lost, whatever the
+	 * command's status or signal; a failed release changes nothing. */
+	memset(&s, 0, sizeof(s));
+	s.release = LR_LOST;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_at_release);
+	memset(&s, 0, sizeof(s));
+	s.release = LR_LOST;
+	run_script(&s, "kill -USR1 $$", -1, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_at_release);
+	memset(&s, 0, sizeof(s));
+	s.release = LR_ERROR;
+	run_script(&s, "exit 2", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 2);
+	CHECK(!res.lost_at_release);
 }
 
 int main(void)
@@ -555,8 +629,10 @@ int main(void)
 	test_urls();
 	test_url_hosts();
 	test_url_opts();
+	test_url_mask();
 	test_exit_codes();
 	test_timing();
+	test_p99();
 	test_state_machine();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -404,6 +404,10 @@ interval_cmd() {
 	assert_holder_rc 0
 }
 
+@test "a password given with --url is not in ps while leaserun holds the lease" {
+	ps_hides_password t17b right-pw -t 30s --url="zk://alice:right-pw@$ZK_EP"
+}
+
 @test "other users cannot delete our node; the holder goes on" {
 	export LEASERUN_URL="zk://alice:right-pw@$ZK_EP"
 	hold t18
