@@ -63,18 +63,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/random.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "etcd.pb-c.h"
 
 #include "backend.h"
 #include "grpc.h"
+#include "waitset.h"
 
 #define DEFAULT_PREFIX	   "leaserun/"
-#define DEFAULT_PORT	   "2379"
+#define DEFAULT_PORT	   2379
 #define CLOSE_BUDGET_MS	   1000 /* close() revokes within this */
 #define DEFAULT_ATTEMPT_MS 1000 /* per endpoint when others remain */
 #define MAX_RPCS	   2	/* unary calls in one round trip */
@@ -137,8 +136,9 @@ struct lr_store {
 	unsigned ka_sent, ka_got;      /* keepalives on kstream */
 	int64_t ka_lost;	       /* a reply said this lease is gone */
 
-	/* the core's loop */
-	int epfd, tfd, regfd;
+	/* the core's loop: the connection's socket and a timer */
+	struct lr_waitset ws;
+	int regfd;
 	short regev;
 	unsigned reggen;
 	int64_t ka_at; /* waiting: next keepalive, or -1 */
@@ -299,8 +299,8 @@ static void watch_forget(struct watch *w)
 /* Drops the connection and everything on it. */
 static void conn_drop(struct lr_store *st)
 {
-	if (st->regfd >= 0 && st->epfd >= 0)
-		epoll_ctl(st->epfd, EPOLL_CTL_DEL, st->regfd, NULL);
+	if (st->regfd >= 0)
+		lr_waitset_watch(&st->ws, st->regfd, 0);
 	st->regfd = -1;
 	lr_grpc_call_free(st->wstream);
 	lr_grpc_call_free(st->kstream);
@@ -1161,61 +1161,41 @@ out:
 	return s;
 }
 
-static void arm_timer(struct lr_store *st)
-{
-	struct itimerspec its = {{0, 0}, {0, 0}};
-	int64_t at = st->hold == H_WAITING ? st->ka_at : -1;
-
-	if (at >= 0) {
-		if (at < 1)
-			at = 1;
-		its.it_value.tv_sec = at / 1000;
-		its.it_value.tv_nsec = (long)(at % 1000) * 1000000 + 1;
-	}
-	timerfd_settime(st->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-}
-
 static int st_wait_fd(struct lr_store *st, short *events)
 {
 	short ev = 0;
 	int fd;
 
-	if (!st || st->epfd < 0 || st->hold == H_IDLE)
+	if (!st || st->ws.ep < 0 || st->hold == H_IDLE)
 		return -1;
 	fd = st->conn ? lr_grpc_fd(st->conn, &ev) : -1;
 	if (fd != st->regfd || ev != st->regev || st->gen != st->reggen) {
-		struct epoll_event e = {0};
-
 		if (st->regfd >= 0 && (fd != st->regfd || st->gen != st->reggen))
-			epoll_ctl(st->epfd, EPOLL_CTL_DEL, st->regfd, NULL);
-		if (fd >= 0) {
-			e.events = (ev & POLLIN ? EPOLLIN : 0) |
-				   (ev & POLLOUT ? EPOLLOUT : 0);
-			e.data.fd = fd;
-			if (epoll_ctl(st->epfd, EPOLL_CTL_MOD, fd, &e) < 0)
-				epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &e);
-		}
+			lr_waitset_watch(&st->ws, st->regfd, 0);
+		if (fd >= 0)
+			lr_waitset_watch(&st->ws, fd,
+					 (ev & POLLIN ? EPOLLIN : 0) |
+					     (ev & POLLOUT ? EPOLLOUT : 0));
 		st->regfd = fd;
 		st->regev = ev;
 		st->reggen = st->gen;
 	}
-	arm_timer(st);
+	lr_waitset_arm(&st->ws, st->hold == H_WAITING ? st->ka_at : -1);
 	*events = POLLIN;
-	return st->epfd;
+	return st->ws.ep;
 }
 
 static enum lr_status st_process(struct lr_store *st, short revents,
 				 int64_t deadline, struct lr_err *err)
 {
-	uint64_t x;
+	struct epoll_event evs[4];
 	int64_t now = lr_now_ms();
 	const char *dead = NULL;
 
 	(void)revents;
 	(void)deadline;
-	if (read(st->tfd, &x, sizeof(x)) < 0) {
-		/* not expired: nothing to do */
-	}
+	/* (Reads the timer; the socket is read below, whatever is ready.) */
+	lr_waitset_ready(&st->ws, evs, 4);
 	if (st->conn && lr_grpc_pump(st->conn) < 0)
 		dead = lr_grpc_error(st->conn);
 	drain(st);
@@ -1503,10 +1483,7 @@ static void st_close(struct lr_store *st)
 	if (st->lease && st->eps)
 		lease_revoke(st, st->lease, lr_now_ms() + CLOSE_BUDGET_MS);
 	conn_drop(st);
-	if (st->epfd >= 0)
-		close(st->epfd);
-	if (st->tfd >= 0)
-		close(st->tfd);
+	lr_waitset_close(&st->ws);
 	for (i = 0; i < st->neps; i++) {
 		free(st->eps[i].host);
 		free(st->eps[i].port);
@@ -1524,144 +1501,89 @@ static void st_close(struct lr_store *st)
 	free(st);
 }
 
-static char *param_or_env(const struct lr_url *u, const char *k,
-			  const char *env)
-{
-	const char *v = lr_url_param(u, k);
-
-	if (!v)
-		v = getenv(env);
-	return v && *v ? strdup(v) : NULL;
-}
+static const struct lr_url_opt url_opts[] = {
+	{ "prefix", LR_OPT_STRING, 0, 0, NULL },
+	{ "cacert", LR_OPT_PATH, 0, 0, NULL },
+	{ "cert", LR_OPT_PATH, 0, 0, NULL },
+	{ "key", LR_OPT_PATH, 0, 0, NULL },
+	{ "timeout", LR_OPT_DURATION, 1, 3600 * 1000, NULL },
+};
+enum { O_PREFIX, O_CACERT, O_CERT, O_KEY, O_TIMEOUT, O_N };
 
 /*
  * Everything the URL (and etcdctl's environment) says: endpoints, TLS
  * files, the key prefix, the per-endpoint timeout, credentials.  One
- * function, so that it can move to url.c with the other stores' option
- * parsing.  LR_OK or LR_ERROR with err filled.
+ * function, with the grammar of url.c.  LR_OK or LR_ERROR with err.
  */
 static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 {
 	const struct lr_store_req *req = st->req;
 	const struct lr_url *u = req->u;
-	static const char *const known[] = {"prefix", "cacert", "cert",
-					    "key",    "timeout", NULL};
-	const char *prefix, *v, *p;
-	size_t i;
+	union lr_url_val val[O_N] = {
+		[O_PREFIX] = { .s = DEFAULT_PREFIX },
+		[O_TIMEOUT] = { .n = DEFAULT_ATTEMPT_MS },
+	};
+	struct lr_url_host *hosts;
+	unsigned given;
+	const char *v;
+	size_t i, n;
 
+	if (lr_url_opts(u, "etcd", url_opts, O_N, val, &given, err->msg,
+			sizeof(err->msg)) < 0)
+		return LR_ERROR;
 	st->tls = strcmp(u->scheme, "etcds") == 0;
-	for (i = 0; i < u->nparams; i++) {
-		size_t j;
-
-		for (j = 0; known[j]; j++)
-			if (strcmp(u->params[i].key, known[j]) == 0)
-				break;
-		if (!known[j]) {
-			lr_err_set(err,
-				   "unknown etcd URL option '%s' (known: "
-				   "prefix, cacert, cert, key, timeout)",
-				   u->params[i].key);
-			return LR_ERROR;
-		}
+	if (!st->tls &&
+	    (given & (1U << O_CACERT | 1U << O_CERT | 1U << O_KEY))) {
+		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
+		return LR_ERROR;
 	}
 	if (u->path[0] && strcmp(u->path, "/") != 0) {
 		lr_err_set(err, "etcd URLs take no path (use ?prefix=%s)",
 			   u->path + 1);
 		return LR_ERROR;
 	}
-	if ((v = lr_url_param(u, "timeout"))) {
-		char *endp;
-		double d = strtod(v, &endp);
+	st->attempt_ms = val[O_TIMEOUT].n;
 
-		if (endp == v || d <= 0 ||
-		    (*endp && strcmp(endp, "s") && strcmp(endp, "ms"))) {
-			lr_err_set(err,
-				   "bad etcd URL option timeout=%s "
-				   "(e.g. 2s or 500ms)",
-				   v);
-			return LR_ERROR;
-		}
-		st->attempt_ms =
-		    strcmp(endp, "ms") == 0 ? (int64_t)d : (int64_t)(d * 1000);
-		if (st->attempt_ms < 1)
-			st->attempt_ms = 1;
-	}
-
-	/* Endpoints: host[:port], IPv6 in brackets, comma-separated. */
-	if (!*u->hosts) {
-		lr_err_set(err, "etcd URL names no host (etcd://host:port)");
+	if (lr_url_hosts(u, "etcd", NULL, DEFAULT_PORT, 64, &hosts, &n,
+			 err->msg, sizeof(err->msg)) < 0) {
+		lr_url_hosts_free(hosts, n);
 		return LR_ERROR;
 	}
-	for (p = u->hosts; *p;) {
-		size_t n = strcspn(p, ",");
-		struct endpoint *ne, *ep;
-		const char *h = p, *port = NULL, *close_br;
-		size_t hl = n;
+	st->eps = calloc(n, sizeof(*st->eps));
+	for (i = 0; st->eps && i < n; i++) {
+		struct endpoint *ep = &st->eps[i];
+		char label[300], port[8];
 
-		if (n == 0 || n > 300) {
-			lr_err_set(err, "bad host list in etcd URL");
-			return LR_ERROR;
-		}
-		if (*p == '[') {
-			close_br = memchr(p, ']', n);
-			if (!close_br || (close_br + 1 < p + n &&
-					  close_br[1] != ':')) {
-				lr_err_set(err, "bad host list in etcd URL");
-				return LR_ERROR;
-			}
-			h = p + 1;
-			hl = (size_t)(close_br - h);
-			if (close_br + 1 < p + n)
-				port = close_br + 2;
-		} else {
-			const char *c = memchr(p, ':', n);
-
-			if (c) {
-				hl = (size_t)(c - p);
-				port = c + 1;
-			}
-		}
-		if (hl == 0 || (port && port == p + n)) {
-			lr_err_set(err, "bad host list in etcd URL");
-			return LR_ERROR;
-		}
-		ne = realloc(st->eps, (st->neps + 1) * sizeof(*ne));
-		if (!ne)
-			goto oom;
-		st->eps = ne;
-		ep = &ne[st->neps++];
-		memset(ep, 0, sizeof(*ep));
-		ep->host = strndup(h, hl);
-		ep->port = port ? strndup(port, (size_t)(p + n - port))
-				: strdup(DEFAULT_PORT);
-		if (!ep->host || !ep->port)
-			goto oom;
-		ep->label = malloc(hl + strlen(ep->port) + 4);
-		if (!ep->label)
-			goto oom;
-		sprintf(ep->label, *p == '[' ? "[%s]:%s" : "%s:%s", ep->host,
-			ep->port);
-		p += n;
-		if (*p == ',')
-			p++;
+		st->neps++;
+		lr_url_host_format(&hosts[i], label, sizeof(label));
+		snprintf(port, sizeof(port), "%d", hosts[i].port);
+		ep->host = strdup(hosts[i].host);
+		ep->port = strdup(port);
+		ep->label = strdup(label);
+		if (!ep->host || !ep->port || !ep->label)
+			break;
 	}
+	lr_url_hosts_free(hosts, n);
+	if (!st->eps || i < n)
+		goto oom;
 
 	if (st->tls) {
-		st->cacert = param_or_env(u, "cacert", "ETCDCTL_CACERT");
-		st->cert = param_or_env(u, "cert", "ETCDCTL_CERT");
-		st->key = param_or_env(u, "key", "ETCDCTL_KEY");
-	} else if (lr_url_param(u, "cacert") || lr_url_param(u, "cert") ||
-		   lr_url_param(u, "key")) {
-		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
-		return LR_ERROR;
+		v = given & 1U << O_CACERT ? val[O_CACERT].s
+					   : getenv("ETCDCTL_CACERT");
+		if (v && *v && !(st->cacert = strdup(v)))
+			goto oom;
+		v = given & 1U << O_CERT ? val[O_CERT].s
+					 : getenv("ETCDCTL_CERT");
+		if (v && *v && !(st->cert = strdup(v)))
+			goto oom;
+		v = given & 1U << O_KEY ? val[O_KEY].s : getenv("ETCDCTL_KEY");
+		if (v && *v && !(st->key = strdup(v)))
+			goto oom;
 	}
-	prefix = lr_url_param(u, "prefix");
-	if (!prefix)
-		prefix = DEFAULT_PREFIX;
-	st->dir = malloc(strlen(prefix) + strlen(req->name) + 2);
+	st->dir = malloc(strlen(val[O_PREFIX].s) + strlen(req->name) + 2);
 	if (!st->dir)
 		goto oom;
-	sprintf(st->dir, "%s%s/", prefix, req->name);
+	sprintf(st->dir, "%s%s/", val[O_PREFIX].s, req->name);
 
 	/* Credentials: the URL, else etcdctl's variables. */
 	if (u->user && *u->user) {
@@ -1686,7 +1608,6 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 			      struct lr_store **out, struct lr_err *err)
 {
 	struct lr_store *st;
-	struct epoll_event ev = {.events = EPOLLIN};
 	enum lr_status s;
 
 	*out = st = calloc(1, sizeof(*st));
@@ -1695,21 +1616,17 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->epfd = st->tfd = st->regfd = -1;
+	st->regfd = -1;
 	st->ka_at = -1;
-	st->attempt_ms = DEFAULT_ATTEMPT_MS;
+	lr_waitset_init(&st->ws);
 	s = parse_url(st, err);
 	if (s != LR_OK)
 		return s;
-	st->epfd = epoll_create1(EPOLL_CLOEXEC);
-	st->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (st->epfd < 0 || st->tfd < 0) {
+	if (lr_waitset_open(&st->ws) < 0) {
 		lr_err_set(err, "cannot set up the etcd client: %s",
 			   strerror(errno));
 		return LR_ERROR;
 	}
-	ev.data.fd = st->tfd;
-	epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->tfd, &ev);
 	/* With credentials, authenticating proves an etcd answers.  Without,
 	 * the first real call does: a round trip saved per run. */
 	if (st->user)
