@@ -9,17 +9,13 @@
 #    and the ratios.  Target: leaserun at least 4x faster (median).
 #    Both take the same kind of lock (a lease, a key under NAME/ bound to
 #    it, the lowest create revision holds), run true, and give it back.
-#    "leaserun -n NAME true" on the file store runs in the same batch: the
-#    core's own cost, which no store can go below.
 # 2. Memory: peak RSS (GNU time's %M) of each, median of 21 runs, and the
 #    ratio.  Target: leaserun at least 4x smaller.
-# 3. Hand-over: 20 waiters queue on one name, each holds the lease for
-#    50 ms.  From leaserun's own -v JSON log (1 ms resolution): "exited"
-#    of one holder -> "acquired" of the next, the part that leaserun and
-#    the store control (release, wake-up, acquire); and from the commands
-#    themselves (bash's $EPOCHREALTIME, the last and the first thing they
-#    do), one command's end -> the next one's start, which adds reaping
-#    and spawning.  Target: median under 5 ms.
+# 3. Hand-over (bench/handover.bash): 20 waiters queue on one name, each
+#    holds the lease for 50 ms; one command's end -> the next one's
+#    start, and leaserun's own part of it from its logs ("exited" of one
+#    holder -> "acquired" of the next: release, wake-up, acquire).
+#    Target: leaserun's part under 5 ms median.
 #
 # Starts its own etcd (tests/etcd-server.bash: one member on free loopback
 # ports in a temporary directory) and stops it by PID at the end.  Needs
@@ -34,6 +30,8 @@ LEASERUN=$builddir/leaserun
 export LEASERUN_MODULE_DIR=$builddir/.libs
 export LR_BUILDDIR=$builddir
 runs=${RUNS:-200}
+# shellcheck source=handover.bash
+. "$srcdir/bench/handover.bash"
 for tool in etcd etcdctl hyperfine /usr/bin/time; do
 	command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 2; }
 done
@@ -66,11 +64,9 @@ ep=$LRE_EP
 echo "etcd $(etcd --version | awk 'NR == 1 { print $3 }') on $ep, data on $where; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 short_run() {
-	mkdir -p "$tmp/locks"
 	hyperfine -N --warmup 20 --runs "$runs" --export-csv "$tmp/t.csv" \
 		-n leaserun "$LEASERUN -U etcd://$ep -n bench true" \
 		-n etcdctl "etcdctl --endpoints $ep lock bench true" \
-		-n file "$LEASERUN -U file://$tmp/locks -n bench true" \
 		>"$tmp/hyperfine.out" 2>&1 ||
 		{ cat "$tmp/hyperfine.out" >&2; exit 1; }
 
@@ -82,8 +78,6 @@ short_run() {
 				med["etcdctl"] * 1000, mean["etcdctl"] * 1000
 			printf "       etcdctl/leaserun %.2fx median (mean %.2fx); target >= 4x\n",
 				med["etcdctl"] / med["leaserun"], mean["etcdctl"] / mean["leaserun"]
-			printf "floor  leaserun on the file store %.2f ms median: the store adds %.2f ms\n",
-				med["file"] * 1000, (med["leaserun"] - med["file"]) * 1000
 		}' "$tmp/t.csv"
 
 	rss() {
@@ -97,52 +91,9 @@ short_run() {
 		printf "memory leaserun %d KB  etcdctl lock %d KB  etcdctl/leaserun %.2fx (peak RSS, median of 21); target >= 4x\n", a, b, b / a }'
 }
 
-# 20 waiters behind one holder on one name.
-handover() {
-	local name="ho-$RANDOM" pids p
-	: >"$tmp/starts"
-	: >"$tmp/ends"
-	: >"$tmp/log"
-	"$LEASERUN" -v --log-format json -U "etcd://$ep" "$name" \
-		bash -c "sleep 1; echo \$EPOCHREALTIME >> '$tmp/ends'" 2>>"$tmp/log" &
-	pids=$!
-	sleep 0.2
-	for _ in $(seq 20); do
-		"$LEASERUN" -v --log-format json -w 60 -U "etcd://$ep" "$name" bash -c \
-			"echo \$EPOCHREALTIME >> '$tmp/starts'; sleep 0.05; echo \$EPOCHREALTIME >> '$tmp/ends'" \
-			2>>"$tmp/log" &
-		pids="$pids $!"
-	done
-	for p in $pids; do
-		wait "$p"
-	done
-	sed -n 's/^{"time":"[^T]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)Z".*"event":"\(exited\|acquired\)".*/\1 \2 \3 \4/p' \
-		"$tmp/log" | awk '{ printf "%.0f %s\n", ($1 * 3600 + $2 * 60 + $3) * 1000, $4 }' |
-		sort -n -s -k1,1 | awk '
-		$2 == "exited" { r = $1; have = 1; next }
-		$2 == "acquired" && have { g[++n] = $1 - r; have = 0 }
-		END {
-			for (i = 1; i <= n; i++)
-				for (j = i + 1; j <= n; j++)
-					if (g[j] < g[i]) { t = g[i]; g[i] = g[j]; g[j] = t }
-			m = n % 2 ? g[(n + 1) / 2] : (g[n / 2] + g[n / 2 + 1]) / 2
-			printf "hand-over, leaserun (exited -> next acquired): median %d ms, max %d ms (%d gaps); target < 5 ms\n",
-				m, g[n], n
-		}'
-	sort -n "$tmp/starts" >"$tmp/s"
-	sort -n "$tmp/ends" | head -n 20 >"$tmp/e"
-	paste "$tmp/s" "$tmp/e" | awk '{ print ($1 - $2) * 1000 }' | sort -n |
-		awk '{ g[NR] = $1 }
-		END {
-			m = NR % 2 ? g[(NR + 1) / 2] : (g[NR / 2] + g[NR / 2 + 1]) / 2
-			printf "hand-over, command end -> next command start: median %.2f ms, min %.2f ms, max %.2f ms (%d gaps)\n",
-				m, g[1], g[NR], NR
-		}'
-}
-
 if [ "${SKIP_SHORT:-}" != 1 ]; then
 	echo "== one short run ($runs runs each)"
 	short_run
 fi
-echo "== hand-over with 20 waiters"
-handover
+echo "== hand-over with 20 waiters (target: leaserun's part under 5 ms median)"
+handover "etcd://$ep" etcd

@@ -262,14 +262,9 @@ static void rpc_reset(struct rpc *r)
 static void rpc_clear(struct rpc *r)
 {
 	rpc_reset(r);
-	if (r->req) {
-#ifdef HAVE_EXPLICIT_BZERO
-		explicit_bzero(r->req, r->len);
-#else
-		memset(r->req, 0, r->len);
-#endif
-		free(r->req);
-	}
+	if (r->req)
+		lr_wipe(r->req, r->len);
+	free(r->req);
 	r->req = NULL;
 }
 
@@ -296,23 +291,6 @@ static void watch_forget(struct watch *w)
 	memset(w, 0, sizeof(*w));
 }
 
-/* Drops the connection and everything on it. */
-static void conn_drop(struct lr_store *st)
-{
-	if (st->regfd >= 0)
-		lr_waitset_watch(&st->ws, st->regfd, 0);
-	st->regfd = -1;
-	lr_grpc_call_free(st->wstream);
-	lr_grpc_call_free(st->kstream);
-	st->wstream = st->kstream = NULL;
-	watch_forget(&st->own);
-	watch_forget(&st->pred);
-	st->ka_sent = st->ka_got = 0;
-	st->next_wid = 0;
-	lr_grpc_close(st->conn);
-	st->conn = NULL;
-}
-
 /* Streams carry the token they were opened with: after a new token they
  * are opened again (the watches with them). */
 static void streams_drop(struct lr_store *st)
@@ -324,6 +302,17 @@ static void streams_drop(struct lr_store *st)
 	watch_forget(&st->pred);
 	st->ka_sent = st->ka_got = 0;
 	st->next_wid = 0;
+}
+
+/* Drops the connection and everything on it. */
+static void conn_drop(struct lr_store *st)
+{
+	if (st->regfd >= 0)
+		lr_waitset_watch(&st->ws, st->regfd, 0);
+	st->regfd = -1;
+	streams_drop(st);
+	lr_grpc_close(st->conn);
+	st->conn = NULL;
 }
 
 /* A live connection to the current endpoint.  LR_ERROR (err filled) only

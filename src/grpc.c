@@ -42,6 +42,7 @@
 
 #include "grpc.h"
 #include "tls.h"
+#include "url.h"
 
 #define MAX_MESSAGE	(8u << 20) /* refuse reply messages larger than this */
 #define WINDOW		(1u << 20) /* our receive window, stream and session */
@@ -119,14 +120,9 @@ static int buf_add(struct buf *b, const void *p, size_t n)
 /* Request bodies may hold a password (etcd's Authenticate). */
 static void buf_wipe_free(struct buf *b)
 {
-	if (b->p) {
-#ifdef HAVE_EXPLICIT_BZERO
-		explicit_bzero(b->p, b->cap);
-#else
-		memset(b->p, 0, b->cap);
-#endif
-		free(b->p);
-	}
+	if (b->p)
+		lr_wipe(b->p, b->cap);
+	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
 }
@@ -250,7 +246,7 @@ static const struct lr_tls_ops *tls_load(struct lr_err *err)
 				"store module?");
 		return NULL;
 	}
-	snprintf(path, sizeof(path), "%.*s/tls.so",
+	snprintf(path, sizeof(path), "%.*s/" LR_TLS_MODULE ".so",
 		 (int)(slash - info.dli_fname), info.dli_fname);
 	if (access(path, F_OK) != 0) {
 		lr_err_set(err, "this leaserun has no TLS support (%s is "
@@ -356,6 +352,37 @@ static int connected(struct lr_grpc *c, struct lr_err *err)
 	return 0;
 }
 
+#define IO_AGAIN (-2)
+
+/* Moves bytes through the socket, or TLS on it: the count (> 0), 0 when a
+ * read finds the connection closed, IO_AGAIN when it would block, or -1
+ * when the connection died. */
+static ssize_t io(struct lr_grpc *c, void *buf, size_t len, int writing)
+{
+	ssize_t n;
+
+	if (c->tls) {
+		struct lr_err e = {""};
+
+		n = writing ? c->tls_ops->write(c->tls, buf, len, &e)
+			    : c->tls_ops->read(c->tls, buf, len, &e);
+		if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
+			c->tls_want = n == LR_TLS_WANT_READ ? POLLIN : POLLOUT;
+			return IO_AGAIN;
+		}
+		if (n < 0)
+			die(c, "%s", e.msg);
+		return n < 0 ? -1 : n;
+	}
+	n = writing ? send(c->fd, buf, len, MSG_NOSIGNAL)
+		    : read(c->fd, buf, len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return IO_AGAIN;
+	if (n < 0)
+		die(c, "%s", strerror(errno));
+	return n;
+}
+
 /* Writes what is buffered and what nghttp2 has to send, until the socket
  * takes no more.  0, or -1 (dead). */
 static int flush(struct lr_grpc *c)
@@ -380,30 +407,11 @@ static int flush(struct lr_grpc *c)
 			if (c->out.len == 0)
 				return 0;
 		}
-		if (c->tls) {
-			struct lr_err e = {""};
-
-			n = c->tls_ops->write(c->tls, c->out.p + c->out_off,
-					      c->out.len - c->out_off, &e);
-			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
-				c->tls_want = n == LR_TLS_WANT_READ ? POLLIN
-								    : POLLOUT;
-				return 0;
-			}
-			if (n < 0) {
-				die(c, "%s", e.msg);
-				return -1;
-			}
-		} else {
-			n = send(c->fd, c->out.p + c->out_off,
-				 c->out.len - c->out_off, MSG_NOSIGNAL);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return 0;
-			if (n < 0) {
-				die(c, "%s", strerror(errno));
-				return -1;
-			}
-		}
+		n = io(c, c->out.p + c->out_off, c->out.len - c->out_off, 1);
+		if (n == IO_AGAIN)
+			return 0;
+		if (n < 0)
+			return -1;
 		c->out_off += (size_t)n;
 	}
 }
@@ -414,30 +422,12 @@ static int fill(struct lr_grpc *c)
 	uint8_t in[READ_CHUNK];
 
 	for (;;) {
-		ssize_t n, used;
+		ssize_t n = io(c, in, sizeof(in), 0), used;
 
-		if (c->tls) {
-			struct lr_err e = {""};
-
-			n = c->tls_ops->read(c->tls, in, sizeof(in), &e);
-			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
-				c->tls_want = n == LR_TLS_WANT_READ ? POLLIN
-								    : POLLOUT;
-				return 0;
-			}
-			if (n < 0) {
-				die(c, "%s", e.msg);
-				return -1;
-			}
-		} else {
-			n = read(c->fd, in, sizeof(in));
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return 0;
-			if (n < 0) {
-				die(c, "%s", strerror(errno));
-				return -1;
-			}
-		}
+		if (n == IO_AGAIN)
+			return 0;
+		if (n < 0)
+			return -1;
 		if (n == 0) {
 			die(c, "the server closed the connection");
 			return -1;
@@ -631,37 +621,18 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
 	return 0;
 }
 
-static int hexval(int ch)
+/* grpc-message is percent-encoded (taken as it is if it is not well
+ * encoded); control characters become '?'. */
+static char *message_decode(const uint8_t *v, size_t n)
 {
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
+	char *m = lr_url_decode((const char *)v, n), *p;
 
-/* grpc-message is percent-encoded; control characters become '?'. */
-static char *pct_decode(const uint8_t *v, size_t n)
-{
-	char *out = malloc(n + 1), *o = out;
-	size_t i;
-
-	if (!out)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		int ch = v[i];
-
-		if (ch == '%' && i + 2 < n && hexval(v[i + 1]) >= 0 &&
-		    hexval(v[i + 2]) >= 0) {
-			ch = hexval(v[i + 1]) << 4 | hexval(v[i + 2]);
-			i += 2;
-		}
-		*o++ = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-	}
-	*o = '\0';
-	return out;
+	if (!m)
+		m = strndup((const char *)v, n);
+	for (p = m; p && *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return m;
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *f,
@@ -687,7 +658,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f,
 					    (value[i] - '0');
 	} else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		free(call->grpc_msg);
-		call->grpc_msg = pct_decode(value, vlen);
+		call->grpc_msg = message_decode(value, vlen);
 	}
 	return 0;
 }

@@ -290,11 +290,13 @@ static void env_defaults(struct opts *o)
 		log_format(o, "LEASERUN_LOG_FORMAT", v);
 }
 
-static void print_store(const char *name, int loadable, void *ctx)
+static void print_store(const char *name, int loadable, const char *note,
+			void *ctx)
 {
 	(void)ctx;
-	printf("  %-6s %s\n", name,
-	       loadable ? "available" : "not installed");
+	printf("  %-6s %s%s%s%s\n", name,
+	       loadable ? "available" : "not installed", note ? " (" : "",
+	       note ? note : "", note ? ")" : "");
 }
 
 static void version(void)

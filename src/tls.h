@@ -20,6 +20,9 @@
 
 #include "backend.h"
 
+/* The module's name (tls.so), for the loader and --version. */
+#define LR_TLS_MODULE "tls"
+
 /* Bump when struct lr_tls_ops or anything it points to changes. */
 #define LR_TLS_ABI    1
 #define LR_TLS_SYMBOL "lr_tls_ops"

@@ -32,6 +32,9 @@ struct lr_url {
  * containing the password).  *out must be freed with lr_url_free(). */
 int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len);
 void lr_url_free(struct lr_url *u);
+/* Percent-decodes [s, s+n) into a new string; NULL on a bad escape, a
+ * decoded NUL, or no memory. */
+char *lr_url_decode(const char *s, size_t n);
 /* The value of query key, or NULL. */
 const char *lr_url_param(const struct lr_url *u, const char *key);
 
