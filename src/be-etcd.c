@@ -93,7 +93,7 @@
 #define GRPC_UNAUTHENTICATED 16
 
 struct endpoint {
-	char *host;  /* to resolve and to verify: "127.0.0.1", "::1" */
+	char *host; /* to resolve and to verify: "127.0.0.1", "::1" */
 	char *port;
 	char *label; /* "127.0.0.1:2379", "[::1]:2379": :authority, messages */
 	struct lr_grpc_addrs addrs;
@@ -102,7 +102,7 @@ struct endpoint {
 
 /* One watcher on the connection's Watch stream. */
 struct watch {
-	int64_t id;	     /* our watch_id; 0: none */
+	int64_t id; /* our watch_id; 0: none */
 	char *key;
 	int64_t start;	     /* the revision asked for; 0: "now" */
 	int created;	     /* etcd confirmed it ... */
@@ -127,14 +127,14 @@ struct lr_store {
 
 	/* the connection and what lives on it */
 	struct lr_grpc *conn;
-	unsigned gen;		       /* bumped with each connection */
-	struct lr_grpc_call *wstream;  /* Watch, or NULL */
-	struct lr_grpc_call *kstream;  /* LeaseKeepAlive, or NULL */
+	unsigned gen;		      /* bumped with each connection */
+	struct lr_grpc_call *wstream; /* Watch, or NULL */
+	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
 	int64_t next_wid;
-	struct watch own;	       /* our key */
-	struct watch pred;	       /* the key before ours, while waiting */
-	unsigned ka_sent, ka_got;      /* keepalives on kstream */
-	int64_t ka_lost;	       /* a reply said this lease is gone */
+	struct watch own;	  /* our key */
+	struct watch pred;	  /* the key before ours, while waiting */
+	unsigned ka_sent, ka_got; /* keepalives on kstream */
+	int64_t ka_lost;	  /* a reply said this lease is gone */
 
 	/* the core's loop: the connection's socket and a timer */
 	struct lr_waitset ws;
@@ -152,7 +152,7 @@ struct lr_store {
 	int64_t rev; /* the latest revision at which our key was ours */
 };
 
-/* ---- messages ---------------------------------------------------------- */
+/* ---- messages ------------------------------------------------------------ */
 
 static ProtobufCBinaryData bytes(const char *s)
 {
@@ -161,9 +161,10 @@ static ProtobufCBinaryData bytes(const char *s)
 	return b;
 }
 
+/* (An empty bytes field comes with data NULL.) */
 static int bytes_eq(ProtobufCBinaryData b, const char *s)
 {
-	return s && b.len == strlen(s) && memcmp(b.data, s, b.len) == 0;
+	return s && b.len == strlen(s) && (!b.len || !memcmp(b.data, s, b.len));
 }
 
 static char *bytes_dup(ProtobufCBinaryData b)
@@ -171,7 +172,8 @@ static char *bytes_dup(ProtobufCBinaryData b)
 	char *s = malloc(b.len + 1);
 
 	if (s) {
-		memcpy(s, b.data, b.len);
+		if (b.len)
+			memcpy(s, b.data, b.len);
 		s[b.len] = '\0';
 	}
 	return s;
@@ -217,19 +219,19 @@ static int is_token_expired(int code, const char *m)
 	       strstr(m, "user name is empty");
 }
 
-/* ---- one unary call, and a round trip of them ----------------------------- */
+/* ---- one unary call, and a round trip of them ---------------------------- */
 
 struct rpc {
 	const char *what; /* "lease grant", for messages */
 	const char *path;
 	const ProtobufCMessageDescriptor *rdesc; /* the reply's type */
-	uint8_t *req;	  /* the packed request; wiped when cleared */
+	uint8_t *req; /* the packed request; wiped when cleared */
 	size_t len;
 	struct lr_grpc_call *call;
 	/* outcome, when the round trip was LR_OK: */
-	int code;		  /* gRPC status: 0 ok */
-	char msg[160];		  /* etcd's message, if not ok */
-	ProtobufCMessage *reply;  /* if ok; freed when cleared */
+	int code;		 /* gRPC status: 0 ok */
+	char msg[160];		 /* etcd's message, if not ok */
+	ProtobufCMessage *reply; /* if ok; freed when cleared */
 };
 
 static int rpc_init(struct rpc *r, const char *what, const char *path,
@@ -279,11 +281,11 @@ struct extras {
 static void drain(struct lr_store *st);
 static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 				   struct lr_err *err);
-static void watch_create(struct lr_store *st, struct watch *w,
-			 const char *key, int64_t start);
+static void watch_create(struct lr_store *st, struct watch *w, const char *key,
+			 int64_t start);
 static int keepalive_send(struct lr_store *st);
 
-/* ---- the connection ------------------------------------------------------- */
+/* ---- the connection ------------------------------------------------------ */
 
 static void watch_forget(struct watch *w)
 {
@@ -409,9 +411,9 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			return s;
 		if (s == LR_OK) {
 			for (i = 0; i < n && !bad; i++) {
-				r[i].call = lr_grpc_call(st->conn, r[i].path,
-							 r[i].req, r[i].len, 1,
-							 err);
+				r[i].call =
+				    lr_grpc_call(st->conn, r[i].path, r[i].req,
+						 r[i].len, 1, err);
 				if (!r[i].call) {
 					snprintf(why, sizeof(why), "%s",
 						 err->msg);
@@ -426,12 +428,13 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			if (!bad && x && x->own_watch && !st->own.id)
 				watch_create(st, &st->own, st->mykey,
 					     x->own_start);
-			rc = bad ? -1 : lr_grpc_wait(st->conn, end, trip_done,
-						     &t);
+			rc = bad ? -1
+				 : lr_grpc_wait(st->conn, end, trip_done, &t);
 			if (rc == 0) {
 				last = F_TIMEOUT;
-				lr_err_set(err, "etcd %s: no answer from %s in "
-						"time",
+				lr_err_set(err,
+					   "etcd %s: no answer from %s in "
+					   "time",
 					   what, ep->label);
 				if (tries + 1 < max_tries)
 					conn_drop(st);
@@ -466,9 +469,8 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 		if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
 			const char *m = "the keepalive stream ended";
 
-			if (st->kstream &&
-			    lr_grpc_state(st->kstream, &code, &m) ==
-				LR_GRPC_STATUS)
+			if (st->kstream && lr_grpc_state(st->kstream, &code,
+							 &m) == LR_GRPC_STATUS)
 				m = etcd_msg(m);
 			else
 				code = 0;
@@ -521,14 +523,15 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 				   ep->label, bad);
 		}
 		conn_drop(st);
-next:
+	next:
 		st->cur = (st->cur + 1) % st->neps;
 		tries++;
 	}
 	for (i = 0; i < n; i++)
 		rpc_reset(&r[i]);
 	if (last == F_NONE)
-		lr_err_set(err, "etcd: timed out at %s", st->eps[st->cur].label);
+		lr_err_set(err, "etcd: timed out at %s",
+			   st->eps[st->cur].label);
 	return last == F_TRANSPORT ? LR_ERROR : LR_TIMEOUT;
 }
 
@@ -600,13 +603,14 @@ static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* ---- the streams ------------------------------------------------------------ */
+/* ---- the streams --------------------------------------------------------- */
 
 /* Queues a keepalive of our lease on the LeaseKeepAlive stream (opening
  * it if need be).  0, or -1 if it cannot be sent. */
 static int keepalive_send(struct lr_store *st)
 {
-	LrEtcd__LeaseKeepAliveRequest q = LR_ETCD__LEASE_KEEP_ALIVE_REQUEST__INIT;
+	LrEtcd__LeaseKeepAliveRequest q =
+	    LR_ETCD__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	uint8_t buf[16];
 	size_t len;
 	struct lr_err e;
@@ -620,8 +624,8 @@ static int keepalive_send(struct lr_store *st)
 	}
 	if (!st->kstream) {
 		st->ka_sent = st->ka_got = 0;
-		st->kstream = lr_grpc_call(st->conn, M_KEEPALIVE, buf, len, 0,
-					   &e);
+		st->kstream =
+		    lr_grpc_call(st->conn, M_KEEPALIVE, buf, len, 0, &e);
 		if (!st->kstream)
 			return -1;
 	} else if (lr_grpc_send(st->kstream, buf, len) < 0) {
@@ -632,8 +636,8 @@ static int keepalive_send(struct lr_store *st)
 }
 
 /* Sets up watch w on key (its deletions only) from revision start on. */
-static void watch_create(struct lr_store *st, struct watch *w,
-			 const char *key, int64_t start)
+static void watch_create(struct lr_store *st, struct watch *w, const char *key,
+			 int64_t start)
 {
 	LrEtcd__WatchCreateRequest__FilterType noput =
 	    LR_ETCD__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
@@ -653,7 +657,8 @@ static void watch_create(struct lr_store *st, struct watch *w,
 	c.n_filters = 1;
 	c.filters = &noput;
 	c.watch_id = w->id;
-	q.request_union_case = LR_ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+	q.request_union_case =
+	    LR_ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
 	q.create_request = &c;
 	len = lr_etcd__watch_request__get_packed_size(&q);
 	buf = malloc(len);
@@ -825,8 +830,9 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 		if (own_covers(st))
 			return LR_OK;
 		if (rc == 0) {
-			lr_err_set(err, "etcd watch on %s: no answer from %s "
-					"in time",
+			lr_err_set(err,
+				   "etcd watch on %s: no answer from %s "
+				   "in time",
 				   st->mykey, st->eps[st->cur].label);
 			return LR_TIMEOUT;
 		}
@@ -837,12 +843,13 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 			return LR_ERROR;
 		}
 	}
-	lr_err_set(err, "%s", st->own.why[0] ? st->own.why
-					     : "cannot set up the etcd watch");
+	lr_err_set(err, "%s",
+		   st->own.why[0] ? st->own.why
+				  : "cannot set up the etcd watch");
 	return LR_ERROR;
 }
 
-/* ---- the lock -------------------------------------------------------------- */
+/* ---- the lock ------------------------------------------------------------ */
 
 /* A new lease ID (positive, never 0) and with it our key. */
 static int new_lease(struct lr_store *st, struct lr_err *err)
@@ -890,8 +897,7 @@ static int lease_revoke_rpc(struct rpc *r, int64_t lease)
 			&lr_etcd__lease_revoke_response__descriptor);
 }
 
-static void lease_revoke(struct lr_store *st, int64_t lease,
-			 int64_t deadline)
+static void lease_revoke(struct lr_store *st, int64_t lease, int64_t deadline)
 {
 	struct rpc r;
 	struct lr_err e;
@@ -910,7 +916,8 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 	LrEtcd__RangeRequest rr = LR_ETCD__RANGE_REQUEST__INIT;
 	LrEtcd__RequestOp op_put = LR_ETCD__REQUEST_OP__INIT,
 			  op_range = LR_ETCD__REQUEST_OP__INIT;
-	LrEtcd__RequestOp *succ[2] = {&op_put, &op_range}, *fail[1] = {&op_range};
+	LrEtcd__RequestOp *succ[2] = {&op_put, &op_range},
+			  *fail[1] = {&op_range};
 	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 	char value[400], *end = prefix_end(st->dir);
 	int rc;
@@ -964,7 +971,8 @@ static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
 	if (!t->n_responses)
 		return -1;
 	last = t->responses[t->n_responses - 1];
-	if (last->response_case != LR_ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE)
+	if (last->response_case !=
+	    LR_ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE)
 		return -1;
 	rr = last->response_range;
 	for (i = 0; i < rr->n_kvs; i++) {
@@ -1055,16 +1063,18 @@ again:
 			/* "already exists": ours, from a try whose reply
 			 * was lost (the ID is 63 random bits). */
 			if (r[0].code && !strstr(r[0].msg, "already exists")) {
-				lr_err_set(err, "etcd lease grant failed at %s: "
-						"%s",
+				lr_err_set(err,
+					   "etcd lease grant failed at %s: "
+					   "%s",
 					   st->eps[st->cur].label, r[0].msg);
 				s = LR_ERROR;
 				goto out;
 			}
 			st->lease_ttl_s =
-			    r[0].code ? 0
-				      : ((LrEtcd__LeaseGrantResponse *)r[0].reply)
-					    ->ttl;
+			    r[0].code
+				? 0
+				: ((LrEtcd__LeaseGrantResponse *)r[0].reply)
+				      ->ttl;
 			st->last_ka = lr_now_ms();
 			grant = 0;
 			granted = 1;
@@ -1083,7 +1093,8 @@ again:
 				granted = 0;
 				goto again;
 			}
-			lr_err_set(err, "etcd lock transaction failed at %s: %s",
+			lr_err_set(err,
+				   "etcd lock transaction failed at %s: %s",
 				   st->eps[st->cur].label, r[n - 1].msg);
 			s = LR_ERROR;
 			goto out;
@@ -1159,7 +1170,8 @@ static int st_wait_fd(struct lr_store *st, short *events)
 		return -1;
 	fd = st->conn ? lr_grpc_fd(st->conn, &ev) : -1;
 	if (fd != st->regfd || ev != st->regev || st->gen != st->reggen) {
-		if (st->regfd >= 0 && (fd != st->regfd || st->gen != st->reggen))
+		if (st->regfd >= 0 &&
+		    (fd != st->regfd || st->gen != st->reggen))
 			lr_waitset_watch(&st->ws, st->regfd, 0);
 		if (fd >= 0)
 			lr_waitset_watch(&st->ws, fd,
@@ -1298,9 +1310,8 @@ out:
 
 /* Deletes key if its create revision is still crev.  *done: it was. */
 static enum lr_status delete_if(struct lr_store *st, const char *what,
-				const char *key, int64_t crev,
-				int64_t deadline, int *done,
-				struct lr_err *err)
+				const char *key, int64_t crev, int64_t deadline,
+				int *done, struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
 	LrEtcd__DeleteRangeRequest del = LR_ETCD__DELETE_RANGE_REQUEST__INIT;
@@ -1327,8 +1338,7 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 		return LR_ERROR;
 	}
 	s = call1(st, &r, deadline, err);
-	*done = s == LR_OK &&
-		((const LrEtcd__TxnResponse *)r.reply)->succeeded;
+	*done = s == LR_OK && ((const LrEtcd__TxnResponse *)r.reply)->succeeded;
 	rpc_clear(&r);
 	return s;
 }
@@ -1459,7 +1469,7 @@ static enum lr_status st_brk(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* ---- opening and closing ----------------------------------------------------- */
+/* ---- opening and closing ------------------------------------------------- */
 
 static void st_close(struct lr_store *st)
 {
@@ -1491,11 +1501,11 @@ static void st_close(struct lr_store *st)
 }
 
 static const struct lr_url_opt url_opts[] = {
-	{ "prefix", LR_OPT_STRING, 0, 0, NULL },
-	{ "cacert", LR_OPT_PATH, 0, 0, NULL },
-	{ "cert", LR_OPT_PATH, 0, 0, NULL },
-	{ "key", LR_OPT_PATH, 0, 0, NULL },
-	{ "timeout", LR_OPT_DURATION, 1, 3600 * 1000, NULL },
+    {"prefix", LR_OPT_STRING, 0, 0, NULL},
+    {"cacert", LR_OPT_PATH, 0, 0, NULL},
+    {"cert", LR_OPT_PATH, 0, 0, NULL},
+    {"key", LR_OPT_PATH, 0, 0, NULL},
+    {"timeout", LR_OPT_DURATION, 1, 3600 * 1000, NULL},
 };
 enum { O_PREFIX, O_CACERT, O_CERT, O_KEY, O_TIMEOUT, O_N };
 
@@ -1509,8 +1519,8 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 	const struct lr_store_req *req = st->req;
 	const struct lr_url *u = req->u;
 	union lr_url_val val[O_N] = {
-		[O_PREFIX] = { .s = DEFAULT_PREFIX },
-		[O_TIMEOUT] = { .n = DEFAULT_ATTEMPT_MS },
+	    [O_PREFIX] = {.s = DEFAULT_PREFIX},
+	    [O_TIMEOUT] = {.n = DEFAULT_ATTEMPT_MS},
 	};
 	struct lr_url_host *hosts;
 	unsigned given;

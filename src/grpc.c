@@ -44,10 +44,10 @@
 #include "tls.h"
 #include "url.h"
 
-#define MAX_MESSAGE	(8u << 20) /* refuse reply messages larger than this */
-#define WINDOW		(1u << 20) /* our receive window, stream and session */
-#define READ_CHUNK	16384
-#define MAX_META	4
+#define MAX_MESSAGE (8u << 20) /* refuse larger reply messages */
+#define WINDOW	    (1u << 20) /* our receive window, stream and session */
+#define READ_CHUNK  16384
+#define MAX_META    4
 
 struct buf {
 	uint8_t *p;
@@ -60,46 +60,48 @@ struct lr_grpc {
 	enum cstate state;
 	int fd;
 	struct lr_grpc_addrs addrs;
-	size_t next_addr;    /* the next address to try */
+	size_t next_addr; /* the next address to try */
 	char *host, *authority;
 	int scheme_https;
 	/* TLS, through tls.so */
 	const struct lr_tls_ops *tls_ops;
 	struct lr_tls *tls;
 	char *cacert, *cert, *key;
-	short tls_want;      /* what the TLS layer waits for */
+	short tls_want; /* what the TLS layer waits for */
 	nghttp2_session *h2;
-	struct buf out;      /* bytes nghttp2 gave us, not yet written */
+	struct buf out; /* bytes nghttp2 gave us, not yet written */
 	size_t out_off;
 	struct {
 		char *name, *value;
 	} meta[MAX_META];
 	size_t nmeta;
 	struct lr_grpc_call *calls; /* every call not yet freed */
-	char why[200];	     /* why it died */
+	char why[200];		    /* why it died */
 };
 
 struct lr_grpc_call {
 	struct lr_grpc *conn; /* NULL once the connection is closed */
 	struct lr_grpc_call *next, **pprev;
-	int32_t id;	      /* the stream, or -1 */
-	struct buf req;	      /* framed request messages not yet sent */
+	int32_t id;	/* the stream, or -1 */
+	struct buf req; /* framed request messages not yet sent */
 	size_t req_off;
-	int req_end;	      /* the request side ends after req */
-	int deferred;	      /* the data source is waiting for req */
-	struct buf resp;      /* reply bytes not yet taken */
+	int req_end;	 /* the request side ends after req */
+	int deferred;	 /* the data source is waiting for req */
+	struct buf resp; /* reply bytes not yet taken */
 	size_t resp_off;
 	int http_status;
-	int grpc_status;      /* -1 until known */
+	int grpc_status; /* -1 until known */
 	char *grpc_msg;
-	int closed;	      /* the stream is closed */
-	char why[200];	      /* broken: how */
+	int closed;    /* the stream is closed */
+	char why[200]; /* broken: how */
 };
 
-/* ---- buffers ----------------------------------------------------------- */
+/* ---- buffers ------------------------------------------------------------- */
 
 static int buf_add(struct buf *b, const void *p, size_t n)
 {
+	if (!n)
+		return 0;
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 512;
 		uint8_t *np;
@@ -127,7 +129,7 @@ static void buf_wipe_free(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-/* ---- name resolution ---------------------------------------------------- */
+/* ---- name resolution ----------------------------------------------------- */
 
 static int addrs_from(const struct addrinfo *ai, struct lr_grpc_addrs *out)
 {
@@ -184,7 +186,8 @@ int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
 		cb->ar_request = h;
 	}
 	if ((rc = getaddrinfo_a(GAI_NOWAIT, &cb, 1, NULL)) != 0) {
-		lr_err_set(err, "cannot resolve %s: %s", host, gai_strerror(rc));
+		lr_err_set(err, "cannot resolve %s: %s", host,
+			   gai_strerror(rc));
 		free(cb);
 		return -1;
 	}
@@ -208,7 +211,8 @@ int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
 		return -1;
 	}
 	if (rc != 0) {
-		lr_err_set(err, "cannot resolve %s: %s", host, gai_strerror(rc));
+		lr_err_set(err, "cannot resolve %s: %s", host,
+			   gai_strerror(rc));
 		free(cb);
 		return -1;
 	}
@@ -220,7 +224,7 @@ int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
 	return rc;
 }
 
-/* ---- the TLS module ----------------------------------------------------- */
+/* ---- the TLS module ------------------------------------------------------ */
 
 /*
  * OpenSSL is loaded only for a TLS URL.  It lives in a module of its own,
@@ -249,8 +253,9 @@ static const struct lr_tls_ops *tls_load(struct lr_err *err)
 	snprintf(path, sizeof(path), "%.*s/" LR_TLS_MODULE ".so",
 		 (int)(slash - info.dli_fname), info.dli_fname);
 	if (access(path, F_OK) != 0) {
-		lr_err_set(err, "this leaserun has no TLS support (%s is "
-				"missing: build with OpenSSL's libssl-dev)",
+		lr_err_set(err,
+			   "this leaserun has no TLS support (%s is "
+			   "missing: build with OpenSSL's libssl-dev)",
 			   path);
 		return NULL;
 	}
@@ -262,18 +267,19 @@ static const struct lr_tls_ops *tls_load(struct lr_err *err)
 	}
 	ops = dlsym(h, LR_TLS_SYMBOL);
 	if (!ops || ops->abi != LR_TLS_ABI) {
-		lr_err_set(err, "cannot load the TLS module: %s was built for "
-				"another leaserun",
+		lr_err_set(err,
+			   "cannot load the TLS module: %s was built for "
+			   "another leaserun",
 			   path);
 		ops = NULL;
 	}
 	return ops;
 }
 
-/* ---- the connection ----------------------------------------------------- */
+/* ---- the connection ------------------------------------------------------ */
 
 static void die(struct lr_grpc *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static void die(struct lr_grpc *c, const char *fmt, ...)
 {
@@ -400,8 +406,7 @@ static int flush(struct lr_grpc *c)
 					return -1;
 				}
 			if (n < 0) {
-				die(c, "HTTP/2: %s",
-				    nghttp2_strerror((int)n));
+				die(c, "HTTP/2: %s", nghttp2_strerror((int)n));
 				return -1;
 			}
 			if (c->out.len == 0)
@@ -553,7 +558,7 @@ int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 	}
 }
 
-/* ---- nghttp2 callbacks -------------------------------------------------- */
+/* ---- nghttp2 callbacks --------------------------------------------------- */
 
 static struct lr_grpc_call *call_of(nghttp2_session *s, int32_t id)
 {
@@ -649,13 +654,13 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f,
 	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
 		call->http_status = 0;
 		for (size_t i = 0; i < vlen && i < 3; i++)
-			call->http_status = call->http_status * 10 +
-					    (value[i] - '0');
+			call->http_status =
+			    call->http_status * 10 + (value[i] - '0');
 	} else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0) {
 		call->grpc_status = 0;
 		for (size_t i = 0; i < vlen && i < 6; i++)
-			call->grpc_status = call->grpc_status * 10 +
-					    (value[i] - '0');
+			call->grpc_status =
+			    call->grpc_status * 10 + (value[i] - '0');
 	} else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		free(call->grpc_msg);
 		call->grpc_msg = message_decode(value, vlen);
@@ -691,7 +696,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
 	return 0;
 }
 
-/* ---- opening and closing ------------------------------------------------ */
+/* ---- opening and closing ------------------------------------------------- */
 
 static char *dup_or_null(const char *s, int *fail)
 {
@@ -808,8 +813,7 @@ int lr_grpc_set_meta(struct lr_grpc *c, const char *name, const char *value)
 	} else {
 		if (!value)
 			return 0;
-		if (c->nmeta == MAX_META ||
-		    !(c->meta[i].name = strdup(name)))
+		if (c->nmeta == MAX_META || !(c->meta[i].name = strdup(name)))
 			return -1;
 		c->nmeta++;
 	}
@@ -817,7 +821,7 @@ int lr_grpc_set_meta(struct lr_grpc *c, const char *name, const char *value)
 	return c->meta[i].value ? 0 : -1;
 }
 
-/* ---- calls -------------------------------------------------------------- */
+/* ---- calls --------------------------------------------------------------- */
 
 static int frame(struct buf *b, const void *msg, size_t len)
 {
@@ -831,10 +835,10 @@ static int frame(struct buf *b, const void *msg, size_t len)
 	return len ? buf_add(b, msg, len) : 0;
 }
 
-#define NV(n, v)                                                              \
-	{                                                                     \
-		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),     \
-		    NGHTTP2_NV_FLAG_NONE                                      \
+#define NV(n, v)                                                               \
+	{                                                                      \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),      \
+		    NGHTTP2_NV_FLAG_NONE                                       \
 	}
 
 struct lr_grpc_call *lr_grpc_call(struct lr_grpc *c, const char *path,
@@ -909,8 +913,7 @@ int lr_grpc_send(struct lr_grpc_call *call, const void *msg, size_t len)
 	return 0;
 }
 
-int lr_grpc_next(struct lr_grpc_call *call, const uint8_t **msg,
-		 size_t *len)
+int lr_grpc_next(struct lr_grpc_call *call, const uint8_t **msg, size_t *len)
 {
 	const uint8_t *p = call->resp.p + call->resp_off;
 	size_t avail = call->resp.len - call->resp_off, n;
@@ -978,10 +981,9 @@ void lr_grpc_call_free(struct lr_grpc_call *call)
 			nghttp2_session_set_stream_user_data(c->h2, call->id,
 							     NULL);
 			if (c->state != C_DEAD)
-				nghttp2_submit_rst_stream(c->h2,
-							  NGHTTP2_FLAG_NONE,
-							  call->id,
-							  NGHTTP2_CANCEL);
+				nghttp2_submit_rst_stream(
+				    c->h2, NGHTTP2_FLAG_NONE, call->id,
+				    NGHTTP2_CANCEL);
 		} else if (call->id > 0) {
 			nghttp2_session_set_stream_user_data(c->h2, call->id,
 							     NULL);

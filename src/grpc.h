@@ -56,8 +56,7 @@ int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
  * that fails (no memory, no TLS module). */
 struct lr_grpc *lr_grpc_open(const struct lr_grpc_addrs *addrs,
 			     const char *host, const char *authority,
-			     const struct lr_grpc_tls *tls,
-			     struct lr_err *err);
+			     const struct lr_grpc_tls *tls, struct lr_err *err);
 /* Closes the connection; its calls end as broken.  Accepts NULL. */
 void lr_grpc_close(struct lr_grpc *c);
 
@@ -78,8 +77,7 @@ int lr_grpc_send(struct lr_grpc_call *call, const void *msg, size_t len);
  * next lr_grpc_next(), lr_grpc_pump() or lr_grpc_wait()), 0 if none has
  * come whole yet, -1 if the reply is not well framed (the call is then
  * broken). */
-int lr_grpc_next(struct lr_grpc_call *call, const uint8_t **msg,
-		 size_t *len);
+int lr_grpc_next(struct lr_grpc_call *call, const uint8_t **msg, size_t *len);
 
 enum lr_grpc_state {
 	LR_GRPC_OPEN,	/* still running */

@@ -36,8 +36,8 @@ static void ssl_err(struct lr_tls *t, struct lr_err *err, const char *what)
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
 	long v = t && t->ssl ? SSL_get_verify_result(t->ssl) : X509_V_OK;
 
-	if (v != X509_V_OK && ERR_GET_REASON(e) ==
-				      SSL_R_CERTIFICATE_VERIFY_FAILED)
+	if (v != X509_V_OK &&
+	    ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED)
 		lr_err_set(err, "%s: certificate verify failed (%s)", what,
 			   X509_verify_cert_error_string(v));
 	else if (r)
@@ -81,8 +81,9 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 	if (conf->cacert
 		? SSL_CTX_load_verify_locations(t->ctx, conf->cacert, NULL) != 1
 		: SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-		ssl_err(t, err, conf->cacert ? conf->cacert
-					     : "the system's CA certificates");
+		ssl_err(t, err,
+			conf->cacert ? conf->cacert
+				     : "the system's CA certificates");
 		goto fail;
 	}
 	if (conf->cert &&
@@ -110,8 +111,8 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 		goto fail;
 	}
 	/* 0 is success here. */
-	if (SSL_set_alpn_protos(t->ssl, conf->alpn,
-				(unsigned)conf->alpn_len) != 0) {
+	if (SSL_set_alpn_protos(t->ssl, conf->alpn, (unsigned)conf->alpn_len) !=
+	    0) {
 		ssl_err(t, err, "cannot set up TLS");
 		goto fail;
 	}
@@ -123,8 +124,7 @@ fail:
 }
 
 /* Maps SSL_get_error() for a call that returned rc. */
-static int want(struct lr_tls *t, int rc, struct lr_err *err,
-		const char *what)
+static int want(struct lr_tls *t, int rc, struct lr_err *err, const char *what)
 {
 	switch (SSL_get_error(t->ssl, rc)) {
 	case SSL_ERROR_WANT_READ:
@@ -162,8 +162,9 @@ static int tls_handshake(struct lr_tls *t, struct lr_err *err)
 		return want(t, rc, err, "TLS handshake failed");
 	SSL_get0_alpn_selected(t->ssl, &p, &n);
 	if (n != strlen(t->alpn_need) || memcmp(p, t->alpn_need, n) != 0) {
-		lr_err_set(err, "the server did not agree to %s over TLS "
-				"(ALPN)",
+		lr_err_set(err,
+			   "the server did not agree to %s over TLS "
+			   "(ALPN)",
 			   t->alpn_need);
 		return LR_TLS_ERROR;
 	}
@@ -199,10 +200,10 @@ static ssize_t tls_write(struct lr_tls *t, const void *buf, size_t len,
 }
 
 const struct lr_tls_ops lr_tls_ops = {
-	.abi = LR_TLS_ABI,
-	.client = tls_client,
-	.handshake = tls_handshake,
-	.read = tls_read,
-	.write = tls_write,
-	.free = tls_free,
+    .abi = LR_TLS_ABI,
+    .client = tls_client,
+    .handshake = tls_handshake,
+    .read = tls_read,
+    .write = tls_write,
+    .free = tls_free,
 };
