@@ -9,6 +9,8 @@
 #    and the ratios.  Target: leaserun at least 4x faster (median).
 #    Both take the same kind of lock (a lease, a key under NAME/ bound to
 #    it, the lowest create revision holds), run true, and give it back.
+#    "flock -n FILE true" runs in the same batch: the floor of any wrapper
+#    that runs a command.
 # 2. Memory: peak RSS (GNU time's %M) of each, median of 21 runs, and the
 #    ratio.  Target: leaserun at least 4x smaller.
 # 3. Hand-over (bench/handover.bash): 20 waiters queue on one name, each
@@ -19,9 +21,9 @@
 #
 # Starts its own etcd (tests/etcd-server.bash: one member on free loopback
 # ports in a temporary directory) and stops it by PID at the end.  Needs
-# etcd, etcdctl, hyperfine and /usr/bin/time.  RUNS=N sets hyperfine's runs
-# (default 200); SKIP_SHORT=1 measures only the hand-over.  Build without
-# sanitizers for figures worth quoting.
+# etcd, etcdctl, hyperfine, flock and /usr/bin/time.  RUNS=N sets
+# hyperfine's runs (default 200); SKIP_SHORT=1 measures only the
+# hand-over.  Build without sanitizers for figures worth quoting.
 set -eu
 
 builddir=$(cd "${1:-.}" && pwd)
@@ -32,7 +34,7 @@ export LR_BUILDDIR=$builddir
 runs=${RUNS:-200}
 # shellcheck source=handover.bash
 . "$srcdir/bench/handover.bash"
-for tool in etcd etcdctl hyperfine /usr/bin/time; do
+for tool in etcd etcdctl hyperfine flock /usr/bin/time; do
 	command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 2; }
 done
 [ -x "$LEASERUN" ] || { echo "bench: no leaserun in $builddir" >&2; exit 2; }
@@ -67,6 +69,7 @@ short_run() {
 	hyperfine -N --warmup 20 --runs "$runs" --export-csv "$tmp/t.csv" \
 		-n leaserun "$LEASERUN -U etcd://$ep -n bench true" \
 		-n etcdctl "etcdctl --endpoints $ep lock bench true" \
+		-n flock "flock -n $tmp/flock.lock true" \
 		>"$tmp/hyperfine.out" 2>&1 ||
 		{ cat "$tmp/hyperfine.out" >&2; exit 1; }
 
@@ -78,6 +81,8 @@ short_run() {
 				med["etcdctl"] * 1000, mean["etcdctl"] * 1000
 			printf "       etcdctl/leaserun %.2fx median (mean %.2fx); target >= 4x\n",
 				med["etcdctl"] / med["leaserun"], mean["etcdctl"] / mean["leaserun"]
+			printf "floor  flock -n FILE true %.2f ms median: any wrapper that runs a command pays it\n",
+				med["flock"] * 1000
 		}' "$tmp/t.csv"
 
 	rss() {

@@ -788,7 +788,10 @@ static int own_gone(const struct lr_store *st)
 	return st->my_crev && st->own.deleted > st->my_crev;
 }
 
-/* The watch on our key covers every revision after st->rev. */
+/* The watch on our key covers every revision after st->rev.  Asked to
+ * start "now", etcd starts a watch at the revision after the one its
+ * created reply carries (its watch server takes the store's revision,
+ * then watches from the next). */
 static int own_covers(const struct lr_store *st)
 {
 	const struct watch *w = &st->own;
