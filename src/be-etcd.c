@@ -30,8 +30,9 @@
  *      its lease alive meanwhile (every TTL/3) so it keeps its place.
  *
  * The grant, the transaction and the watch on our own key go out together
- * (one round trip; the rare transaction that etcd applies before the
- * grant fails "lease not found" and is sent again).  The watch must cover
+ * (one round trip; a transaction that etcd applies before the grant, in
+ * about one acquire in fifteen here, fails "lease not found" and is sent
+ * again).  The watch must cover
  * every revision after the one at which the transaction saw our key: when
  * it was asked to start "now", the revision in its "created" reply says
  * from where it covers, and a watch that began too late is replaced by one
@@ -48,8 +49,8 @@
  * a lease left over (-n that found the lock busy, a wait that ran out, a
  * failure), which deletes our key: nothing stays behind.
  *
- * The core's loop: wait_fd() hands it one epoll fd holding the
- * connection's socket and a timerfd (the keepalive due while waiting);
+ * The core's loop: wait_fd() hands it a wait set (waitset.h) holding the
+ * connection's socket and a timer (the keepalive due while waiting);
  * process() reads what came (watch events, keepalive replies) and says
  * what it means.  Every call drives the connection itself up to its
  * deadline; nothing here blocks outside a call, owns a loop or starts a

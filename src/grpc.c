@@ -526,11 +526,6 @@ const char *lr_grpc_error(const struct lr_grpc *c)
 	return c->state == C_DEAD ? c->why : NULL;
 }
 
-int lr_grpc_ready(const struct lr_grpc *c)
-{
-	return c->state == C_READY;
-}
-
 int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 		 void *ctx)
 {
@@ -539,9 +534,7 @@ int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 		int64_t left;
 
 		lr_grpc_pump(c);
-		if (done ? done(ctx)
-			 : c->state == C_READY && c->out_off == c->out.len &&
-			       !nghttp2_session_want_write(c->h2))
+		if (done(ctx))
 			return 1;
 		if (c->state == C_DEAD)
 			return -1;

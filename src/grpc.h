@@ -93,8 +93,7 @@ enum lr_grpc_state lr_grpc_state(const struct lr_grpc_call *call, int *code,
 void lr_grpc_call_free(struct lr_grpc_call *call);
 
 /* Drives the connection until done(ctx) returns non-zero (1), the
- * connection dies (-1) or deadline passes (0).  done may be NULL: then it
- * returns when nothing is left to write. */
+ * connection dies (-1) or deadline passes (0). */
 int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 		 void *ctx);
 /* Does what can be done without waiting (connect, handshake, write,
@@ -104,7 +103,5 @@ int lr_grpc_pump(struct lr_grpc *c);
 int lr_grpc_fd(const struct lr_grpc *c, short *events);
 /* Why the connection died, or NULL while it lives. */
 const char *lr_grpc_error(const struct lr_grpc *c);
-/* 1 once the connection is up (TCP, TLS, HTTP/2 preface sent). */
-int lr_grpc_ready(const struct lr_grpc *c);
 
 #endif
