@@ -18,21 +18,23 @@
 
 #include "backend.h"
 #include "be-file.h"
+#include "tls.h" /* LR_TLS_MODULE */
 
 static const struct {
 	const char *scheme;
 	const char *module; /* NULL: built in */
 	const char *with;   /* configure switch */
+	const char *helper; /* a module the store loads for this scheme */
 } schemes[] = {
-	{ "file", NULL, NULL },
-	{ "redis", "redis", "redis" },
-	{ "redis+unix", "redis", "redis" },
-	{ "postgres", "pg", "pg" },
-	{ "postgresql", "pg", "pg" },
-	{ "etcd", "etcd", "etcd" },
-	{ "etcds", "etcd", "etcd" },
-	{ "zk", "zk", "zk" },
-	{ "fault", "fault", NULL }, /* test-only, never installed */
+	{ "file", NULL, NULL, NULL },
+	{ "redis", "redis", "redis", NULL },
+	{ "redis+unix", "redis", "redis", NULL },
+	{ "postgres", "pg", "pg", NULL },
+	{ "postgresql", "pg", "pg", NULL },
+	{ "etcd", "etcd", "etcd", NULL },
+	{ "etcds", "etcd", "etcd", LR_TLS_MODULE },
+	{ "zk", "zk", "zk", NULL },
+	{ "fault", "fault", NULL, NULL }, /* test-only, never installed */
 };
 #define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
 
@@ -104,18 +106,42 @@ const struct lr_store_ops *lr_store_find(const char *scheme,
 	return NULL;
 }
 
-void lr_store_each(void (*fn)(const char *name, int loadable, void *ctx),
+/* "etcds:// (TLS module): available" for a scheme of module m that needs
+ * a helper module; NULL if none does. */
+static const char *helper_note(const char *m, char *buf, size_t len)
+{
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < NSCHEMES; i++) {
+		if (!schemes[i].helper || !schemes[i].module ||
+		    strcmp(schemes[i].module, m) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s.so", module_dir(),
+			 schemes[i].helper);
+		snprintf(buf, len, "%s:// with %s.so: %s", schemes[i].scheme,
+			 schemes[i].helper,
+			 access(path, F_OK) == 0 ? "available"
+						 : "not installed");
+		return buf;
+	}
+	return NULL;
+}
+
+void lr_store_each(void (*fn)(const char *name, int loadable,
+			      const char *note, void *ctx),
 		   void *ctx)
 {
 	const char *seen[NSCHEMES];
 	size_t i, j, nseen = 0;
 	struct lr_err err;
+	char note[200];
 
 	for (i = 0; i < NSCHEMES; i++) {
 		const char *m = schemes[i].module;
 
 		if (!m) {
-			fn("file", 1, ctx);
+			fn("file", 1, NULL, ctx);
 			continue;
 		}
 		if (!schemes[i].with)
@@ -126,6 +152,7 @@ void lr_store_each(void (*fn)(const char *name, int loadable, void *ctx),
 		if (j < nseen)
 			continue;
 		seen[nseen++] = m;
-		fn(m, load(m, schemes[i].with, &err) != NULL, ctx);
+		fn(m, load(m, schemes[i].with, &err) != NULL,
+		   helper_note(m, note, sizeof(note)), ctx);
 	}
 }

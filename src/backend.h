@@ -125,8 +125,11 @@ struct lr_store_ops {
  * needed.  Returns NULL and fills err when there is none. */
 const struct lr_store_ops *lr_store_find(const char *scheme,
 					 struct lr_err *err);
-/* Calls fn for each store this binary can load, for --version. */
-void lr_store_each(void (*fn)(const char *name, int loadable, void *ctx),
+/* Calls fn for each store this binary can load, for --version; note, if
+ * not NULL, says what else the store needs for some of its schemes
+ * ("etcds:// (TLS module): not installed"). */
+void lr_store_each(void (*fn)(const char *name, int loadable,
+			      const char *note, void *ctx),
 		   void *ctx);
 
 /* Helpers for stores (util.c). */
@@ -137,6 +140,8 @@ void lr_err_set(struct lr_err *err, const char *fmt, ...)
 const char *lr_status_name(enum lr_status s);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
+/* Overwrites n bytes at p (a secret), in a way the compiler keeps. */
+void lr_wipe(void *p, size_t n);
 /* Fills fds with the fds >= 3 open now (sorted); returns their count, at
  * most max: max itself means the list may be cut short.  Without /proc,
  * asks fcntl() about each fd below RLIMIT_NOFILE (at most 65536). */

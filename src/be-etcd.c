@@ -1,96 +1,123 @@
 /*
  * be-etcd.c - the etcd v3 store (module etcd.so).
  *
- * Transport: etcd's v3 JSON gateway (/v3/...) over HTTP/1.1 with libcurl,
- * JSON by json-c.  Keys and values travel base64-encoded, 64-bit numbers
- * as strings.  Works with etcd 3.4 (Debian 12) and later.
+ * URL:
+ *   etcd://[user:password@]host[:port][,host[:port]...][?option=value&...]
+ *   etcds://...  (TLS)
+ * The port defaults to 2379.  Options: prefix (default "leaserun/"),
+ * cacert, cert, key (etcds:// only; else etcdctl's ETCDCTL_CACERT, ...),
+ * timeout (per endpoint while others remain, default 1s).  Credentials
+ * come from the URL, else from etcdctl's ETCDCTL_USER/ETCDCTL_PASSWORD.
  *
- * The lock (the recipe of etcd's own concurrency.Mutex, so that with
- * ?prefix= empty leaserun and "etcdctl lock" exclude each other):
+ * Transport: etcd's own gRPC API over one HTTP/2 connection (grpc.c), the
+ * messages by protobuf-c (etcd.proto).  Calls go to the current endpoint;
+ * one that cannot be reached, does not answer within the timeout while
+ * other endpoints remain, or answers "unavailable" (no leader, ...) moves
+ * us to the next one, twice round the list at most.  With a user we
+ * authenticate (Authenticate) and send the token as metadata; a token
+ * that expired is fetched again once per call.
  *
- *   1. grant a lease with the TTL;
- *   2. in one transaction, create PREFIX/NAME/<lease id in hex> bound to
- *      the lease if it does not exist yet, and read every key under
- *      PREFIX/NAME/;
+ * The recipe (etcd's own concurrency.Mutex, so that with ?prefix= empty
+ * leaserun and "etcdctl lock" exclude each other):
+ *
+ *   1. a lease with the TTL, whose ID we pick ourselves (63 random bits),
+ *      so that we know our key before etcd answers: PREFIX/NAME/<ID hex>;
+ *   2. in one transaction, create our key bound to the lease if it does
+ *      not exist yet, and list the keys under PREFIX/NAME/;
  *   3. the key with the lowest create revision holds.  Its create
  *      revision is the fence.  Anyone else waits, watching only the key
  *      just before its own (first come, first served, no herd), and keeps
- *      its lease alive meanwhile so it keeps its place.
+ *      its lease alive meanwhile (every TTL/3) so it keeps its place.
  *
- * While holding: renew() keeps the lease alive and then reads our key,
- * since a keepalive does not prove the key still exists; a watch on our
- * own key makes a deleted key or a revoked lease certain loss at once.
- * release() deletes our key only if its create revision is still ours,
- * then revokes the lease.  close() revokes a lease left over (a -n that
- * found the lock busy, a wait that ran out) so nothing stays behind.
+ * The grant, the transaction and the watch on our own key go out together
+ * (one round trip; a transaction that etcd applies before the grant, in
+ * about one acquire in fifteen here, fails "lease not found" and is sent
+ * again).  The watch must cover
+ * every revision after the one at which the transaction saw our key: when
+ * it was asked to start "now", the revision in its "created" reply says
+ * from where it covers, and a watch that began too late is replaced by one
+ * from the transaction's revision + 1 before acquire() returns.  So the
+ * watch is in place before the command starts, and a deletion of our key
+ * at any time after the acquire is certain loss as soon as etcd reports
+ * it.  (A DELETE older than our key's create revision is of an earlier
+ * key of the same name and means nothing.)
  *
- * Two curl multi handles, both driven only within a caller's deadline:
- *  - "rm" runs the unary calls, one at a time, with curl_multi_poll() for
- *    the time left (the connection is kept and reused);
- *  - "wm" runs the one streaming watch with the multi socket API.  Its
- *    sockets and a timerfd (curl's timer, and the lease keepalive due while
- *    waiting) sit in an epoll set; wait_fd() hands the core that one epoll
- *    fd, and process() dispatches what is ready.  Nothing here blocks
- *    outside a call, owns a loop or starts a thread.
+ * While holding: renew() sends a keepalive on the LeaseKeepAlive stream
+ * and reads our key back in the same round trip, since a keepalive does
+ * not prove the key still exists.  release() deletes our key only if its
+ * create revision is still ours, then revokes the lease.  close() revokes
+ * a lease left over (-n that found the lock busy, a wait that ran out, a
+ * failure), which deletes our key: nothing stays behind.
+ *
+ * The core's loop: wait_fd() hands it a wait set (waitset.h) holding the
+ * connection's socket and a timer (the keepalive due while waiting);
+ * process() reads what came (watch events, keepalive replies) and says
+ * what it means.  Every call drives the connection itself up to its
+ * deadline; nothing here blocks outside a call, owns a loop or starts a
+ * thread (but glibc's resolver thread for a host name).
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/timerfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-#include <json-c/json.h>
+#include "etcd.pb-c.h"
 
 #include "backend.h"
+#include "grpc.h"
+#include "waitset.h"
 
 #define DEFAULT_PREFIX	   "leaserun/"
-#define DEFAULT_PORT	   "2379"
-#define MAX_BODY	   (8u << 20) /* refuse replies larger than this */
-#define CLOSE_BUDGET_MS	   1000	      /* close() revokes within this */
-#define DEFAULT_ATTEMPT_MS 1000	      /* per endpoint when others remain */
-/* The watch on our key is set up this long after acquire, so that short
- * commands never pay for its connection; it starts from the revision of
- * the acquire, so a delete in between is still seen. */
-#define WATCH_DELAY_MS	   20
-#define FD_LIST_MAX	   1024	      /* see st_open() */
+#define DEFAULT_PORT	   2379
+#define CLOSE_BUDGET_MS	   1000 /* close() revokes within this */
+#define DEFAULT_ATTEMPT_MS 1000 /* per endpoint when others remain */
+#define MAX_RPCS	   2	/* unary calls in one round trip */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	int overflow;
-};
+#define M_RANGE	    "/etcdserverpb.KV/Range"
+#define M_TXN	    "/etcdserverpb.KV/Txn"
+#define M_GRANT	    "/etcdserverpb.Lease/LeaseGrant"
+#define M_REVOKE    "/etcdserverpb.Lease/LeaseRevoke"
+#define M_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
+#define M_TTL	    "/etcdserverpb.Lease/LeaseTimeToLive"
+#define M_WATCH	    "/etcdserverpb.Watch/Watch"
+#define M_AUTH	    "/etcdserverpb.Auth/Authenticate"
+
+/* gRPC status codes we act on. */
+#define GRPC_NOT_FOUND	     5
+#define GRPC_UNAVAILABLE     14
+#define GRPC_UNAUTHENTICATED 16
 
 struct endpoint {
-	char *base;  /* "http://127.0.0.1:2379" */
-	char *label; /* "127.0.0.1:2379", for messages */
+	char *host; /* to resolve and to verify: "127.0.0.1", "::1" */
+	char *port;
+	char *label; /* "127.0.0.1:2379", "[::1]:2379": :authority, messages */
+	struct lr_grpc_addrs addrs;
+	int resolved;
 };
 
-enum wstate { W_OFF, W_RUNNING, W_FIRED, W_BROKEN };
-
+/* One watcher on the connection's Watch stream. */
 struct watch {
-	CURL *easy;
-	struct curl_slist *hdrs;
-	json_tokener *tok;
-	enum wstate state;
-	int created;
-	char *key;     /* the key watched (raw) */
-	char why[160]; /* what broke it */
+	int64_t id; /* our watch_id; 0: none */
+	char *key;
+	int64_t start;	     /* the revision asked for; 0: "now" */
+	int created;	     /* etcd confirmed it ... */
+	int64_t created_rev; /* ... at this store revision */
+	int64_t deleted;     /* the latest DELETE of key seen; 0: none */
+	int canceled;	     /* etcd ended it, or the stream broke */
+	char why[160];
 };
 
 enum hold { H_IDLE, H_WAITING, H_HOLDING };
 
 struct lr_store {
 	const struct lr_store_req *req;
+	/* from the URL */
 	struct endpoint *eps;
 	size_t neps, cur;
 	int tls;
@@ -98,174 +125,70 @@ struct lr_store {
 	char *dir; /* PREFIX NAME "/" */
 	char *user, *password, *token;
 	int64_t attempt_ms;
-	int curl_inited;
 
-	/* unary calls */
-	CURLM *rm;
-	CURL *re;
-	struct buf resp;
-	char curlerr[CURL_ERROR_SIZE];
+	/* the connection and what lives on it */
+	struct lr_grpc *conn;
+	unsigned gen;		      /* bumped with each connection */
+	struct lr_grpc_call *wstream; /* Watch, or NULL */
+	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
+	int64_t next_wid;
+	struct watch own;	  /* our key */
+	struct watch pred;	  /* the key before ours, while waiting */
+	unsigned ka_sent, ka_got; /* keepalives on kstream */
+	int64_t ka_lost;	  /* a reply said this lease is gone */
 
-	/* the watch */
-	CURLM *wm;
-	struct watch w;
-	int epfd, tfd;
-	int64_t curl_at; /* curl's timer, or -1 */
-	int64_t ka_at;	 /* keepalive due while waiting, or -1 */
-	int64_t watch_at; /* holding: start the watch on our key, or -1 */
-	int64_t watch_rev; /* ... from this revision */
+	/* the core's loop: the connection's socket and a timer */
+	struct lr_waitset ws;
+	int regfd;
+	short regev;
+	unsigned reggen;
+	int64_t ka_at; /* waiting: next keepalive, or -1 */
+	int64_t last_ka;
 
 	/* the lock */
 	enum hold hold;
-	int64_t lease, lease_ttl_s, last_ka;
+	int64_t lease, lease_ttl_s;
 	char *mykey;
 	int64_t my_crev;
-	int64_t rev; /* store revision of the last reply that matters */
+	int64_t rev; /* the latest revision at which our key was ours */
 };
 
-/* ---- small helpers ---------------------------------------------------- */
+/* ---- messages ------------------------------------------------------------ */
 
-static int buf_add(struct buf *b, const void *p, size_t n)
+static ProtobufCBinaryData bytes(const char *s)
 {
-	if (b->len + n + 1 > MAX_BODY) {
-		b->overflow = 1;
-		return -1;
+	ProtobufCBinaryData b = {strlen(s), (uint8_t *)s};
+
+	return b;
+}
+
+/* (An empty bytes field comes with data NULL.) */
+static int bytes_eq(ProtobufCBinaryData b, const char *s)
+{
+	return s && b.len == strlen(s) && (!b.len || !memcmp(b.data, s, b.len));
+}
+
+static char *bytes_dup(ProtobufCBinaryData b)
+{
+	char *s = malloc(b.len + 1);
+
+	if (s) {
+		if (b.len)
+			memcpy(s, b.data, b.len);
+		s[b.len] = '\0';
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np)
-			return -1;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-static const char b64chars[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *b64_encode(const char *s, size_t n)
-{
-	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-	size_t i;
-
-	if (!out)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		unsigned v = (unsigned char)s[i] << 16 |
-			     (unsigned char)s[i + 1] << 8 |
-			     (unsigned char)s[i + 2];
-
-		*o++ = b64chars[v >> 18 & 63];
-		*o++ = b64chars[v >> 12 & 63];
-		*o++ = b64chars[v >> 6 & 63];
-		*o++ = b64chars[v & 63];
-	}
-	if (i < n) {
-		unsigned v = (unsigned char)s[i] << 16;
-
-		if (i + 1 < n)
-			v |= (unsigned char)s[i + 1] << 8;
-		*o++ = b64chars[v >> 18 & 63];
-		*o++ = b64chars[v >> 12 & 63];
-		*o++ = i + 1 < n ? b64chars[v >> 6 & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	return out;
-}
-
-/* Decodes base64 into a new NUL-terminated string; NULL if malformed. */
-static char *b64_decode(const char *s)
-{
-	size_t n = strlen(s), i;
-	char *out = malloc(n / 4 * 3 + 4), *o = out;
-	unsigned v = 0;
-	int bits = 0;
-
-	if (!out)
-		return NULL;
-	for (i = 0; i < n && s[i] != '='; i++) {
-		const char *c = strchr(b64chars, s[i]);
-
-		if (!c || !s[i]) {
-			free(out);
-			return NULL;
-		}
-		v = v << 6 | (unsigned)(c - b64chars);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			*o++ = (char)(v >> bits & 0xff);
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
-static struct json_object *jget(struct json_object *o, const char *k)
-{
-	struct json_object *v = NULL;
-
-	if (!o || !json_object_is_type(o, json_type_object) ||
-	    !json_object_object_get_ex(o, k, &v))
-		return NULL;
-	return v;
-}
-
-/* int64 fields come as strings; absent means 0 (proto3 defaults). */
-static int64_t jget_i64(struct json_object *o, const char *k)
-{
-	struct json_object *v = jget(o, k);
-
-	return v ? json_object_get_int64(v) : 0;
-}
-
-static const char *jget_str(struct json_object *o, const char *k)
-{
-	struct json_object *v = jget(o, k);
-
-	return v && json_object_is_type(v, json_type_string)
-		   ? json_object_get_string(v)
-		   : NULL;
-}
-
-static void jadd_str(struct json_object *o, const char *k, const char *v)
-{
-	json_object_object_add(o, k, json_object_new_string(v));
-}
-
-static void jadd_i64(struct json_object *o, const char *k, int64_t v)
-{
-	json_object_object_add(o, k, json_object_new_int64(v));
-}
-
-/* Adds k: base64(v). */
-static int jadd_b64(struct json_object *o, const char *k, const char *v)
-{
-	char *e = b64_encode(v, strlen(v));
-
-	if (!e)
-		return -1;
-	jadd_str(o, k, e);
-	free(e);
-	return 0;
+	return s;
 }
 
 /* The end of a prefix range: the prefix with its last byte bumped. */
 static char *prefix_end(const char *p)
 {
 	char *e = strdup(p);
-	size_t n = strlen(e);
+	size_t n;
 
+	if (!e)
+		return NULL;
+	n = strlen(e);
 	while (n > 0 && (unsigned char)e[n - 1] == 0xff)
 		e[--n] = '\0';
 	if (n > 0)
@@ -278,893 +201,1392 @@ static const char *etcd_msg(const char *m)
 {
 	if (m && strncmp(m, "etcdserver: ", 12) == 0)
 		return m + 12;
-	return m ? m : "unknown error";
+	return m && *m ? m : "unknown error";
 }
 
-/* ---- unary calls ------------------------------------------------------ */
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+static int is_unavailable(int code, const char *m)
 {
-	struct buf *b = ud;
-
-	if (buf_add(b, p, size * n) < 0)
-		return 0;
-	return size * n;
+	return code == GRPC_UNAVAILABLE || strstr(m, "no leader") ||
+	       strstr(m, "leader changed") || strstr(m, "timed out") ||
+	       strstr(m, "not capable") || strstr(m, "too many requests") ||
+	       strstr(m, "stopped") || strstr(m, "connection is closing");
 }
 
-static curl_socket_t open_sock(void *ud, curlsocktype purpose,
-			       struct curl_sockaddr *a)
+static int is_token_expired(int code, const char *m)
 {
-	(void)ud;
-	(void)purpose;
-	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-}
-
-static void setup_easy(struct lr_store *st, CURL *e)
-{
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_sock);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, st->tls ? "https" : "http");
-	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-	if (st->tls) {
-		if (st->cacert)
-			curl_easy_setopt(e, CURLOPT_CAINFO, st->cacert);
-		if (st->cert)
-			curl_easy_setopt(e, CURLOPT_SSLCERT, st->cert);
-		if (st->key)
-			curl_easy_setopt(e, CURLOPT_SSLKEY, st->key);
-	}
-}
-
-static struct curl_slist *make_headers(struct lr_store *st)
-{
-	struct curl_slist *h = NULL, *t;
-
-	h = curl_slist_append(h, "Content-Type: application/json");
-	if (h && (t = curl_slist_append(h, "Expect:")))
-		h = t;
-	if (h && st->token) {
-		size_t n = strlen(st->token) + 32;
-		char *line = malloc(n);
-
-		if (line) {
-			snprintf(line, n, "Authorization: %s", st->token);
-			if ((t = curl_slist_append(h, line)))
-				h = t;
-			lr_wipe_free(line);
-		}
-	}
-	return h;
-}
-
-/* Runs the prepared easy handle on rm until done or end.  Returns the curl
- * result; CURLE_OPERATION_TIMEDOUT if end passed. */
-static CURLcode run_rm(struct lr_store *st, int64_t end)
-{
-	CURLcode rc = CURLE_OPERATION_TIMEDOUT;
-	int running = 1;
-
-	if (curl_multi_add_handle(st->rm, st->re) != CURLM_OK)
-		return CURLE_FAILED_INIT;
-	for (;;) {
-		int64_t now;
-		CURLMsg *m;
-		int left;
-
-		if (curl_multi_perform(st->rm, &running) != CURLM_OK) {
-			rc = CURLE_FAILED_INIT;
-			break;
-		}
-		while ((m = curl_multi_info_read(st->rm, &left)))
-			if (m->msg == CURLMSG_DONE &&
-			    m->easy_handle == st->re) {
-				rc = m->data.result;
-				running = -1;
-			}
-		if (running == -1 || running == 0) {
-			if (running == 0 && rc == CURLE_OPERATION_TIMEDOUT)
-				rc = CURLE_GOT_NOTHING;
-			break;
-		}
-		now = lr_now_ms();
-		if (now >= end) {
-			rc = CURLE_OPERATION_TIMEDOUT;
-			break;
-		}
-		if (end - now > INT_MAX)
-			now = end - INT_MAX;
-		curl_multi_poll(st->rm, NULL, 0, (int)(end - now), NULL);
-	}
-	curl_multi_remove_handle(st->rm, st->re);
-	return rc;
-}
-
-enum failkind { F_NONE, F_TRANSPORT, F_TIMEOUT };
-
-static int is_unavailable(const char *m)
-{
-	return strstr(m, "no leader") || strstr(m, "leader changed") ||
-	       strstr(m, "timed out") || strstr(m, "not capable") ||
-	       strstr(m, "too many requests") || strstr(m, "stopped") ||
-	       strstr(m, "connection is closing");
-}
-
-static int is_token_expired(const char *m)
-{
-	return strstr(m, "invalid auth token") ||
+	return code == GRPC_UNAUTHENTICATED ||
+	       strstr(m, "invalid auth token") ||
 	       strstr(m, "auth token expired") ||
 	       strstr(m, "user name is empty");
 }
 
+/* ---- one unary call, and a round trip of them ---------------------------- */
+
+struct rpc {
+	const char *what; /* "lease grant", for messages */
+	const char *path;
+	const ProtobufCMessageDescriptor *rdesc; /* the reply's type */
+	uint8_t *req; /* the packed request; wiped when cleared */
+	size_t len;
+	struct lr_grpc_call *call;
+	/* outcome, when the round trip was LR_OK: */
+	int code;		 /* gRPC status: 0 ok */
+	char msg[160];		 /* etcd's message, if not ok */
+	ProtobufCMessage *reply; /* if ok; freed when cleared */
+};
+
+static int rpc_init(struct rpc *r, const char *what, const char *path,
+		    const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *rdesc)
+{
+	memset(r, 0, sizeof(*r));
+	r->what = what;
+	r->path = path;
+	r->rdesc = rdesc;
+	r->len = protobuf_c_message_get_packed_size(req);
+	r->req = malloc(r->len ? r->len : 1);
+	if (!r->req)
+		return -1;
+	protobuf_c_message_pack(req, r->req);
+	return 0;
+}
+
+static void rpc_reset(struct rpc *r)
+{
+	lr_grpc_call_free(r->call);
+	r->call = NULL;
+	if (r->reply)
+		protobuf_c_message_free_unpacked(r->reply, NULL);
+	r->reply = NULL;
+	r->code = 0;
+	r->msg[0] = '\0';
+}
+
+static void rpc_clear(struct rpc *r)
+{
+	rpc_reset(r);
+	if (r->req)
+		lr_wipe(r->req, r->len);
+	free(r->req);
+	r->req = NULL;
+}
+
+/* What else a round trip carries besides its unary calls. */
+struct extras {
+	int keepalive;	   /* a keepalive on the stream, awaited */
+	int own_watch;	   /* set up the watch on our key if it is not */
+	int64_t own_start; /* ... from this revision (0: "now") */
+	unsigned ka_ticket;
+};
+
+static void drain(struct lr_store *st);
 static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 				   struct lr_err *err);
+static void watch_create(struct lr_store *st, struct watch *w, const char *key,
+			 int64_t start);
+static int keepalive_send(struct lr_store *st);
+
+/* ---- the connection ------------------------------------------------------ */
+
+static void watch_forget(struct watch *w)
+{
+	free(w->key);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Streams carry the token they were opened with: after a new token they
+ * are opened again (the watches with them). */
+static void streams_drop(struct lr_store *st)
+{
+	lr_grpc_call_free(st->wstream);
+	lr_grpc_call_free(st->kstream);
+	st->wstream = st->kstream = NULL;
+	watch_forget(&st->own);
+	watch_forget(&st->pred);
+	st->ka_sent = st->ka_got = 0;
+	st->next_wid = 0;
+}
+
+/* Drops the connection and everything on it. */
+static void conn_drop(struct lr_store *st)
+{
+	if (st->regfd >= 0)
+		lr_waitset_watch(&st->ws, st->regfd, 0);
+	st->regfd = -1;
+	streams_drop(st);
+	lr_grpc_close(st->conn);
+	st->conn = NULL;
+}
+
+/* A live connection to the current endpoint.  LR_ERROR (err filled) only
+ * for what no other endpoint can mend; a refused connection shows later,
+ * as a broken call. */
+static enum lr_status conn_up(struct lr_store *st, int64_t deadline,
+			      struct lr_err *err)
+{
+	struct endpoint *ep = &st->eps[st->cur];
+	struct lr_grpc_tls tls = {st->cacert, st->cert, st->key};
+
+	if (st->conn && !lr_grpc_error(st->conn))
+		return LR_OK;
+	conn_drop(st);
+	if (!ep->resolved) {
+		if (lr_grpc_resolve(ep->host, ep->port, deadline, &ep->addrs,
+				    err) < 0)
+			return LR_TIMEOUT; /* (or a bad name: next one) */
+		ep->resolved = 1;
+	}
+	st->conn = lr_grpc_open(&ep->addrs, ep->host, ep->label,
+				st->tls ? &tls : NULL, err);
+	if (!st->conn)
+		return LR_ERROR;
+	if (st->token && lr_grpc_set_meta(st->conn, "token", st->token) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	st->gen++;
+	return LR_OK;
+}
+
+struct trip {
+	struct lr_store *st;
+	struct rpc *r;
+	size_t n;
+	struct extras *x;
+};
+
+static int trip_done(void *ctx)
+{
+	struct trip *t = ctx;
+	size_t i;
+
+	drain(t->st);
+	for (i = 0; i < t->n; i++)
+		if (lr_grpc_state(t->r[i].call, NULL, NULL) == LR_GRPC_OPEN)
+			return 0;
+	if (t->x && t->x->keepalive && t->st->kstream &&
+	    lr_grpc_state(t->st->kstream, NULL, NULL) == LR_GRPC_OPEN &&
+	    t->st->ka_got < t->x->ka_ticket)
+		return 0;
+	return 1;
+}
+
+enum failkind { F_NONE, F_TRANSPORT, F_TIMEOUT };
 
 /*
- * POST path with body obj to the current endpoint, failing over to the
- * next ones while time remains.  On LR_OK *out holds the reply (caller
- * puts it).  An etcd error reply is LR_ERROR with err filled and, if
- * etcd_err is not NULL, etcd's message copied there (so the caller can
- * react to "lease not found").
+ * One round trip: the n unary calls in r, and what x asks for, sent
+ * together to the current endpoint and awaited; on a connection that
+ * fails, an answer that does not come within the timeout while other
+ * endpoints remain, or "unavailable", all of it again at the next
+ * endpoint, while time remains.  LR_OK: each r[i] has its code, msg and
+ * reply (etcd's own errors are for the caller to judge).  Else err says
+ * what failed.
  */
-static enum lr_status call(struct lr_store *st, const char *what,
-			   const char *path, struct json_object *obj,
-			   int64_t deadline, struct json_object **out,
-			   struct lr_err *err, char *etcd_err, size_t elen)
+static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
+				 struct extras *x, int64_t deadline,
+				 struct lr_err *err)
 {
-	const char *body =
-	    json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN);
 	/* With several endpoints, go round them twice: a member that is
 	 * waiting for a new leader may answer only after the election. */
-	size_t tries = 0, reauth = 0,
-	       max_tries = st->neps > 1 ? 2 * st->neps : 1;
+	size_t tries = 0, max_tries = st->neps > 1 ? 2 * st->neps : 1, i;
 	enum failkind last = F_NONE;
+	int reauth = 0;
 
-	*out = NULL;
-	if (etcd_err && elen)
-		etcd_err[0] = '\0';
 	while (tries < max_tries) {
 		struct endpoint *ep = &st->eps[st->cur];
-		struct curl_slist *hdrs;
-		char url[512];
 		int64_t now = lr_now_ms(), end = deadline;
-		long code = 0;
-		CURLcode rc;
-		struct json_object *reply, *e;
-		const char *m;
+		struct trip t = {st, r, n, x};
+		enum lr_status s;
+		const char *bad = NULL, *what = n ? r[0].what : "keepalive";
+		char why[LR_ERRLEN];
+		int rc, code = 0;
 
-		if (now >= deadline) {
-			if (last == F_NONE || last == F_TIMEOUT)
-				lr_err_set(err, "etcd %s: timed out at %s",
-					   what, ep->label);
-			return last == F_TRANSPORT ? LR_ERROR : LR_TIMEOUT;
-		}
+		for (i = 0; i < n; i++)
+			rpc_reset(&r[i]);
+		if (now >= deadline)
+			break;
 		if (tries + 1 < max_tries && end - now > st->attempt_ms)
 			end = now + st->attempt_ms;
-		snprintf(url, sizeof(url), "%s%s", ep->base, path);
-		st->resp.len = 0;
-		st->resp.overflow = 0;
-		st->curlerr[0] = '\0';
-		hdrs = make_headers(st);
-		curl_easy_setopt(st->re, CURLOPT_URL, url);
-		curl_easy_setopt(st->re, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(st->re, CURLOPT_POSTFIELDSIZE,
-				 (long)strlen(body));
-		curl_easy_setopt(st->re, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(st->re, CURLOPT_TIMEOUT_MS,
-				 (long)(end - now > 0 ? end - now : 1));
-		rc = run_rm(st, end);
-		curl_easy_setopt(st->re, CURLOPT_HTTPHEADER, NULL);
-		curl_slist_free_all(hdrs);
-		if (rc != CURLE_OK) {
-			if (rc == CURLE_OPERATION_TIMEDOUT) {
+		s = conn_up(st, end, err);
+		if (s == LR_ERROR)
+			return s;
+		if (s == LR_OK) {
+			for (i = 0; i < n && !bad; i++) {
+				r[i].call =
+				    lr_grpc_call(st->conn, r[i].path, r[i].req,
+						 r[i].len, 1, err);
+				if (!r[i].call) {
+					snprintf(why, sizeof(why), "%s",
+						 err->msg);
+					bad = why;
+				}
+			}
+			if (!bad && x && x->keepalive) {
+				if (keepalive_send(st) < 0)
+					bad = "cannot send a keepalive";
+				x->ka_ticket = st->ka_sent;
+			}
+			if (!bad && x && x->own_watch && !st->own.id)
+				watch_create(st, &st->own, st->mykey,
+					     x->own_start);
+			rc = bad ? -1
+				 : lr_grpc_wait(st->conn, end, trip_done, &t);
+			if (rc == 0) {
 				last = F_TIMEOUT;
 				lr_err_set(err,
 					   "etcd %s: no answer from %s in "
 					   "time",
 					   what, ep->label);
-			} else {
-				long oserr = 0;
-
-				last = F_TRANSPORT;
-				curl_easy_getinfo(st->re, CURLINFO_OS_ERRNO,
-						  &oserr);
-				lr_err_set(err, "cannot reach etcd at %s: %s",
-					   ep->label,
-					   oserr ? strerror((int)oserr)
-					   : st->curlerr[0]
-					       ? st->curlerr
-					       : curl_easy_strerror(rc));
+				if (tries + 1 < max_tries)
+					conn_drop(st);
+				goto next;
 			}
-			st->cur = (st->cur + 1) % st->neps;
-			tries++;
-			continue;
+			if (rc < 0 && !bad)
+				bad = lr_grpc_error(st->conn);
+		} else {
+			/* The name did not resolve. */
+			snprintf(why, sizeof(why), "%s", err->msg);
+			bad = why;
 		}
-		curl_easy_getinfo(st->re, CURLINFO_RESPONSE_CODE, &code);
-		reply = st->resp.len ? json_tokener_parse(st->resp.p) : NULL;
-		if (code == 200 && reply &&
-		    json_object_is_type(reply, json_type_object)) {
-			*out = reply;
+		/* What broke: the connection, a call, the keepalive. */
+		for (i = 0; i < n && !bad; i++) {
+			const char *m;
+			enum lr_grpc_state gs =
+			    lr_grpc_state(r[i].call, &r[i].code, &m);
+
+			if (gs == LR_GRPC_BROKEN) {
+				bad = m;
+			} else if (gs == LR_GRPC_STATUS) {
+				snprintf(r[i].msg, sizeof(r[i].msg), "%s",
+					 etcd_msg(m));
+				if (is_unavailable(r[i].code, r[i].msg) ||
+				    is_token_expired(r[i].code, r[i].msg)) {
+					bad = r[i].msg;
+					code = r[i].code;
+					what = r[i].what;
+				}
+			}
+		}
+		if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
+			const char *m = "the keepalive stream ended";
+
+			if (st->kstream && lr_grpc_state(st->kstream, &code,
+							 &m) == LR_GRPC_STATUS)
+				m = etcd_msg(m);
+			else
+				code = 0;
+			bad = m;
+			what = "lease keepalive";
+		}
+		if (!bad) {
+			for (i = 0; i < n; i++) {
+				const uint8_t *m;
+				size_t len;
+
+				if (r[i].code != 0)
+					continue;
+				if (lr_grpc_next(r[i].call, &m, &len) != 1 ||
+				    !(r[i].reply = protobuf_c_message_unpack(
+					  r[i].rdesc, NULL, len, m))) {
+					lr_err_set(err,
+						   "etcd %s: malformed reply "
+						   "from %s",
+						   r[i].what, ep->label);
+					return LR_ERROR;
+				}
+			}
 			return LR_OK;
 		}
-		e = reply ? jget(reply, "error") : NULL;
-		m = jget_str(reply, "message");
-		if (!m && e && json_object_is_type(e, json_type_string))
-			m = json_object_get_string(e);
-		if (!m) {
-			lr_err_set(err,
-				   "etcd %s: unexpected reply from %s "
-				   "(HTTP %ld%s)",
-				   what, ep->label, code,
-				   st->resp.overflow ? ", too large" : "");
-			json_object_put(reply);
-			return LR_ERROR;
+		if (is_token_expired(code, bad)) {
+			if (!st->user) {
+				lr_err_set(err,
+					   "etcd at %s requires "
+					   "authentication: give "
+					   "etcd://USER:PASSWORD@... in "
+					   "LEASERUN_URL or ETCDCTL_USER",
+					   ep->label);
+				return LR_ERROR;
+			}
+			if (reauth++ == 0) {
+				s = authenticate(st, deadline, err);
+				if (s != LR_OK)
+					return s;
+				continue;
+			}
 		}
-		if (is_token_expired(m) && st->user && reauth++ == 0) {
-			enum lr_status s;
-
-			json_object_put(reply);
-			s = authenticate(st, deadline, err);
-			if (s != LR_OK)
-				return s;
-			continue;
-		}
-		if (is_unavailable(m) || jget_i64(reply, "code") == 14) {
+		if (code) {
 			last = F_TRANSPORT;
 			lr_err_set(err, "etcd %s at %s: %s", what, ep->label,
-				   etcd_msg(m));
-			json_object_put(reply);
-			st->cur = (st->cur + 1) % st->neps;
-			tries++;
-			continue;
+				   bad);
+		} else {
+			last = F_TRANSPORT;
+			lr_err_set(err, "cannot reach etcd at %s: %s",
+				   ep->label, bad);
 		}
-		if (!st->user && strstr(m, "user name is empty")) {
-			lr_err_set(err,
-				   "etcd at %s requires authentication: "
-				   "give etcd://USER:PASSWORD@... in "
-				   "LEASERUN_URL or ETCDCTL_USER",
-				   ep->label);
-			json_object_put(reply);
-			return LR_ERROR;
-		}
-		if (etcd_err && elen)
-			snprintf(etcd_err, elen, "%s", etcd_msg(m));
-		lr_err_set(err, "etcd %s failed at %s: %s", what, ep->label,
-			   etcd_msg(m));
-		json_object_put(reply);
+		conn_drop(st);
+	next:
+		st->cur = (st->cur + 1) % st->neps;
+		tries++;
+	}
+	for (i = 0; i < n; i++)
+		rpc_reset(&r[i]);
+	if (last == F_NONE)
+		lr_err_set(err, "etcd: timed out at %s",
+			   st->eps[st->cur].label);
+	return last == F_TRANSPORT ? LR_ERROR : LR_TIMEOUT;
+}
+
+/* One unary call on its own; etcd's error is LR_ERROR with its message
+ * (also in r->msg, for the caller to tell "lease not found" apart). */
+static enum lr_status call1(struct lr_store *st, struct rpc *r,
+			    int64_t deadline, struct lr_err *err)
+{
+	enum lr_status s = round_trip(st, r, 1, NULL, deadline, err);
+
+	if (s == LR_OK && r->code) {
+		lr_err_set(err, "etcd %s failed at %s: %s", r->what,
+			   st->eps[st->cur].label, r->msg);
 		return LR_ERROR;
 	}
-	return last == F_TIMEOUT ? LR_TIMEOUT : LR_ERROR;
+	return s;
 }
 
 static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 				   struct lr_err *err)
 {
-	struct json_object *o = json_object_new_object(), *r = NULL;
+	LrEtcd__AuthenticateRequest q = LR_ETCD__AUTHENTICATE_REQUEST__INIT;
+	LrEtcd__AuthenticateResponse *a;
+	struct rpc r;
 	enum lr_status s;
-	const char *tok;
 	char *user = st->user;
-	char eerr[200];
 
 	lr_wipe_free(st->token);
 	st->token = NULL;
-	jadd_str(o, "name", st->user);
-	jadd_str(o, "password", st->password ? st->password : "");
+	if (st->conn)
+		lr_grpc_set_meta(st->conn, "token", NULL);
+	q.name = st->user;
+	q.password = st->password ? st->password : (char *)"";
+	if (rpc_init(&r, "authentication", M_AUTH, &q.base,
+		     &lr_etcd__authenticate_response__descriptor) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
 	st->user = NULL; /* no re-authentication from inside this call */
-	s = call(st, "authentication", "/v3/auth/authenticate", o, deadline, &r,
-		 err, eerr, sizeof(eerr));
+	s = round_trip(st, &r, 1, NULL, deadline, err);
 	st->user = user;
-	/* json-c keeps a copy of the password: wipe it before freeing. */
-	{
-		struct json_object *pw = jget(o, "password");
-
-		if (pw && json_object_get_string_len(pw) > 0)
-			memset((char *)json_object_get_string(pw), 0,
-			       (size_t)json_object_get_string_len(pw));
-		json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-	}
-	json_object_put(o);
-	if (s == LR_ERROR && eerr[0]) {
+	if (s == LR_OK && r.code) {
 		lr_err_set(err, "etcd authentication as user '%s' failed: %s",
-			   st->user, eerr);
-		return LR_ERROR;
+			   st->user, r.msg);
+		s = LR_ERROR;
+	} else if (s == LR_OK) {
+		a = (LrEtcd__AuthenticateResponse *)r.reply;
+		if (!a->token || !*a->token) {
+			lr_err_set(err,
+				   "etcd authentication as user '%s' returned "
+				   "no token (is auth enabled?)",
+				   st->user);
+			s = LR_ERROR;
+		} else if (!(st->token = strdup(a->token)) ||
+			   lr_grpc_set_meta(st->conn, "token", st->token) < 0) {
+			lr_err_set(err, "out of memory");
+			s = LR_ERROR;
+		} else {
+			/* Streams opened with the old token go. */
+			streams_drop(st);
+		}
 	}
-	if (s != LR_OK)
-		return s;
-	tok = jget_str(r, "token");
-	if (!tok || !*tok) {
-		lr_err_set(err,
-			   "etcd authentication as user '%s' returned "
-			   "no token (is auth enabled?)",
-			   st->user);
-		json_object_put(r);
-		return LR_ERROR;
+	if (r.reply) {
+		a = (LrEtcd__AuthenticateResponse *)r.reply;
+		if (a->token)
+			memset(a->token, 0, strlen(a->token));
 	}
-	st->token = strdup(tok);
-	json_object_put(r);
-	return st->token ? LR_OK : LR_ERROR;
+	rpc_clear(&r);
+	return s;
 }
 
-/* ---- the watch -------------------------------------------------------- */
+/* ---- the streams --------------------------------------------------------- */
 
-static void arm_timer(struct lr_store *st)
+/* Queues a keepalive of our lease on the LeaseKeepAlive stream (opening
+ * it if need be).  0, or -1 if it cannot be sent. */
+static int keepalive_send(struct lr_store *st)
 {
-	struct itimerspec its = {0};
-	int64_t at = -1;
+	LrEtcd__LeaseKeepAliveRequest q =
+	    LR_ETCD__LEASE_KEEP_ALIVE_REQUEST__INIT;
+	uint8_t buf[16];
+	size_t len;
+	struct lr_err e;
 
-	if (st->curl_at >= 0)
-		at = st->curl_at;
-	if (st->ka_at >= 0 && (at < 0 || st->ka_at < at))
-		at = st->ka_at;
-	if (st->watch_at >= 0 && (at < 0 || st->watch_at < at))
-		at = st->watch_at;
-	if (at >= 0) {
-		if (at < 1)
-			at = 1;
-		its.it_value.tv_sec = at / 1000;
-		its.it_value.tv_nsec = (long)(at % 1000) * 1000000 + 1;
+	q.id = st->lease;
+	len = lr_etcd__lease_keep_alive_request__pack(&q, buf);
+	if (st->kstream &&
+	    lr_grpc_state(st->kstream, NULL, NULL) != LR_GRPC_OPEN) {
+		lr_grpc_call_free(st->kstream);
+		st->kstream = NULL;
 	}
-	timerfd_settime(st->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-}
-
-static int on_wtimer(CURLM *m, long ms, void *ud)
-{
-	struct lr_store *st = ud;
-
-	(void)m;
-	st->curl_at = ms < 0 ? -1 : lr_now_ms() + ms;
-	arm_timer(st);
+	if (!st->kstream) {
+		st->ka_sent = st->ka_got = 0;
+		st->kstream =
+		    lr_grpc_call(st->conn, M_KEEPALIVE, buf, len, 0, &e);
+		if (!st->kstream)
+			return -1;
+	} else if (lr_grpc_send(st->kstream, buf, len) < 0) {
+		return -1;
+	}
+	st->ka_sent++;
 	return 0;
 }
 
-static int on_wsock(CURL *e, curl_socket_t s, int what, void *ud, void *sp)
+/* Sets up watch w on key (its deletions only) from revision start on. */
+static void watch_create(struct lr_store *st, struct watch *w, const char *key,
+			 int64_t start)
 {
-	struct lr_store *st = ud;
-	struct epoll_event ev = {0};
+	LrEtcd__WatchCreateRequest__FilterType noput =
+	    LR_ETCD__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
+	LrEtcd__WatchCreateRequest c = LR_ETCD__WATCH_CREATE_REQUEST__INIT;
+	LrEtcd__WatchRequest q = LR_ETCD__WATCH_REQUEST__INIT;
+	uint8_t *buf;
+	size_t len;
+	struct lr_err e;
 
-	(void)e;
-	(void)sp;
-	if (what == CURL_POLL_REMOVE) {
-		epoll_ctl(st->epfd, EPOLL_CTL_DEL, s, NULL);
-		return 0;
+	watch_forget(w);
+	if (!st->conn || !(w->key = strdup(key)))
+		goto fail;
+	w->id = ++st->next_wid;
+	w->start = start;
+	c.key = bytes(key);
+	c.start_revision = start;
+	c.n_filters = 1;
+	c.filters = &noput;
+	c.watch_id = w->id;
+	q.request_union_case =
+	    LR_ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+	q.create_request = &c;
+	len = lr_etcd__watch_request__get_packed_size(&q);
+	buf = malloc(len);
+	if (!buf)
+		goto fail;
+	lr_etcd__watch_request__pack(&q, buf);
+	if (st->wstream &&
+	    lr_grpc_state(st->wstream, NULL, NULL) != LR_GRPC_OPEN) {
+		lr_grpc_call_free(st->wstream);
+		st->wstream = NULL;
 	}
-	if (what & CURL_POLL_IN)
-		ev.events |= EPOLLIN;
-	if (what & CURL_POLL_OUT)
-		ev.events |= EPOLLOUT;
-	ev.data.fd = s;
-	if (epoll_ctl(st->epfd, EPOLL_CTL_MOD, s, &ev) < 0 && errno == ENOENT)
-		epoll_ctl(st->epfd, EPOLL_CTL_ADD, s, &ev);
-	return 0;
+	if (st->wstream ? lr_grpc_send(st->wstream, buf, len) < 0
+			: !(st->wstream = lr_grpc_call(st->conn, M_WATCH, buf,
+						       len, 0, &e))) {
+		free(buf);
+		goto fail;
+	}
+	free(buf);
+	return;
+fail:
+	w->canceled = 1;
+	snprintf(w->why, sizeof(w->why), "cannot set up the etcd watch");
 }
 
-static void watch_message(struct lr_store *st, struct json_object *o)
+/* Tells etcd to stop watch w, and forgets it. */
+static void watch_cancel(struct lr_store *st, struct watch *w)
 {
-	struct watch *w = &st->w;
-	struct json_object *r = jget(o, "result"), *evs;
-	size_t i, n;
+	LrEtcd__WatchCancelRequest c = LR_ETCD__WATCH_CANCEL_REQUEST__INIT;
+	LrEtcd__WatchRequest q = LR_ETCD__WATCH_REQUEST__INIT;
+	uint8_t buf[32];
 
-	if (!r) {
-		struct json_object *e = jget(o, "error");
-		const char *m = jget_str(e, "message");
-
-		snprintf(w->why, sizeof(w->why), "etcd watch failed: %s",
-			 etcd_msg(m ? m : jget_str(o, "message")));
-		w->state = W_BROKEN;
-		return;
+	if (w->id && st->wstream && !w->canceled) {
+		c.watch_id = w->id;
+		q.request_union_case =
+		    LR_ETCD__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+		q.cancel_request = &c;
+		lr_grpc_send(st->wstream, buf,
+			     lr_etcd__watch_request__pack(&q, buf));
 	}
-	if (jget(r, "created"))
+	watch_forget(w);
+}
+
+static void watch_response(struct lr_store *st, const LrEtcd__WatchResponse *r)
+{
+	struct watch *w = NULL;
+	size_t i;
+
+	if (st->own.id && r->watch_id == st->own.id)
+		w = &st->own;
+	else if (st->pred.id && r->watch_id == st->pred.id)
+		w = &st->pred;
+	if (!w)
+		return; /* one we cancelled */
+	if (r->created) {
 		w->created = 1;
-	if (jget(r, "canceled")) {
-		snprintf(w->why, sizeof(w->why),
-			 "etcd watch canceled by the server%s",
-			 jget(r, "compact_revision") ? " (compacted)" : "");
-		w->state = W_BROKEN;
-		return;
+		w->created_rev = r->header ? r->header->revision : 0;
 	}
-	evs = jget(r, "events");
-	n = evs && json_object_is_type(evs, json_type_array)
-		? json_object_array_length(evs)
-		: 0;
-	for (i = 0; i < n; i++) {
-		struct json_object *ev = json_object_array_get_idx(evs, i);
-		const char *t = jget_str(ev, "type");
+	for (i = 0; i < r->n_events; i++) {
+		const LrEtcd__Event *ev = r->events[i];
 
-		if (t && strcmp(t, "DELETE") == 0)
-			w->state = W_FIRED;
+		if (ev->type == LR_ETCD__EVENT__EVENT_TYPE__DELETE && ev->kv &&
+		    bytes_eq(ev->kv->key, w->key) &&
+		    ev->kv->mod_revision > w->deleted)
+			w->deleted = ev->kv->mod_revision;
 	}
-}
-
-static size_t on_wbody(char *p, size_t size, size_t n, void *ud)
-{
-	struct lr_store *st = ud;
-	struct watch *w = &st->w;
-	size_t len = size * n, off = 0;
-
-	while (off < len && w->state == W_RUNNING) {
-		struct json_object *o;
-		enum json_tokener_error e;
-
-		while (off < len && (p[off] == '\n' || p[off] == '\r' ||
-				     p[off] == ' ' || p[off] == '\t'))
-			off++;
-		if (off == len)
-			break;
-		o = json_tokener_parse_ex(w->tok, p + off, (int)(len - off));
-		e = json_tokener_get_error(w->tok);
-		if (e == json_tokener_continue)
-			break;
-		if (!o) {
+	if (r->canceled && !w->canceled) {
+		w->canceled = 1;
+		if (r->compact_revision)
 			snprintf(w->why, sizeof(w->why),
-				 "etcd watch sent bad JSON: %s",
-				 json_tokener_error_desc(e));
-			w->state = W_BROKEN;
+				 "etcd watch canceled: revision %" PRId64
+				 " is compacted",
+				 r->compact_revision);
+		else
+			snprintf(w->why, sizeof(w->why),
+				 "etcd watch canceled by the server: %s",
+				 etcd_msg(r->cancel_reason));
+	}
+}
+
+/* Reads what the streams brought.  A stream that broke ends its watches
+ * (or stops the keepalives counting up). */
+static void drain(struct lr_store *st)
+{
+	const uint8_t *m;
+	size_t len;
+
+	while (st->wstream && lr_grpc_next(st->wstream, &m, &len) == 1) {
+		LrEtcd__WatchResponse *r =
+		    lr_etcd__watch_response__unpack(NULL, len, m);
+
+		if (!r)
 			break;
-		}
-		off += json_tokener_get_parse_end(w->tok);
-		json_tokener_reset(w->tok);
-		watch_message(st, o);
-		json_object_put(o);
+		watch_response(st, r);
+		lr_etcd__watch_response__free_unpacked(r, NULL);
 	}
-	return len;
+	if (st->wstream &&
+	    lr_grpc_state(st->wstream, NULL, NULL) != LR_GRPC_OPEN) {
+		const char *why = "";
+		struct watch *ws[2] = {&st->own, &st->pred};
+		size_t i;
+
+		lr_grpc_state(st->wstream, NULL, &why);
+		for (i = 0; i < 2; i++)
+			if (ws[i]->id && !ws[i]->canceled) {
+				ws[i]->canceled = 1;
+				snprintf(ws[i]->why, sizeof(ws[i]->why),
+					 "etcd watch stream ended: %s",
+					 etcd_msg(why));
+			}
+	}
+	while (st->kstream && lr_grpc_next(st->kstream, &m, &len) == 1) {
+		LrEtcd__LeaseKeepAliveResponse *r =
+		    lr_etcd__lease_keep_alive_response__unpack(NULL, len, m);
+
+		if (!r)
+			break;
+		st->ka_got++;
+		if (r->ttl <= 0 && r->id == st->lease)
+			st->ka_lost = st->lease;
+		lr_etcd__lease_keep_alive_response__free_unpacked(r, NULL);
+	}
 }
 
-static void watch_stop(struct lr_store *st)
+/* Our key is gone: deleted after the create revision we hold it by. */
+static int own_gone(const struct lr_store *st)
 {
-	struct watch *w = &st->w;
-
-	if (w->easy) {
-		curl_multi_remove_handle(st->wm, w->easy);
-		curl_easy_cleanup(w->easy);
-		w->easy = NULL;
-	}
-	curl_slist_free_all(w->hdrs);
-	w->hdrs = NULL;
-	if (w->tok)
-		json_tokener_free(w->tok);
-	w->tok = NULL;
-	free(w->key);
-	w->key = NULL;
-	w->state = W_OFF;
-	w->created = 0;
-	w->why[0] = '\0';
+	return st->my_crev && st->own.deleted > st->my_crev;
 }
 
-/* Looks for a finished watch transfer (the stream ended). */
-static void watch_reap(struct lr_store *st)
+/* The watch on our key covers every revision after st->rev.  Asked to
+ * start "now", etcd starts a watch at the revision after the one its
+ * created reply carries (its watch server takes the store's revision,
+ * then watches from the next). */
+static int own_covers(const struct lr_store *st)
 {
-	CURLMsg *m;
-	int left;
+	const struct watch *w = &st->own;
+	int64_t from = w->start ? w->start : w->created_rev + 1;
 
-	while ((m = curl_multi_info_read(st->wm, &left))) {
-		if (m->msg != CURLMSG_DONE || m->easy_handle != st->w.easy)
-			continue;
-		if (st->w.state == W_RUNNING) {
-			long code = 0;
+	return w->id && w->created && !w->canceled && from <= st->rev + 1;
+}
 
-			curl_easy_getinfo(st->w.easy, CURLINFO_RESPONSE_CODE,
-					  &code);
-			if (m->data.result != CURLE_OK)
-				snprintf(st->w.why, sizeof(st->w.why),
-					 "etcd watch stream failed: %s",
-					 curl_easy_strerror(m->data.result));
-			else
-				snprintf(st->w.why, sizeof(st->w.why),
-					 "etcd watch stream ended (HTTP %ld)",
-					 code);
-			st->w.state = W_BROKEN;
-		}
-	}
+static int own_settled(void *ctx)
+{
+	struct lr_store *st = ctx;
+
+	drain(st);
+	return !st->own.id || st->own.created || st->own.canceled ||
+	       own_gone(st);
 }
 
 /*
- * Starts watching key for deletion from revision start_rev on, without
- * blocking: the connection is made as process() runs.  Returns 0, or -1
- * if nothing could be set up (the caller then just polls less well).
+ * Waits until the watch on our key covers every revision after st->rev
+ * (the one at which the acquire saw our key), replacing a watch that
+ * began too late or broke.  LR_OK; LR_LOST if our key went meanwhile.
  */
-static int watch_start(struct lr_store *st, const char *key, int64_t start_rev)
+static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
 {
-	struct watch *w = &st->w;
-	struct json_object *o = json_object_new_object(),
-			   *c = json_object_new_object(),
-			   *f = json_object_new_array();
-	char url[512];
-	int running;
+	int round;
 
-	watch_stop(st);
-	jadd_b64(c, "key", key);
-	jadd_i64(c, "start_revision", start_rev);
-	json_object_array_add(f, json_object_new_string("NOPUT"));
-	json_object_object_add(c, "filters", f);
-	json_object_object_add(o, "create_request", c);
+	for (round = 0; round < 3; round++) {
+		int rc;
 
-	w->easy = curl_easy_init();
-	w->tok = json_tokener_new();
-	w->key = strdup(key);
-	w->hdrs = make_headers(st);
-	if (!w->easy || !w->tok || !w->key || !w->hdrs) {
-		json_object_put(o);
-		watch_stop(st);
+		if (!st->own.id || st->own.canceled ||
+		    (st->own.created && !own_covers(st))) {
+			watch_cancel(st, &st->own);
+			watch_create(st, &st->own, st->mykey, st->rev + 1);
+		}
+		rc = lr_grpc_wait(st->conn, deadline, own_settled, st);
+		if (own_gone(st))
+			return LR_LOST;
+		if (own_covers(st))
+			return LR_OK;
+		if (rc == 0) {
+			lr_err_set(err,
+				   "etcd watch on %s: no answer from %s "
+				   "in time",
+				   st->mykey, st->eps[st->cur].label);
+			return LR_TIMEOUT;
+		}
+		if (rc < 0) {
+			lr_err_set(err, "cannot reach etcd at %s: %s",
+				   st->eps[st->cur].label,
+				   lr_grpc_error(st->conn));
+			return LR_ERROR;
+		}
+	}
+	lr_err_set(err, "%s",
+		   st->own.why[0] ? st->own.why
+				  : "cannot set up the etcd watch");
+	return LR_ERROR;
+}
+
+/* ---- the lock ------------------------------------------------------------ */
+
+/* A new lease ID (positive, never 0) and with it our key. */
+static int new_lease(struct lr_store *st, struct lr_err *err)
+{
+	uint64_t id = 0;
+
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+		lr_err_set(err, "getrandom: %s", strerror(errno));
 		return -1;
 	}
-	setup_easy(st, w->easy);
-	snprintf(url, sizeof(url), "%s/v3/watch", st->eps[st->cur].base);
-	curl_easy_setopt(w->easy, CURLOPT_URL, url);
-	curl_easy_setopt(
-	    w->easy, CURLOPT_COPYPOSTFIELDS,
-	    json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
-	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_wbody);
-	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, st);
-	curl_easy_setopt(w->easy, CURLOPT_CONNECTTIMEOUT_MS,
-			 (long)st->attempt_ms);
-	json_object_put(o);
-	w->state = W_RUNNING;
-	if (curl_multi_add_handle(st->wm, w->easy) != CURLM_OK) {
-		watch_stop(st);
+	id &= INT64_MAX;
+	st->lease = id ? (int64_t)id : 1;
+	st->lease_ttl_s = 0;
+	st->ka_lost = 0;
+	free(st->mykey);
+	st->mykey = malloc(strlen(st->dir) + 17);
+	if (!st->mykey) {
+		lr_err_set(err, "out of memory");
 		return -1;
 	}
-	curl_multi_socket_action(st->wm, CURL_SOCKET_TIMEOUT, 0, &running);
-	watch_reap(st);
+	sprintf(st->mykey, "%s%" PRIx64, st->dir, (uint64_t)st->lease);
+	st->my_crev = 0;
+	st->rev = 0;
+	watch_cancel(st, &st->own);
 	return 0;
 }
 
-/* ---- lock operations -------------------------------------------------- */
-
-static enum lr_status lease_grant(struct lr_store *st, int64_t deadline,
-				  struct lr_err *err)
+static int lease_grant_rpc(struct lr_store *st, struct rpc *r)
 {
-	struct json_object *o = json_object_new_object(), *r = NULL;
-	int64_t ttl_s = (st->req->ttl_ms + 999) / 1000, t0 = lr_now_ms();
-	enum lr_status s;
+	LrEtcd__LeaseGrantRequest q = LR_ETCD__LEASE_GRANT_REQUEST__INIT;
+	int64_t ttl_s = (st->req->ttl_ms + 999) / 1000;
 
-	if (ttl_s < 1)
-		ttl_s = 1;
-	jadd_i64(o, "TTL", ttl_s);
-	s = call(st, "lease grant", "/v3/lease/grant", o, deadline, &r, err,
-		 NULL, 0);
-	json_object_put(o);
-	if (s != LR_OK)
-		return s;
-	st->lease = jget_i64(r, "ID");
-	st->lease_ttl_s = jget_i64(r, "TTL");
-	if (st->lease == 0 || st->lease_ttl_s <= 0) {
-		lr_err_set(err, "etcd lease grant: %s",
-			   etcd_msg(jget_str(r, "error")));
-		json_object_put(r);
-		st->lease = 0;
-		return LR_ERROR;
-	}
-	json_object_put(r);
-	st->last_ka = t0;
-	free(st->mykey);
-	st->mykey = malloc(strlen(st->dir) + 20);
-	if (!st->mykey)
-		return LR_ERROR;
-	sprintf(st->mykey, "%s%" PRIx64, st->dir, (uint64_t)st->lease);
-	st->my_crev = 0;
-	return LR_OK;
+	q.ttl = ttl_s < 1 ? 1 : ttl_s;
+	q.id = st->lease;
+	return rpc_init(r, "lease grant", M_GRANT, &q.base,
+			&lr_etcd__lease_grant_response__descriptor);
 }
 
-/* One keepalive.  LR_LOST if the lease is gone (TTL 0). */
-static enum lr_status lease_keepalive(struct lr_store *st, int64_t deadline,
-				      struct lr_err *err)
+static int lease_revoke_rpc(struct rpc *r, int64_t lease)
 {
-	struct json_object *o = json_object_new_object(), *r = NULL, *res;
-	int64_t t0 = lr_now_ms();
-	enum lr_status s;
+	LrEtcd__LeaseRevokeRequest q = LR_ETCD__LEASE_REVOKE_REQUEST__INIT;
 
-	jadd_i64(o, "ID", st->lease);
-	s = call(st, "lease keepalive", "/v3/lease/keepalive", o, deadline, &r,
-		 err, NULL, 0);
-	json_object_put(o);
-	if (s != LR_OK)
-		return s;
-	res = jget(r, "result");
-	if (!res) {
-		const char *m = jget_str(jget(r, "error"), "message");
-
-		lr_err_set(err, "etcd lease keepalive failed: %s", etcd_msg(m));
-		json_object_put(r);
-		return LR_ERROR;
-	}
-	if (jget_i64(res, "TTL") <= 0) {
-		lr_err_set(err,
-			   "etcd lease %" PRIx64 " expired or was "
-			   "revoked",
-			   (uint64_t)st->lease);
-		json_object_put(r);
-		return LR_LOST;
-	}
-	json_object_put(r);
-	st->last_ka = t0;
-	return LR_OK;
+	q.id = lease;
+	return rpc_init(r, "lease revoke", M_REVOKE, &q.base,
+			&lr_etcd__lease_revoke_response__descriptor);
 }
 
 static void lease_revoke(struct lr_store *st, int64_t lease, int64_t deadline)
 {
-	struct json_object *o = json_object_new_object(), *r = NULL;
+	struct rpc r;
 	struct lr_err e;
 
-	jadd_i64(o, "ID", lease);
-	call(st, "lease revoke", "/v3/lease/revoke", o, deadline, &r, &e, NULL,
-	     0);
-	json_object_put(o);
-	json_object_put(r);
+	if (lease_revoke_rpc(&r, lease) == 0)
+		call1(st, &r, deadline, &e);
+	rpc_clear(&r);
 }
 
-/* A RangeRequest over our directory. */
-static struct json_object *range_req(struct lr_store *st, int keys_only)
+/* The transaction that queues us: create our key, bound to our lease and
+ * holding "host pid since", if it does not exist; list the directory. */
+static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 {
-	struct json_object *rr = json_object_new_object();
-	char *end = prefix_end(st->dir);
+	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
+	LrEtcd__PutRequest put = LR_ETCD__PUT_REQUEST__INIT;
+	LrEtcd__RangeRequest rr = LR_ETCD__RANGE_REQUEST__INIT;
+	LrEtcd__RequestOp op_put = LR_ETCD__REQUEST_OP__INIT,
+			  op_range = LR_ETCD__REQUEST_OP__INIT;
+	LrEtcd__RequestOp *succ[2] = {&op_put, &op_range},
+			  *fail[1] = {&op_range};
+	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
+	char value[400], *end = prefix_end(st->dir);
+	int rc;
 
-	jadd_b64(rr, "key", st->dir);
-	jadd_b64(rr, "range_end", end ? end : "");
-	if (keys_only)
-		json_object_object_add(rr, "keys_only",
-				       json_object_new_boolean(1));
-	free(end);
-	return rr;
-}
-
-/* The same as a transaction op. */
-static struct json_object *range_op(struct lr_store *st, int keys_only)
-{
-	struct json_object *op = json_object_new_object();
-
-	json_object_object_add(op, "request_range", range_req(st, keys_only));
-	return op;
-}
-
-struct scan {
-	char *mine_key;		    /* borrowed */
-	int64_t mine;		    /* our create revision, 0 absent */
-	int64_t low;		    /* lowest create revision */
-	struct json_object *low_kv; /* its kv */
-	int64_t pred;		    /* highest below ours */
-	char *pred_key;		    /* decoded, owned */
-};
-
-/* Walks kvs; fills sc.  Returns -1 on a malformed key. */
-static int scan_kvs(struct json_object *kvs, struct scan *sc)
-{
-	size_t i, n;
-
-	n = kvs && json_object_is_type(kvs, json_type_array)
-		? json_object_array_length(kvs)
-		: 0;
-	for (i = 0; i < n; i++) {
-		struct json_object *kv = json_object_array_get_idx(kvs, i);
-		int64_t c = jget_i64(kv, "create_revision");
-		const char *k64 = jget_str(kv, "key");
-		char *k = k64 ? b64_decode(k64) : NULL;
-
-		if (!k)
-			return -1;
-		if (!sc->low || c < sc->low) {
-			sc->low = c;
-			sc->low_kv = kv;
-		}
-		if (sc->mine_key && strcmp(k, sc->mine_key) == 0)
-			sc->mine = c;
-		free(k);
-	}
-	if (!sc->mine)
-		return 0;
-	for (i = 0; i < n; i++) {
-		struct json_object *kv = json_object_array_get_idx(kvs, i);
-		int64_t c = jget_i64(kv, "create_revision");
-
-		if (c < sc->mine && c > sc->pred) {
-			free(sc->pred_key);
-			sc->pred_key = b64_decode(jget_str(kv, "key"));
-			sc->pred = c;
-		}
-	}
-	return 0;
-}
-
-/* Creates our key if absent and reads the directory, in one txn. */
-static enum lr_status enqueue(struct lr_store *st, int64_t deadline,
-			      struct scan *sc, struct lr_err *err, char *eerr,
-			      size_t elen)
-{
-	struct json_object *o = json_object_new_object(),
-			   *cmp = json_object_new_array(),
-			   *c = json_object_new_object(),
-			   *succ = json_object_new_array(),
-			   *fail = json_object_new_array(),
-			   *put = json_object_new_object(),
-			   *pr = json_object_new_object(), *r = NULL, *resps,
-			   *last;
-	char value[400];
-	enum lr_status s;
-
+	if (!end)
+		return -1;
 	snprintf(value, sizeof(value), "%s %ld %" PRId64,
 		 st->req->host ? st->req->host : "?", st->req->pid,
 		 st->req->since_ms);
-	jadd_b64(c, "key", st->mykey);
-	jadd_str(c, "target", "CREATE");
-	jadd_str(c, "result", "EQUAL");
-	jadd_i64(c, "create_revision", 0);
-	json_object_array_add(cmp, c);
-	jadd_b64(pr, "key", st->mykey);
-	jadd_b64(pr, "value", value);
-	jadd_i64(pr, "lease", st->lease);
-	json_object_object_add(put, "request_put", pr);
-	json_object_array_add(succ, put);
-	json_object_array_add(succ, range_op(st, 1));
-	json_object_array_add(fail, range_op(st, 1));
-	json_object_object_add(o, "compare", cmp);
-	json_object_object_add(o, "success", succ);
-	json_object_object_add(o, "failure", fail);
-	s = call(st, "lock transaction", "/v3/kv/txn", o, deadline, &r, err,
-		 eerr, elen);
-	json_object_put(o);
-	if (s != LR_OK)
-		return s;
-	st->rev = jget_i64(jget(r, "header"), "revision");
-	resps = jget(r, "responses");
-	last = resps && json_object_is_type(resps, json_type_array) &&
-		       json_object_array_length(resps) > 0
-		   ? json_object_array_get_idx(
-			 resps, json_object_array_length(resps) - 1)
-		   : NULL;
-	memset(sc, 0, sizeof(*sc));
-	sc->mine_key = st->mykey;
-	if (!last ||
-	    scan_kvs(jget(jget(last, "response_range"), "kvs"), sc) < 0 ||
-	    !sc->mine) {
-		lr_err_set(err,
-			   "etcd lock transaction: our key %s is "
-			   "missing from the reply",
-			   st->mykey);
-		json_object_put(r);
-		free(sc->pred_key);
-		sc->pred_key = NULL;
-		return LR_ERROR;
-	}
-	sc->low_kv = NULL; /* points into r */
-	json_object_put(r);
-	return LR_OK;
+	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	cmp.key = bytes(st->mykey);
+	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	cmp.create_revision = 0;
+	put.key = bytes(st->mykey);
+	put.value = bytes(value);
+	put.lease = st->lease;
+	rr.key = bytes(st->dir);
+	rr.range_end = bytes(end);
+	rr.keys_only = 1;
+	op_put.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op_put.request_put = &put;
+	op_range.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op_range.request_range = &rr;
+	q.n_compare = 1;
+	q.compare = cmps;
+	q.n_success = 2;
+	q.success = succ;
+	q.n_failure = 1;
+	q.failure = fail;
+	rc = rpc_init(r, "lock transaction", M_TXN, &q.base,
+		      &lr_etcd__txn_response__descriptor);
+	free(end);
+	return rc;
 }
 
-/* ---- the store operations --------------------------------------------- */
+/* Where we stand in the queue, from the transaction's listing. */
+struct scan {
+	int64_t mine, low, pred;
+	char *pred_key; /* owned */
+};
 
-static void st_close(struct lr_store *st);
-
-static int add_endpoints(struct lr_store *st, const char *hosts,
-			 struct lr_err *err)
+static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
+		      struct scan *sc)
 {
-	const char *p = hosts;
+	const LrEtcd__ResponseOp *last;
+	const LrEtcd__RangeResponse *rr;
+	size_t i;
 
-	if (!*hosts) {
-		lr_err_set(err, "etcd URL names no host (etcd://host:port)");
+	memset(sc, 0, sizeof(*sc));
+	if (!t->n_responses)
 		return -1;
-	}
-	while (*p) {
-		size_t n = strcspn(p, ",");
-		char hp[300], base[340];
-		struct endpoint *ne;
-		const char *colon;
+	last = t->responses[t->n_responses - 1];
+	if (last->response_case !=
+	    LR_ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE)
+		return -1;
+	rr = last->response_range;
+	for (i = 0; i < rr->n_kvs; i++) {
+		const LrEtcd__KeyValue *kv = rr->kvs[i];
 
-		if (n == 0 || n >= sizeof(hp) - 8) {
-			lr_err_set(err, "bad host list in etcd URL");
-			return -1;
+		if (!sc->low || kv->create_revision < sc->low)
+			sc->low = kv->create_revision;
+		if (bytes_eq(kv->key, st->mykey))
+			sc->mine = kv->create_revision;
+	}
+	if (!sc->mine)
+		return -1;
+	for (i = 0; i < rr->n_kvs; i++) {
+		const LrEtcd__KeyValue *kv = rr->kvs[i];
+
+		if (kv->create_revision < sc->mine &&
+		    kv->create_revision > sc->pred) {
+			free(sc->pred_key);
+			sc->pred_key = bytes_dup(kv->key);
+			if (!sc->pred_key)
+				return -1;
+			sc->pred = kv->create_revision;
 		}
-		memcpy(hp, p, n);
-		hp[n] = '\0';
-		colon = strrchr(hp, ':');
-		if (hp[0] == '[' ? !(colon && colon > strchr(hp, ']')) : !colon)
-			strcat(hp, ":" DEFAULT_PORT);
-		ne = realloc(st->eps, (st->neps + 1) * sizeof(*ne));
-		if (!ne)
-			return -1;
-		st->eps = ne;
-		snprintf(base, sizeof(base), "%s://%s",
-			 st->tls ? "https" : "http", hp);
-		ne[st->neps].base = strdup(base);
-		ne[st->neps].label = strdup(hp);
-		st->neps++;
-		if (!ne[st->neps - 1].base || !ne[st->neps - 1].label)
-			return -1;
-		p += n;
-		if (*p == ',')
-			p++;
 	}
 	return 0;
 }
 
-static char *param_or_env(const struct lr_url *u, const char *k,
-			  const char *env)
+/*
+ * One attempt: keep the lease alive (or grant it), queue our key and see
+ * where it stands, in one round trip with the watch on our key.
+ */
+static enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
+				 struct lr_grant *g, struct lr_err *err)
 {
-	const char *v = lr_url_param(u, k);
-
-	if (!v)
-		v = getenv(env);
-	return v && *v ? strdup(v) : NULL;
-}
-
-static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
-			      struct lr_store **out, struct lr_err *err)
-{
-	const struct lr_url *u = req->u;
-	static const char *const known[] = {"prefix", "cacert",	 "cert",
-					    "key",    "timeout", NULL};
-	struct lr_store *st;
-	const char *prefix, *v;
+	struct rpc r[MAX_RPCS];
+	struct scan sc = {0};
+	enum lr_status s;
+	int rounds = 0, grant = 0, granted = 0;
 	size_t i;
 
-	*out = st = calloc(1, sizeof(*st));
-	if (!st) {
+	if (st->hold == H_HOLDING) {
+		lr_err_set(err, "etcd store: acquire while holding");
+		return LR_ERROR;
+	}
+	memset(r, 0, sizeof(r));
+again:
+	for (i = 0; i < MAX_RPCS; i++)
+		rpc_clear(&r[i]);
+	free(sc.pred_key);
+	sc.pred_key = NULL;
+	if (++rounds > 4) {
+		if (!err->msg[0])
+			lr_err_set(err, "etcd: our key %s keeps going away",
+				   st->mykey);
+		s = LR_ERROR;
+		goto out;
+	}
+	if (!st->lease || st->ka_lost == st->lease) {
+		/* None yet, or it ran out while we waited (stopped for
+		 * longer than the TTL): a new one, at the end of the
+		 * queue. */
+		if (new_lease(st, err) < 0) {
+			s = LR_ERROR;
+			goto out;
+		}
+		grant = 1;
+		granted = 0;
+	}
+	{
+		/* An earlier lease is kept alive now, within this call, so
+		 * that it lasts a full TTL from after the core's t_send, as
+		 * a fresh grant would. */
+		struct extras x = {
+		    .keepalive = !grant,
+		    .own_watch = 1,
+		    .own_start = st->rev ? st->rev + 1 : 0,
+		};
+		size_t n = 0;
+
+		if (grant && lease_grant_rpc(st, &r[n++]) < 0)
+			goto oom;
+		if (enqueue_rpc(st, &r[n++]) < 0)
+			goto oom;
+		s = round_trip(st, r, n, &x, deadline, err);
+		if (s != LR_OK)
+			goto out;
+		if (grant) {
+			/* "already exists": ours, from a try whose reply
+			 * was lost (the ID is 63 random bits). */
+			if (r[0].code && !strstr(r[0].msg, "already exists")) {
+				lr_err_set(err,
+					   "etcd lease grant failed at %s: "
+					   "%s",
+					   st->eps[st->cur].label, r[0].msg);
+				s = LR_ERROR;
+				goto out;
+			}
+			st->lease_ttl_s =
+			    r[0].code
+				? 0
+				: ((LrEtcd__LeaseGrantResponse *)r[0].reply)
+				      ->ttl;
+			st->last_ka = lr_now_ms();
+			grant = 0;
+			granted = 1;
+		} else if (st->ka_lost == st->lease) {
+			goto again; /* new lease, end of the queue */
+		} else {
+			st->last_ka = lr_now_ms();
+		}
+		if (r[n - 1].code) {
+			if (r[n - 1].code == GRPC_NOT_FOUND &&
+			    strstr(r[n - 1].msg, "lease not found")) {
+				/* Applied before the grant (both were in
+				 * flight), or our lease is gone. */
+				if (!granted)
+					st->ka_lost = st->lease;
+				granted = 0;
+				goto again;
+			}
+			lr_err_set(err,
+				   "etcd lock transaction failed at %s: %s",
+				   st->eps[st->cur].label, r[n - 1].msg);
+			s = LR_ERROR;
+			goto out;
+		}
+		granted = 0;
+		{
+			const LrEtcd__TxnResponse *t =
+			    (const LrEtcd__TxnResponse *)r[n - 1].reply;
+
+			if (scan_queue(st, t, &sc) < 0) {
+				lr_err_set(err,
+					   "etcd lock transaction: our key %s "
+					   "is missing from the reply",
+					   st->mykey);
+				s = LR_ERROR;
+				goto out;
+			}
+			st->rev = t->header ? t->header->revision : 0;
+			st->my_crev = sc.mine;
+		}
+	}
+	if (sc.mine == sc.low) {
+		s = own_settle(st, deadline, err);
+		if (s == LR_LOST)
+			goto again; /* deleted at once: queue it again */
+		if (s != LR_OK)
+			goto out;
+		st->hold = H_HOLDING;
+		watch_cancel(st, &st->pred);
+		st->ka_at = -1;
+		g->fence = (uint64_t)st->my_crev;
+		g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
+				? st->lease_ttl_s * 1000
+				: 0;
+		s = LR_OK;
+		goto out;
+	}
+	/* Someone is ahead: keep our place, watch the one just before us. */
+	st->hold = H_WAITING;
+	if (!sc.pred_key) {
+		lr_err_set(err, "etcd: cannot tell who is ahead in %s",
+			   st->dir);
+		s = LR_ERROR;
+		goto out;
+	}
+	if (!(st->pred.id && !st->pred.canceled && !st->pred.deleted &&
+	      strcmp(st->pred.key, sc.pred_key) == 0)) {
+		watch_cancel(st, &st->pred);
+		watch_create(st, &st->pred, sc.pred_key, st->rev + 1);
+	}
+	lr_grpc_pump(st->conn);
+	st->ka_at = st->last_ka + st->req->ttl_ms / 3;
+	lr_err_set(err, "held by another client (create revision %" PRId64 ")",
+		   sc.low);
+	s = LR_BUSY;
+	goto out;
+oom:
+	lr_err_set(err, "out of memory");
+	s = LR_ERROR;
+out:
+	for (i = 0; i < MAX_RPCS; i++)
+		rpc_clear(&r[i]);
+	free(sc.pred_key);
+	return s;
+}
+
+static int st_wait_fd(struct lr_store *st, short *events)
+{
+	short ev = 0;
+	int fd;
+
+	if (!st || st->ws.ep < 0 || st->hold == H_IDLE)
+		return -1;
+	fd = st->conn ? lr_grpc_fd(st->conn, &ev) : -1;
+	if (fd != st->regfd || ev != st->regev || st->gen != st->reggen) {
+		if (st->regfd >= 0 &&
+		    (fd != st->regfd || st->gen != st->reggen))
+			lr_waitset_watch(&st->ws, st->regfd, 0);
+		if (fd >= 0)
+			lr_waitset_watch(&st->ws, fd,
+					 (ev & POLLIN ? EPOLLIN : 0) |
+					     (ev & POLLOUT ? EPOLLOUT : 0));
+		st->regfd = fd;
+		st->regev = ev;
+		st->reggen = st->gen;
+	}
+	lr_waitset_arm(&st->ws, st->hold == H_WAITING ? st->ka_at : -1);
+	*events = POLLIN;
+	return st->ws.ep;
+}
+
+static enum lr_status st_process(struct lr_store *st, short revents,
+				 int64_t deadline, struct lr_err *err)
+{
+	struct epoll_event evs[4];
+	int64_t now = lr_now_ms();
+	const char *dead = NULL;
+
+	(void)revents;
+	(void)deadline;
+	/* (Reads the timer; the socket is read below, whatever is ready.) */
+	lr_waitset_ready(&st->ws, evs, 4);
+	if (st->conn && lr_grpc_pump(st->conn) < 0)
+		dead = lr_grpc_error(st->conn);
+	drain(st);
+	if (st->hold == H_WAITING) {
+		if (dead || st->ka_lost == st->lease || own_gone(st) ||
+		    st->pred.deleted || st->pred.canceled || !st->pred.id)
+			return LR_OK; /* acquire looks again */
+		if (st->ka_at >= 0 && now >= st->ka_at) {
+			if (keepalive_send(st) == 0) {
+				lr_grpc_pump(st->conn);
+				st->last_ka = now;
+				st->ka_at = now + st->req->ttl_ms / 3;
+			} else {
+				st->ka_at = now + 500;
+			}
+		}
+		return LR_BUSY;
+	}
+	if (st->hold != H_HOLDING)
+		return LR_OK;
+	if (own_gone(st) || st->ka_lost == st->lease) {
+		lr_err_set(err,
+			   "etcd key %s was deleted (lease revoked or key "
+			   "removed)",
+			   st->mykey);
+		return LR_LOST;
+	}
+	if (dead) {
+		lr_err_set(err, "lost the connection to etcd at %s: %s",
+			   st->eps[st->cur].label, dead);
+		conn_drop(st); /* renew() connects again */
+		return LR_ERROR;
+	}
+	if (st->own.canceled) {
+		lr_err_set(err, "%s", st->own.why);
+		watch_forget(&st->own); /* renew() sets it up again */
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static int range_rpc(struct rpc *r, const char *what, const char *key,
+		     const char *end, int lowest_only)
+{
+	LrEtcd__RangeRequest q = LR_ETCD__RANGE_REQUEST__INIT;
+
+	q.key = bytes(key);
+	if (end)
+		q.range_end = bytes(end);
+	if (lowest_only) {
+		q.sort_order = LR_ETCD__RANGE_REQUEST__SORT_ORDER__ASCEND;
+		q.sort_target = LR_ETCD__RANGE_REQUEST__SORT_TARGET__CREATE;
+		q.limit = 1;
+	}
+	return rpc_init(r, what, M_RANGE, &q.base,
+			&lr_etcd__range_response__descriptor);
+}
+
+/* A keepalive and our key read back, in one round trip. */
+static enum lr_status st_renew(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	struct extras x = {.keepalive = 1};
+	const LrEtcd__RangeResponse *rr;
+	struct rpc r;
+	enum lr_status s;
+	int64_t crev;
+
+	if (st->hold != H_HOLDING) {
+		lr_err_set(err, "etcd store: renew while not holding");
+		return LR_ERROR;
+	}
+	if (range_rpc(&r, "range", st->mykey, NULL, 0) < 0) {
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	st->req = req;
-	st->epfd = st->tfd = -1;
-	st->curl_at = st->ka_at = st->watch_at = -1;
-	st->attempt_ms = DEFAULT_ATTEMPT_MS;
-	st->tls = strcmp(u->scheme, "etcds") == 0;
+	s = round_trip(st, &r, 1, &x, deadline, err);
+	if (s == LR_OK && r.code) {
+		lr_err_set(err, "etcd range failed at %s: %s",
+			   st->eps[st->cur].label, r.msg);
+		s = LR_ERROR;
+	}
+	if (s != LR_OK)
+		goto out;
+	if (st->ka_lost == st->lease) {
+		lr_err_set(err, "etcd lease %" PRIx64 " expired or was revoked",
+			   (uint64_t)st->lease);
+		s = LR_LOST;
+		goto out;
+	}
+	rr = (const LrEtcd__RangeResponse *)r.reply;
+	crev = rr->n_kvs ? rr->kvs[0]->create_revision : 0;
+	if (crev != st->my_crev || own_gone(st)) {
+		lr_err_set(err, "etcd key %s %s", st->mykey,
+			   crev ? "was replaced by another" : "is gone");
+		s = LR_LOST;
+		goto out;
+	}
+	st->rev = rr->header ? rr->header->revision : st->rev;
+	/* A watch that broke (endpoint died, compaction, new token) starts
+	 * again from the revision just proven. */
+	if (!st->own.id || st->own.canceled) {
+		watch_forget(&st->own);
+		watch_create(st, &st->own, st->mykey, st->rev + 1);
+		lr_grpc_pump(st->conn);
+	}
+out:
+	rpc_clear(&r);
+	return s;
+}
 
-	for (i = 0; i < u->nparams; i++) {
-		size_t j;
+/* Deletes key if its create revision is still crev.  *done: it was. */
+static enum lr_status delete_if(struct lr_store *st, const char *what,
+				const char *key, int64_t crev, int64_t deadline,
+				int *done, struct lr_err *err)
+{
+	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
+	LrEtcd__DeleteRangeRequest del = LR_ETCD__DELETE_RANGE_REQUEST__INIT;
+	LrEtcd__RequestOp op = LR_ETCD__REQUEST_OP__INIT, *succ[1] = {&op};
+	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
+	struct rpc r;
+	enum lr_status s;
 
-		for (j = 0; known[j]; j++)
-			if (strcmp(u->params[i].key, known[j]) == 0)
-				break;
-		if (!known[j]) {
-			lr_err_set(err,
-				   "unknown etcd URL option '%s' (known: "
-				   "prefix, cacert, cert, key, timeout)",
-				   u->params[i].key);
-			return LR_ERROR;
+	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	cmp.key = bytes(key);
+	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	cmp.create_revision = crev;
+	del.key = bytes(key);
+	op.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+	op.request_delete_range = &del;
+	q.n_compare = 1;
+	q.compare = cmps;
+	q.n_success = 1;
+	q.success = succ;
+	if (rpc_init(&r, what, M_TXN, &q.base,
+		     &lr_etcd__txn_response__descriptor) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = call1(st, &r, deadline, err);
+	*done = s == LR_OK && ((const LrEtcd__TxnResponse *)r.reply)->succeeded;
+	rpc_clear(&r);
+	return s;
+}
+
+static enum lr_status st_release(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	enum lr_status s;
+	int64_t lease = st->lease;
+	int done = 0;
+
+	watch_cancel(st, &st->own);
+	s = delete_if(st, "release", st->mykey ? st->mykey : "", st->my_crev,
+		      deadline, &done, err);
+	if (s == LR_OK && !done) {
+		lr_err_set(err, "etcd key %s was no longer ours", st->mykey);
+		s = LR_LOST;
+	}
+	if (lease)
+		lease_revoke(st, lease, deadline);
+	st->lease = 0;
+	st->hold = H_IDLE;
+	st->ka_at = -1;
+	return s;
+}
+
+/* The holder: the key under our directory with the lowest create
+ * revision.  *r keeps the reply; *kv is NULL when the lock is free. */
+static enum lr_status read_holder(struct lr_store *st, int64_t deadline,
+				  struct rpc *r, const LrEtcd__KeyValue **kv,
+				  struct lr_err *err)
+{
+	char *end = prefix_end(st->dir);
+	enum lr_status s;
+
+	*kv = NULL;
+	if (!end || range_rpc(r, "range", st->dir, end, 1) < 0) {
+		free(end);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	free(end);
+	s = call1(st, r, deadline, err);
+	if (s == LR_OK && ((LrEtcd__RangeResponse *)r->reply)->n_kvs)
+		*kv = ((LrEtcd__RangeResponse *)r->reply)->kvs[0];
+	return s;
+}
+
+static enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err)
+{
+	const LrEtcd__KeyValue *kv;
+	LrEtcd__LeaseTimeToLiveRequest q =
+	    LR_ETCD__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+	struct rpc r, t;
+	enum lr_status s;
+
+	memset(&t, 0, sizeof(t));
+	s = read_holder(st, deadline, &r, &kv, err);
+	if (s != LR_OK || !kv) {
+		if (s == LR_OK)
+			info->held = 0;
+		goto out;
+	}
+	info->held = 1;
+	info->fence = (uint64_t)kv->create_revision;
+	{
+		char *v = bytes_dup(kv->value), host[256];
+		long pid;
+		long long since;
+
+		if (v && sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
+			snprintf(info->host, sizeof(info->host), "%s", host);
+			info->pid = pid;
+			info->since_ms = since;
 		}
+		free(v);
+	}
+	if (!kv->lease)
+		goto out;
+	q.id = kv->lease;
+	if (rpc_init(&t, "lease timetolive", M_TTL, &q.base,
+		     &lr_etcd__lease_time_to_live_response__descriptor) < 0) {
+		lr_err_set(err, "out of memory");
+		s = LR_ERROR;
+		goto out;
+	}
+	s = call1(st, &t, deadline, err);
+	if (s == LR_OK &&
+	    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl >= 0)
+		info->ttl_left_ms =
+		    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl * 1000;
+out:
+	rpc_clear(&r);
+	rpc_clear(&t);
+	return s;
+}
+
+/* Deletes exactly the holder's key (not a newer one), then revokes its
+ * lease, so a process that still thinks it holds learns at once. */
+static enum lr_status st_brk(struct lr_store *st, int64_t deadline,
+			     struct lr_err *err)
+{
+	const LrEtcd__KeyValue *kv;
+	struct rpc r;
+	enum lr_status s;
+	int64_t lease = 0, crev = 0;
+	char *key = NULL;
+	int done;
+
+	s = read_holder(st, deadline, &r, &kv, err);
+	if (s == LR_OK && kv) {
+		lease = kv->lease;
+		crev = kv->create_revision;
+		key = bytes_dup(kv->key);
+	}
+	rpc_clear(&r);
+	if (s != LR_OK || !kv)
+		return s; /* nothing held: nothing to break */
+	if (!key) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = delete_if(st, "break", key, crev, deadline, &done, err);
+	free(key);
+	if (s == LR_OK && lease)
+		lease_revoke(st, lease, deadline);
+	return s;
+}
+
+/* ---- opening and closing ------------------------------------------------- */
+
+static void st_close(struct lr_store *st)
+{
+	size_t i;
+
+	if (!st)
+		return;
+	/* A lease we still have (busy with -n, a wait that ran out, a
+	 * failure): revoking it deletes our key, so nothing stays behind. */
+	if (st->lease && st->eps)
+		lease_revoke(st, st->lease, lr_now_ms() + CLOSE_BUDGET_MS);
+	conn_drop(st);
+	lr_waitset_close(&st->ws);
+	for (i = 0; i < st->neps; i++) {
+		free(st->eps[i].host);
+		free(st->eps[i].port);
+		free(st->eps[i].label);
+	}
+	free(st->eps);
+	free(st->cacert);
+	free(st->cert);
+	free(st->key);
+	free(st->dir);
+	free(st->user);
+	lr_wipe_free(st->password);
+	lr_wipe_free(st->token);
+	free(st->mykey);
+	free(st);
+}
+
+static const struct lr_url_opt url_opts[] = {
+    {"prefix", LR_OPT_STRING, 0, 0, NULL},
+    {"cacert", LR_OPT_PATH, 0, 0, NULL},
+    {"cert", LR_OPT_PATH, 0, 0, NULL},
+    {"key", LR_OPT_PATH, 0, 0, NULL},
+    {"timeout", LR_OPT_DURATION, 1, 3600 * 1000, NULL},
+};
+enum { O_PREFIX, O_CACERT, O_CERT, O_KEY, O_TIMEOUT, O_N };
+
+/*
+ * Everything the URL (and etcdctl's environment) says: endpoints, TLS
+ * files, the key prefix, the per-endpoint timeout, credentials.  One
+ * function, with the grammar of url.c.  LR_OK or LR_ERROR with err.
+ */
+static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
+{
+	const struct lr_store_req *req = st->req;
+	const struct lr_url *u = req->u;
+	union lr_url_val val[O_N] = {
+	    [O_PREFIX] = {.s = DEFAULT_PREFIX},
+	    [O_TIMEOUT] = {.n = DEFAULT_ATTEMPT_MS},
+	};
+	struct lr_url_host *hosts;
+	unsigned given;
+	const char *v;
+	size_t i, n;
+
+	if (lr_url_opts(u, "etcd", url_opts, O_N, val, &given, err->msg,
+			sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	st->tls = strcmp(u->scheme, "etcds") == 0;
+	if (!st->tls &&
+	    (given & (1U << O_CACERT | 1U << O_CERT | 1U << O_KEY))) {
+		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
+		return LR_ERROR;
 	}
 	if (u->path[0] && strcmp(u->path, "/") != 0) {
 		lr_err_set(err, "etcd URLs take no path (use ?prefix=%s)",
 			   u->path + 1);
 		return LR_ERROR;
 	}
-	if ((v = lr_url_param(u, "timeout"))) {
-		char *endp;
-		double d = strtod(v, &endp);
+	st->attempt_ms = val[O_TIMEOUT].n;
 
-		if (endp == v || d <= 0 ||
-		    (*endp && strcmp(endp, "s") && strcmp(endp, "ms"))) {
-			lr_err_set(err,
-				   "bad etcd URL option timeout=%s "
-				   "(e.g. 2s or 500ms)",
-				   v);
-			return LR_ERROR;
-		}
-		st->attempt_ms =
-		    strcmp(endp, "ms") == 0 ? (int64_t)d : (int64_t)(d * 1000);
-		if (st->attempt_ms < 1)
-			st->attempt_ms = 1;
-	}
-	if (add_endpoints(st, u->hosts, err) < 0) {
-		if (!err->msg[0])
-			lr_err_set(err, "out of memory");
+	if (lr_url_hosts(u, "etcd", NULL, DEFAULT_PORT, 64, &hosts, &n,
+			 err->msg, sizeof(err->msg)) < 0) {
+		lr_url_hosts_free(hosts, n);
 		return LR_ERROR;
 	}
+	st->eps = calloc(n, sizeof(*st->eps));
+	for (i = 0; st->eps && i < n; i++) {
+		struct endpoint *ep = &st->eps[i];
+		char label[300], port[8];
+
+		st->neps++;
+		lr_url_host_format(&hosts[i], label, sizeof(label));
+		snprintf(port, sizeof(port), "%d", hosts[i].port);
+		ep->host = strdup(hosts[i].host);
+		ep->port = strdup(port);
+		ep->label = strdup(label);
+		if (!ep->host || !ep->port || !ep->label)
+			break;
+	}
+	lr_url_hosts_free(hosts, n);
+	if (!st->eps || i < n)
+		goto oom;
+
 	if (st->tls) {
-		st->cacert = param_or_env(u, "cacert", "ETCDCTL_CACERT");
-		st->cert = param_or_env(u, "cert", "ETCDCTL_CERT");
-		st->key = param_or_env(u, "key", "ETCDCTL_KEY");
-	} else if (lr_url_param(u, "cacert") || lr_url_param(u, "cert") ||
-		   lr_url_param(u, "key")) {
-		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
-		return LR_ERROR;
+		v = given & 1U << O_CACERT ? val[O_CACERT].s
+					   : getenv("ETCDCTL_CACERT");
+		if (v && *v && !(st->cacert = strdup(v)))
+			goto oom;
+		v = given & 1U << O_CERT ? val[O_CERT].s
+					 : getenv("ETCDCTL_CERT");
+		if (v && *v && !(st->cert = strdup(v)))
+			goto oom;
+		v = given & 1U << O_KEY ? val[O_KEY].s : getenv("ETCDCTL_KEY");
+		if (v && *v && !(st->key = strdup(v)))
+			goto oom;
 	}
-	prefix = lr_url_param(u, "prefix");
-	if (!prefix)
-		prefix = DEFAULT_PREFIX;
-	st->dir = malloc(strlen(prefix) + strlen(req->name) + 2);
-	if (!st->dir) {
-		lr_err_set(err, "out of memory");
-		return LR_ERROR;
-	}
-	sprintf(st->dir, "%s%s/", prefix, req->name);
+	st->dir = malloc(strlen(val[O_PREFIX].s) + strlen(req->name) + 2);
+	if (!st->dir)
+		goto oom;
+	sprintf(st->dir, "%s%s/", val[O_PREFIX].s, req->name);
 
 	/* Credentials: the URL, else etcdctl's variables. */
 	if (u->user && *u->user) {
@@ -1177,469 +1599,42 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 		v = c ? c + 1 : getenv("ETCDCTL_PASSWORD");
 		st->password = strdup(v ? v : "");
 	}
+	if ((st->user || st->password) && (!st->user || !st->password))
+		goto oom;
+	return LR_OK;
+oom:
+	lr_err_set(err, "out of memory");
+	return LR_ERROR;
+}
 
-	if (curl_global_init(st->tls ? CURL_GLOBAL_SSL : CURL_GLOBAL_NOTHING)) {
-		lr_err_set(err, "cannot initialise libcurl");
+static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
+			      struct lr_store **out, struct lr_err *err)
+{
+	struct lr_store *st;
+	enum lr_status s;
+
+	*out = st = calloc(1, sizeof(*st));
+	if (!st) {
+		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	st->curl_inited = 1;
-	{
-		/* libcurl 7.88 gives each multi handle a socketpair (for
-		 * curl_multi_wakeup) without close-on-exec: mark what
-		 * appears while the handles are made.  (Listed from /proc:
-		 * a fcntl() on each possible fd cost more than a request.)
-		 * A "before" list that may be cut short marks nothing: one
-		 * of the user's fds must not lose its way to the command. */
-		int was[FD_LIST_MAX], now[FD_LIST_MAX];
-		size_t nwas = lr_open_fds(was, FD_LIST_MAX), nnow, k, j = 0;
-
-		st->rm = curl_multi_init();
-		st->wm = curl_multi_init();
-		st->re = curl_easy_init();
-		nnow = nwas < FD_LIST_MAX ? lr_open_fds(now, FD_LIST_MAX) : 0;
-		for (k = 0; k < nnow; k++) {
-			int fl;
-
-			while (j < nwas && was[j] < now[k])
-				j++;
-			if ((j == nwas || was[j] != now[k]) &&
-			    (fl = fcntl(now[k], F_GETFD)) != -1)
-				fcntl(now[k], F_SETFD, fl | FD_CLOEXEC);
-		}
-	}
-	st->epfd = epoll_create1(EPOLL_CLOEXEC);
-	st->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (!st->rm || !st->wm || !st->re || st->epfd < 0 || st->tfd < 0) {
-		lr_err_set(err, "cannot set up etcd client: %s",
-			   st->epfd < 0 || st->tfd < 0 ? strerror(errno)
-						       : "libcurl failed");
+	st->req = req;
+	st->regfd = -1;
+	st->ka_at = -1;
+	lr_waitset_init(&st->ws);
+	s = parse_url(st, err);
+	if (s != LR_OK)
+		return s;
+	if (lr_waitset_open(&st->ws) < 0) {
+		lr_err_set(err, "cannot set up the etcd client: %s",
+			   strerror(errno));
 		return LR_ERROR;
 	}
-	{
-		struct epoll_event ev = {.events = EPOLLIN, .data.fd = st->tfd};
-
-		epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->tfd, &ev);
-	}
-	setup_easy(st, st->re);
-	curl_easy_setopt(st->re, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(st->re, CURLOPT_WRITEDATA, &st->resp);
-	curl_easy_setopt(st->re, CURLOPT_ERRORBUFFER, st->curlerr);
-	curl_multi_setopt(st->wm, CURLMOPT_SOCKETFUNCTION, on_wsock);
-	curl_multi_setopt(st->wm, CURLMOPT_SOCKETDATA, st);
-	curl_multi_setopt(st->wm, CURLMOPT_TIMERFUNCTION, on_wtimer);
-	curl_multi_setopt(st->wm, CURLMOPT_TIMERDATA, st);
-
 	/* With credentials, authenticating proves an etcd answers.  Without,
 	 * the first real call does: a round trip saved per run. */
 	if (st->user)
 		return authenticate(st, deadline, err);
 	return LR_OK;
-}
-
-static enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
-				 struct lr_grant *g, struct lr_err *err)
-{
-	struct scan sc;
-	enum lr_status s;
-	char eerr[160];
-	int again = 0;
-
-	if (st->hold == H_HOLDING) {
-		lr_err_set(err, "etcd store: acquire while holding");
-		return LR_ERROR;
-	}
-retry:
-	if (!st->lease) {
-		s = lease_grant(st, deadline, err);
-		if (s != LR_OK)
-			return s;
-	} else {
-		/* A lease from an earlier attempt: keep it alive now, within
-		 * this call, so that it lasts a full TTL from after the
-		 * core's t_send, as a fresh grant would. */
-		s = lease_keepalive(st, deadline, err);
-		if (s == LR_LOST) {
-			/* Our lease ran out while we waited: we lose our
-			 * place in the queue and take a new one. */
-			st->lease = 0;
-			if (again++)
-				return LR_ERROR;
-			goto retry;
-		}
-		if (s != LR_OK)
-			return s;
-	}
-	s = enqueue(st, deadline, &sc, err, eerr, sizeof(eerr));
-	if (s == LR_ERROR && strstr(eerr, "lease not found") && !again++) {
-		st->lease = 0;
-		goto retry;
-	}
-	if (s != LR_OK)
-		return s;
-	st->my_crev = sc.mine;
-	if (sc.mine == sc.low) {
-		free(sc.pred_key);
-		st->hold = H_HOLDING;
-		st->ka_at = -1;
-		if (st->w.state != W_OFF)
-			watch_stop(st); /* the one on our predecessor */
-		st->watch_rev = st->rev + 1;
-		st->watch_at = lr_now_ms() + WATCH_DELAY_MS;
-		arm_timer(st);
-		g->fence = (uint64_t)st->my_crev;
-		g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
-				? st->lease_ttl_s * 1000
-				: 0;
-		return LR_OK;
-	}
-	/* Someone is ahead: keep our place, watch the one just before us. */
-	st->hold = H_WAITING;
-	if (!sc.pred_key) {
-		lr_err_set(err, "etcd: cannot tell who is ahead in %s",
-			   st->dir);
-		return LR_ERROR;
-	}
-	if (!(st->w.state == W_RUNNING && st->w.key &&
-	      strcmp(st->w.key, sc.pred_key) == 0))
-		watch_start(st, sc.pred_key, st->rev + 1);
-	free(sc.pred_key);
-	st->ka_at = st->last_ka + st->req->ttl_ms / 3;
-	arm_timer(st);
-	lr_err_set(err, "held by another client (create revision %" PRId64 ")",
-		   sc.low);
-	return LR_BUSY;
-}
-
-static int st_wait_fd(struct lr_store *st, short *events)
-{
-	if (!st || st->epfd < 0 || st->hold == H_IDLE)
-		return -1;
-	*events = POLLIN;
-	return st->epfd;
-}
-
-static enum lr_status st_process(struct lr_store *st, short revents,
-				 int64_t deadline, struct lr_err *err)
-{
-	struct epoll_event evs[8];
-	int n, i, running;
-
-	(void)revents;
-	n = epoll_wait(st->epfd, evs, 8, 0);
-	for (i = 0; i < n; i++) {
-		int fd = evs[i].data.fd;
-
-		if (fd == st->tfd) {
-			uint64_t x;
-			int64_t now = lr_now_ms();
-
-			if (read(st->tfd, &x, sizeof(x)) < 0) {
-				/* not expired yet: nothing to do */
-			}
-			if (st->curl_at >= 0 && now >= st->curl_at) {
-				st->curl_at = -1;
-				curl_multi_socket_action(
-				    st->wm, CURL_SOCKET_TIMEOUT, 0, &running);
-			}
-			if (st->hold == H_HOLDING && st->watch_at >= 0 &&
-			    now >= st->watch_at) {
-				st->watch_at = -1;
-				watch_start(st, st->mykey, st->watch_rev);
-			}
-			if (st->hold == H_WAITING && st->ka_at >= 0 &&
-			    now >= st->ka_at) {
-				enum lr_status s;
-
-				s = lease_keepalive(st, deadline, err);
-				if (s == LR_LOST) {
-					st->lease = 0;
-					st->ka_at = -1;
-					arm_timer(st);
-					return LR_OK; /* acquire re-queues */
-				}
-				st->ka_at = s == LR_OK ? st->last_ka +
-							     st->req->ttl_ms / 3
-						       : now + 500;
-			}
-			arm_timer(st);
-		} else {
-			int flags = 0;
-
-			if (evs[i].events & EPOLLIN)
-				flags |= CURL_CSELECT_IN;
-			if (evs[i].events & EPOLLOUT)
-				flags |= CURL_CSELECT_OUT;
-			if (evs[i].events & (EPOLLERR | EPOLLHUP))
-				flags |= CURL_CSELECT_ERR;
-			curl_multi_socket_action(st->wm, fd, flags, &running);
-		}
-	}
-	watch_reap(st);
-
-	if (st->hold == H_WAITING) {
-		if (st->w.state == W_FIRED || st->w.state == W_BROKEN) {
-			watch_stop(st);
-			return LR_OK;
-		}
-		return LR_BUSY;
-	}
-	if (st->hold == H_HOLDING) {
-		if (st->w.state == W_FIRED) {
-			lr_err_set(err,
-				   "etcd key %s was deleted (lease "
-				   "revoked or key removed)",
-				   st->mykey);
-			watch_stop(st);
-			return LR_LOST;
-		}
-		if (st->w.state == W_BROKEN) {
-			lr_err_set(err, "%s", st->w.why);
-			watch_stop(st);
-			return LR_ERROR;
-		}
-	}
-	return LR_OK;
-}
-
-static enum lr_status st_renew(struct lr_store *st, int64_t deadline,
-			       struct lr_err *err)
-{
-	struct json_object *o, *r = NULL, *kvs;
-	enum lr_status s;
-	int64_t crev;
-	size_t n;
-
-	if (st->hold != H_HOLDING) {
-		lr_err_set(err, "etcd store: renew while not holding");
-		return LR_ERROR;
-	}
-	s = lease_keepalive(st, deadline, err);
-	if (s != LR_OK)
-		return s;
-	/* A keepalive does not prove our key is still there: read it. */
-	o = json_object_new_object();
-	jadd_b64(o, "key", st->mykey);
-	s = call(st, "range", "/v3/kv/range", o, deadline, &r, err, NULL, 0);
-	json_object_put(o);
-	if (s != LR_OK)
-		return s;
-	kvs = jget(r, "kvs");
-	n = kvs && json_object_is_type(kvs, json_type_array)
-		? json_object_array_length(kvs)
-		: 0;
-	crev =
-	    n ? jget_i64(json_object_array_get_idx(kvs, 0), "create_revision")
-	      : 0;
-	st->rev = jget_i64(jget(r, "header"), "revision");
-	json_object_put(r);
-	if (crev != st->my_crev) {
-		lr_err_set(err, "etcd key %s %s", st->mykey,
-			   crev ? "was replaced by another" : "is gone");
-		return LR_LOST;
-	}
-	/* A watch that broke (endpoint died, compaction) starts again from
-	 * the revision just proven. */
-	if (st->w.state != W_RUNNING)
-		watch_start(st, st->mykey, st->rev + 1);
-	return LR_OK;
-}
-
-static enum lr_status st_release(struct lr_store *st, int64_t deadline,
-				 struct lr_err *err)
-{
-	struct json_object *o = json_object_new_object(),
-			   *cmp = json_object_new_array(),
-			   *c = json_object_new_object(),
-			   *succ = json_object_new_array(),
-			   *del = json_object_new_object(),
-			   *dr = json_object_new_object(), *r = NULL;
-	enum lr_status s;
-	int64_t lease = st->lease;
-
-	watch_stop(st);
-	st->watch_at = -1;
-	jadd_b64(c, "key", st->mykey ? st->mykey : "");
-	jadd_str(c, "target", "CREATE");
-	jadd_str(c, "result", "EQUAL");
-	jadd_i64(c, "create_revision", st->my_crev);
-	json_object_array_add(cmp, c);
-	jadd_b64(dr, "key", st->mykey ? st->mykey : "");
-	json_object_object_add(del, "request_delete_range", dr);
-	json_object_array_add(succ, del);
-	json_object_object_add(o, "compare", cmp);
-	json_object_object_add(o, "success", succ);
-	s = call(st, "release", "/v3/kv/txn", o, deadline, &r, err, NULL, 0);
-	json_object_put(o);
-	if (s == LR_OK && !jget(r, "succeeded")) {
-		lr_err_set(err, "etcd key %s was no longer ours", st->mykey);
-		s = LR_LOST;
-	}
-	json_object_put(r);
-	if (lease)
-		lease_revoke(st, lease, deadline);
-	st->lease = 0;
-	st->hold = H_IDLE;
-	st->ka_at = -1;
-	arm_timer(st);
-	return s;
-}
-
-/* Reads the directory with values; *holder is the lowest kv or NULL. */
-static enum lr_status read_dir(struct lr_store *st, int64_t deadline,
-			       struct json_object **r,
-			       struct json_object **holder, struct lr_err *err)
-{
-	struct json_object *rr = range_req(st, 0);
-	struct scan sc = {0};
-	enum lr_status s;
-
-	s = call(st, "range", "/v3/kv/range", rr, deadline, r, err, NULL, 0);
-	json_object_put(rr);
-	*holder = NULL;
-	if (s != LR_OK)
-		return s;
-	if (scan_kvs(jget(*r, "kvs"), &sc) < 0) {
-		lr_err_set(err, "etcd range: malformed key in reply");
-		return LR_ERROR;
-	}
-	*holder = sc.low_kv;
-	return LR_OK;
-}
-
-static enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
-				 struct lr_info *info, struct lr_err *err)
-{
-	struct json_object *r = NULL, *h;
-	enum lr_status s;
-	const char *v64;
-	int64_t lease;
-
-	s = read_dir(st, deadline, &r, &h, err);
-	if (s != LR_OK || !h) {
-		json_object_put(r);
-		if (s == LR_OK)
-			info->held = 0;
-		return s;
-	}
-	info->held = 1;
-	info->fence = (uint64_t)jget_i64(h, "create_revision");
-	v64 = jget_str(h, "value");
-	if (v64) {
-		char *v = b64_decode(v64), host[256];
-		long pid;
-		long long since;
-
-		if (v && sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
-			snprintf(info->host, sizeof(info->host), "%s", host);
-			info->pid = pid;
-			info->since_ms = since;
-		}
-		free(v);
-	}
-	lease = jget_i64(h, "lease");
-	json_object_put(r);
-	if (lease) {
-		struct json_object *o = json_object_new_object();
-
-		jadd_i64(o, "ID", lease);
-		s = call(st, "lease timetolive", "/v3/lease/timetolive", o,
-			 deadline, &r, err, NULL, 0);
-		json_object_put(o);
-		if (s != LR_OK)
-			return s;
-		if (jget_i64(r, "TTL") >= 0)
-			info->ttl_left_ms = jget_i64(r, "TTL") * 1000;
-		json_object_put(r);
-	}
-	return LR_OK;
-}
-
-static enum lr_status st_brk(struct lr_store *st, int64_t deadline,
-			     struct lr_err *err)
-{
-	struct json_object *r = NULL, *h, *o, *cmp, *c, *succ, *del, *dr,
-			   *r2 = NULL;
-	enum lr_status s;
-	int64_t crev, lease;
-	char *key;
-
-	s = read_dir(st, deadline, &r, &h, err);
-	if (s != LR_OK || !h) {
-		json_object_put(r);
-		return s; /* nothing held: nothing to break */
-	}
-	crev = jget_i64(h, "create_revision");
-	lease = jget_i64(h, "lease");
-	key = b64_decode(jget_str(h, "key"));
-	json_object_put(r);
-	if (!key)
-		return LR_ERROR;
-	/* Delete exactly that holder's key (not a newer one), then its
-	 * lease, so a process that still thinks it holds learns at once. */
-	o = json_object_new_object();
-	cmp = json_object_new_array();
-	c = json_object_new_object();
-	succ = json_object_new_array();
-	del = json_object_new_object();
-	dr = json_object_new_object();
-	jadd_b64(c, "key", key);
-	jadd_str(c, "target", "CREATE");
-	jadd_str(c, "result", "EQUAL");
-	jadd_i64(c, "create_revision", crev);
-	json_object_array_add(cmp, c);
-	jadd_b64(dr, "key", key);
-	json_object_object_add(del, "request_delete_range", dr);
-	json_object_array_add(succ, del);
-	json_object_object_add(o, "compare", cmp);
-	json_object_object_add(o, "success", succ);
-	s = call(st, "break", "/v3/kv/txn", o, deadline, &r2, err, NULL, 0);
-	json_object_put(o);
-	json_object_put(r2);
-	free(key);
-	if (s == LR_OK && lease)
-		lease_revoke(st, lease, deadline);
-	return s;
-}
-
-static void st_close(struct lr_store *st)
-{
-	size_t i;
-
-	if (!st)
-		return;
-	if (st->wm)
-		watch_stop(st);
-	/* A lease we still have (busy with -n, a wait that ran out, a
-	 * failure): revoking it deletes our key, so nothing stays behind. */
-	if (st->lease && st->re && st->rm)
-		lease_revoke(st, st->lease, lr_now_ms() + CLOSE_BUDGET_MS);
-	if (st->re)
-		curl_easy_cleanup(st->re);
-	if (st->rm)
-		curl_multi_cleanup(st->rm);
-	if (st->wm)
-		curl_multi_cleanup(st->wm);
-	if (st->epfd >= 0)
-		close(st->epfd);
-	if (st->tfd >= 0)
-		close(st->tfd);
-	if (st->curl_inited)
-		curl_global_cleanup();
-	for (i = 0; i < st->neps; i++) {
-		free(st->eps[i].base);
-		free(st->eps[i].label);
-	}
-	free(st->eps);
-	free(st->cacert);
-	free(st->cert);
-	free(st->key);
-	free(st->dir);
-	free(st->user);
-	lr_wipe_free(st->password);
-	lr_wipe_free(st->token);
-	free(st->resp.p);
-	free(st->mykey);
-	free(st);
 }
 
 static const char *const schemes[] = {"etcd", "etcds", NULL};

@@ -310,11 +310,13 @@ static void url_arg(struct opts *o, char *arg)
 	o->url_file = NULL;
 }
 
-static void print_store(const char *name, int loadable, void *ctx)
+static void print_store(const char *name, int loadable, const char *note,
+			void *ctx)
 {
 	(void)ctx;
-	printf("  %-6s %s\n", name,
-	       loadable ? "available" : "not installed");
+	printf("  %-6s %s%s%s%s\n", name,
+	       loadable ? "available" : "not installed", note ? " (" : "",
+	       note ? note : "", note ? ")" : "");
 }
 
 static void version(void)

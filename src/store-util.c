@@ -59,15 +59,23 @@ const char *lr_status_name(enum lr_status s)
 	return "?";
 }
 
+void lr_wipe(void *p, size_t n)
+{
+#ifdef HAVE_EXPLICIT_BZERO
+	explicit_bzero(p, n);
+#else
+	volatile unsigned char *v = p;
+
+	while (n--)
+		*v++ = 0;
+#endif
+}
+
 void lr_wipe_free(char *s)
 {
 	if (!s)
 		return;
-#ifdef HAVE_EXPLICIT_BZERO
-	explicit_bzero(s, strlen(s));
-#else
-	memset(s, 0, strlen(s));
-#endif
+	lr_wipe(s, strlen(s));
 	free(s);
 }
 

@@ -26,9 +26,7 @@ static int hexval(int c)
 	return -1;
 }
 
-/* Percent-decodes [s, s+n) into a new string; NULL on a bad escape or a
- * decoded NUL. */
-static char *decode(const char *s, size_t n)
+char *lr_url_decode(const char *s, size_t n)
 {
 	char *out = malloc(n + 1), *p = out;
 	size_t i;
@@ -71,9 +69,9 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 	if (!np)
 		return -1;
 	u->params = np;
-	np[u->nparams].key = decode(s, klen);
+	np[u->nparams].key = lr_url_decode(s, klen);
 	np[u->nparams].value =
-		eq ? decode(eq + 1, n - klen - 1) : strdup("");
+		eq ? lr_url_decode(eq + 1, n - klen - 1) : strdup("");
 	u->nparams++;
 	if (!np[u->nparams - 1].key || !np[u->nparams - 1].value)
 		return -1;
@@ -81,7 +79,6 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 }
 
 /* Query keys whose values are secrets (libpq's among them). */
-static char *decode(const char *s, size_t n);
 
 /* Is the raw query key [k, k+n) a secret?  It is compared decoded, since
  * libpq decodes "pass%77ord" to "password"; a key that does not decode
@@ -91,7 +88,7 @@ static int secret_key(const char *k, size_t n)
 	static const char *const keys[] = { "password", "sslpassword",
 					    "pass", "token", "secret", NULL };
 	const char *const *p;
-	char *key = decode(k, n);
+	char *key = lr_url_decode(k, n);
 	int secret = key == NULL;
 
 	for (p = keys; key && *p; p++)
@@ -205,9 +202,9 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 			at = q; /* the last '@': passwords may hold one */
 	if (at) {
 		colon = memchr(auth, ':', (size_t)(at - auth));
-		u->user = decode(auth, (size_t)((colon ? colon : at) - auth));
+		u->user = lr_url_decode(auth, (size_t)((colon ? colon : at) - auth));
 		if (colon)
-			u->password = decode(colon + 1,
+			u->password = lr_url_decode(colon + 1,
 					     (size_t)(at - colon - 1));
 		if (!u->user || (colon && !u->password)) {
 			snprintf(why, len, "bad percent-escape in URL user "
@@ -230,7 +227,7 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 
 	p = auth_end;
 	q = p + strcspn(p, "?#");
-	u->path = decode(p, (size_t)(q - p));
+	u->path = lr_url_decode(p, (size_t)(q - p));
 	if (!u->path) {
 		snprintf(why, len, "bad percent-escape in URL path");
 		return -1;

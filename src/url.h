@@ -37,6 +37,10 @@ void lr_url_free(struct lr_url *u);
  * parser would find them; every other byte, and the length, stays.  For
  * a URL in argv, which ps shows.  Returns how many bytes it overwrote. */
 size_t lr_url_mask(char *s);
+
+/* Percent-decodes [s, s+n) into a new string; NULL on a bad escape, a
+ * decoded NUL, or no memory. */
+char *lr_url_decode(const char *s, size_t n);
 /* The value of query key, or NULL. */
 const char *lr_url_param(const struct lr_url *u, const char *key);
 

@@ -85,3 +85,13 @@ teardown_file() {
 	assert_failure 125
 	assert_equal "${#lines[@]}" 1
 }
+
+@test "etcds:// loads OpenSSL, through the TLS module" {
+	d=$LRE_DIR
+	maps=$BATS_TEST_TMPDIR/maps
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt&key=$d/client.key" \
+		tls6 sh -c 'cat /proc/$PPID/maps >"$0"' "$maps"
+	assert_success
+	grep -q '/tls\.so$' "$maps"
+	grep -q '/libssl\.so' "$maps"
+}

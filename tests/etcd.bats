@@ -75,7 +75,7 @@ lease_hex() {
 	refute_output --partial "anon_inode:"
 }
 
-@test "leaserun's own descriptors on etcd, libcurl's socketpairs too, are close-on-exec" {
+@test "leaserun's own descriptors on etcd are close-on-exec" {
 	hold t3c
 	n=0
 	for f in /proc/"$HOLDER"/fd/*; do
@@ -92,8 +92,9 @@ lease_hex() {
 		[ $((0$flags & 02000000)) -ne 0 ] ||
 			{ echo "fd $fd ($(readlink "$f")) flags $flags" >&2; false; }
 	done
-	# The client, the watch client and their wakeup socketpairs at least.
-	[ "$n" -ge 6 ]
+	# The connection's socket, the store's epoll set and timerfd, and the
+	# core's signalfd and timerfd at least.
+	[ "$n" -ge 5 ]
 	release t3c
 	wait_holder
 	assert_equal "$HRC" 0
@@ -222,6 +223,72 @@ lease_hex() {
 	assert_equal "$HRC" 124
 	[ $(($(now_ms) - t0)) -lt 1500 ]
 	assert_equal "$(E lease list | grep -c . || true)" 1
+}
+
+@test "a key deleted a few ms after acquire: the holder is stopped before the next holder's command starts" {
+	log=$BATS_TEST_TMPDIR/log
+	del=$BATS_TEST_TMPDIR/del
+	mkfifo "$del"
+	# An etcdctl started ahead deletes a key the moment it is asked: it
+	# reads its transaction from a fifo opened read-write (no EOF needed).
+	(E txn <>"$del" >"$del.out" 2>&1 3>&-) &
+	BG_PIDS="$BG_PIDS $!"
+	hold t24
+	first=$(E get --prefix --keys-only leaserun/t24/ | grep .)
+	# A queues behind the holder.  Its command has etcdctl delete A's
+	# key first thing, and writes a line before that and at every turn
+	# after it until it is stopped.
+	"$LEASERUN" -t 3s -w 30s t24 bash -c \
+		'key=$(cat "$0.key")
+		echo "$EPOCHREALTIME A" >>"$1"
+		printf "\ndel %s\n\n\n" "$key" >"$0"
+		while :; do echo "$EPOCHREALTIME A" >>"$1"; done' \
+		"$del" "$log" 2>"$log.a" 3>&- &
+	a=$!
+	BG_PIDS="$BG_PIDS $a"
+	for _ in $(seq 100); do [ "$(nkeys t24)" = 2 ] && break; sleep 0.05; done
+	E get --prefix --keys-only leaserun/t24/ | grep . | grep -vx "$first" >"$del.key"
+	[ -s "$del.key" ]
+	# B queues behind A.
+	"$LEASERUN" -w 30s t24 bash -c 'echo "$EPOCHREALTIME B" >>"$0"' \
+		"$log" 2>"$log.b" 3>&- &
+	b=$!
+	BG_PIDS="$BG_PIDS $b"
+	for _ in $(seq 100); do [ "$(nkeys t24)" = 3 ] && break; sleep 0.05; done
+	assert_equal "$(nkeys t24)" 3
+	# The holder lets go: A acquires, and its key is deleted at once.
+	release t24
+	wait_holder
+	assert_equal "$HRC" 0
+	wait "$a" && arc=0 || arc=$?
+	wait "$b" && brc=0 || brc=$?
+	grep -q SUCCESS "$del.out"
+	assert_equal "$arc" 124
+	grep -q "lost" "$log.a"
+	assert_equal "$brc" 0
+	a_first=$(awk '$2 == "A" { print $1; exit }' "$log")
+	a_last=$(awk '$2 == "A" { t = $1 } END { print t }' "$log")
+	b_start=$(awk '$2 == "B" { print $1; exit }' "$log")
+	[ -n "$a_first" ]
+	[ -n "$b_start" ]
+	awk -v f="$a_first" -v l="$a_last" -v b="$b_start" 'BEGIN {
+		printf "# A ran %.1fms; B started %.1fms after A last ran\n",
+			(l - f) * 1000, (b - l) * 1000 }' >&3
+	# A was stopped by the watch, not at its next renewal (1s) ...
+	awk -v f="$a_first" -v l="$a_last" 'BEGIN { exit !(l - f < 0.5) }'
+	# ... and B's command started only after A's last sign of life.
+	awk -v l="$a_last" -v b="$b_start" 'BEGIN { exit !(b > l) }'
+}
+
+@test "etcd:// loads no TLS library" {
+	maps=$BATS_TEST_TMPDIR/maps
+	run "$LEASERUN" t25 sh -c 'cat /proc/$PPID/maps >"$0"' "$maps"
+	assert_success
+	# (Else this proved nothing.)
+	grep -q '/etcd\.so$' "$maps"
+	grep -q '/libnghttp2\.so' "$maps"
+	run grep -E 'libssl|libcrypto|libgnutls|/tls\.so' "$maps"
+	assert_failure
 }
 
 @test "kill -9 of leaserun: the command dies with it, the lease is free after the TTL" {
