@@ -188,11 +188,12 @@ wait_file() {
 	return 1
 }
 
-# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone.
+# Waits (bounded, up to $2 tenths of a second) until pid $1 is gone (a
+# zombie is gone: whoever inherited it may take its time to reap it).
 wait_gone() {
 	local i
 	for i in $(seq "${2:-100}"); do
-		kill -0 "$1" 2>/dev/null || return 0
+		dead "$1" && return 0
 		sleep 0.1
 	done
 	return 1
