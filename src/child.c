@@ -220,6 +220,8 @@ void lr_child_guard_stop(pid_t guard, int fd)
 		/* it is gone already */
 	}
 	close(fd);
-	while (waitpid(guard, NULL, 0) < 0 && errno == EINTR)
-		;
+	/* Not waited for: its exit closes its copies of our fds, and the
+	 * last close of the file store's inotify fd waits for the kernel's
+	 * SRCU grace period (milliseconds, seen up to 20ms).  It kills
+	 * nothing now; whoever inherits it when we exit reaps it. */
 }

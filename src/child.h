@@ -39,7 +39,8 @@ int lr_child_group_alive(pid_t pid, int foreground);
  * the files rm[0] and rm[1] and the directory rm[2] (the command's state
  * file). */
 pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd);
-/* Says goodbye: the guard exits without killing.  Accepts pid 0. */
+/* Says goodbye: the guard exits without killing, in its own time (not
+ * waited for).  Accepts pid 0. */
 void lr_child_guard_stop(pid_t guard, int fd);
 
 #endif

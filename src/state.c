@@ -26,12 +26,21 @@ static int st_made;
 
 static int make_dir(void)
 {
-	const char *base = getenv("XDG_RUNTIME_DIR");
+	/* The first absolute path we can write to; /dev/shm before /tmp,
+	 * since a file made, renamed and removed in every run costs far
+	 * less on a tmpfs than on a disk. */
+	const char *const bases[] = { getenv("XDG_RUNTIME_DIR"),
+				      getenv("TMPDIR"), "/dev/shm", "/tmp" };
+	const char *base = "/tmp";
+	size_t i;
 
-	if (!base || base[0] != '/' || access(base, W_OK | X_OK) < 0)
-		base = getenv("TMPDIR");
-	if (!base || base[0] != '/' || access(base, W_OK | X_OK) < 0)
-		base = "/tmp";
+	for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+		if (bases[i] && bases[i][0] == '/' &&
+		    access(bases[i], W_OK | X_OK) == 0) {
+			base = bases[i];
+			break;
+		}
+	}
 	if (snprintf(st_dir, sizeof(st_dir), "%s/leaserun.XXXXXX", base) >=
 	    (int)sizeof(st_dir)) {
 		errno = ENAMETOOLONG;
