@@ -25,7 +25,7 @@
 #include "url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 1
+#define LR_STORE_ABI 2
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -41,9 +41,15 @@ struct lr_err {
 	char msg[LR_ERRLEN];
 };
 
-/* Capabilities. */
-#define LR_CAP_TTL 0x1   /* the grant expires by itself unless renewed */
-#define LR_CAP_BREAK 0x2 /* brk() can remove someone else's grant */
+/* Capabilities.  The core refuses, before open(), a run that asks a store
+ * for what it cannot do. */
+#define LR_CAP_TTL 0x1    /* the grant expires by itself unless renewed */
+#define LR_CAP_BREAK 0x2  /* brk() can remove someone else's grant */
+#define LR_CAP_LIMIT 0x4  /* req->limit above 1: a semaphore of N slots */
+#define LR_CAP_SHARED 0x8 /* req->shared: shared and exclusive holders */
+
+/* The largest --limit. */
+#define LR_LIMIT_MAX 1000
 
 /* What the core asks for; valid from open() until close(). */
 struct lr_store_req {
@@ -55,6 +61,18 @@ struct lr_store_req {
 	const char *host;        /* our host name, for holder information */
 	long pid;                /* our pid, for holder information */
 	int64_t since_ms;        /* wall-clock (CLOCK_REALTIME) ms, for display */
+	/* How many may hold the name at once, and how this run holds it:
+	 * limit 1 and not shared is the plain lease (one holder); limit N
+	 * is a semaphore, each holder in a slot 0..N-1 of its own; shared
+	 * (always with limit 1) holds together with other shared holders
+	 * and never with an exclusive one.  Every holder of a name must use
+	 * the same limit: the store records it, and an acquire() that finds
+	 * holders (or, where the store sees them, waiters) with another
+	 * limit is LR_ERROR, filled by lr_err_limit().  When nobody holds
+	 * the name the record may change.  A waiting exclusive request is
+	 * not passed by shared ones that come after it. */
+	unsigned limit;          /* 1..LR_LIMIT_MAX */
+	int shared;
 	/* Warnings the user should see (a guard that cannot refuse). */
 	void (*warn)(void *ctx, const char *msg);
 	void *warn_ctx;
@@ -62,18 +80,35 @@ struct lr_store_req {
 
 /* Filled by a successful acquire(). */
 struct lr_grant {
-	uint64_t fence;  /* strictly increasing per name */
+	uint64_t fence;  /* strictly increasing per name, across all slots and
+			  * both modes */
 	int64_t ttl_ms;  /* the TTL the store actually granted; 0 = as asked */
+	unsigned slot;   /* 0..limit-1; 0 for the plain lease and for every
+			  * shared holder */
 };
 
-/* Filled by inspect().  Unknown fields keep the values below. */
-struct lr_info {
-	int held;               /* 1 held, 0 free */
+/* One holder, as inspect() sees it.  Unknown fields keep the values
+ * lr_info_add() gives them. */
+struct lr_holder {
+	unsigned slot;          /* as in struct lr_grant */
+	int shared;             /* a shared holder */
 	char host[256];         /* "" unknown */
 	long pid;               /* 0 unknown */
 	int64_t since_ms;       /* wall-clock ms; 0 unknown */
 	int64_t ttl_left_ms;    /* -1: no TTL or unknown */
 	uint64_t fence;         /* 0 unknown */
+};
+
+/* Filled by inspect(): every holder of the name.  Initialise with
+ * lr_info_init(); the caller frees the holders with lr_info_free(). */
+struct lr_info {
+	unsigned limit;         /* the limit recorded for the name; 0 unknown
+				 * (the store keeps none while it is free) */
+	uint64_t fence;         /* with no holder: the last fence granted, 0
+				 * unknown */
+	size_t n;               /* holders, in slot order (shared: fence) */
+	struct lr_holder *h;    /* n of them; grown by lr_info_add() */
+	size_t cap;
 };
 
 struct lr_store;
@@ -111,12 +146,14 @@ struct lr_store_ops {
 	 * more (nothing was deleted). */
 	enum lr_status (*release)(struct lr_store *st, int64_t deadline,
 				  struct lr_err *err);
-	/* Who holds req->name. */
+	/* Who holds req->name: every holder, added with lr_info_add(). */
 	enum lr_status (*inspect)(struct lr_store *st, int64_t deadline,
 				  struct lr_info *info, struct lr_err *err);
-	/* Admin: remove the current grant of req->name whoever holds it.
-	 * Optional (NULL when the store cannot). */
-	enum lr_status (*brk)(struct lr_store *st, int64_t deadline,
+	/* Admin: remove the current grants of req->name whoever holds them:
+	 * all of them when slot is -1, else only the holder(s) of that slot
+	 * (every shared holder is in slot 0).  A free name or slot is LR_OK.
+	 * Optional (NULL when the store cannot; LR_CAP_BREAK says it can). */
+	enum lr_status (*brk)(struct lr_store *st, int slot, int64_t deadline,
 			      struct lr_err *err);
 	void (*close)(struct lr_store *st);
 };
@@ -138,6 +175,17 @@ int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 const char *lr_status_name(enum lr_status s);
+/* The refusal of a run whose limit differs from the one recorded for the
+ * name (ours is req's: 1 for a plain or shared lease). */
+void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
+		  unsigned recorded);
+/* inspect()'s list: init empties it; add appends a holder with every
+ * field unknown (NULL when out of memory); sort puts it in slot order,
+ * then fence order; free frees the holders (and accepts an empty list). */
+void lr_info_init(struct lr_info *info);
+struct lr_holder *lr_info_add(struct lr_info *info);
+void lr_info_sort(struct lr_info *info);
+void lr_info_free(struct lr_info *info);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */

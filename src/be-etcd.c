@@ -1397,27 +1397,29 @@ static enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 	const LrEtcd__KeyValue *kv;
 	LrEtcd__LeaseTimeToLiveRequest q =
 	    LR_ETCD__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+	struct lr_holder *h;
 	struct rpc r, t;
 	enum lr_status s;
 
 	memset(&t, 0, sizeof(t));
 	s = read_holder(st, deadline, &r, &kv, err);
-	if (s != LR_OK || !kv) {
-		if (s == LR_OK)
-			info->held = 0;
+	if (s != LR_OK || !kv)
+		goto out;
+	if (!(h = lr_info_add(info))) {
+		lr_err_set(err, "out of memory");
+		s = LR_ERROR;
 		goto out;
 	}
-	info->held = 1;
-	info->fence = (uint64_t)kv->create_revision;
+	h->fence = (uint64_t)kv->create_revision;
 	{
 		char *v = bytes_dup(kv->value), host[256];
 		long pid;
 		long long since;
 
 		if (v && sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
-			snprintf(info->host, sizeof(info->host), "%s", host);
-			info->pid = pid;
-			info->since_ms = since;
+			snprintf(h->host, sizeof(h->host), "%s", host);
+			h->pid = pid;
+			h->since_ms = since;
 		}
 		free(v);
 	}
@@ -1433,7 +1435,7 @@ static enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 	s = call1(st, &t, deadline, err);
 	if (s == LR_OK &&
 	    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl >= 0)
-		info->ttl_left_ms =
+		h->ttl_left_ms =
 		    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl * 1000;
 out:
 	rpc_clear(&r);
@@ -1443,7 +1445,7 @@ out:
 
 /* Deletes exactly the holder's key (not a newer one), then revokes its
  * lease, so a process that still thinks it holds learns at once. */
-static enum lr_status st_brk(struct lr_store *st, int64_t deadline,
+static enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
 	const LrEtcd__KeyValue *kv;

@@ -1013,6 +1013,7 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 {
 	char sql[1024];
 	PGresult *r = NULL;
+	struct lr_holder *h;
 	enum lr_status s;
 
 	snprintf(sql, sizeof(sql),
@@ -1033,17 +1034,18 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 		s = LR_ERROR;
 		goto out;
 	}
-	info->ttl_left_ms = -1; /* a session lock has no TTL */
-	if (PQntuples(r) == 0) {
-		info->held = 0;
+	if (PQntuples(r) == 0)
+		goto out;
+	if (!(h = lr_info_add(info))) {
+		lr_err_set(err, "out of memory");
+		s = LR_ERROR;
 		goto out;
 	}
-	info->held = 1;
-	info->since_ms = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
-	if (!parse_appname(PQgetvalue(r, 0, 1), info->host,
-			   sizeof(info->host), &info->pid, &info->fence)) {
+	h->since_ms = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+	if (!parse_appname(PQgetvalue(r, 0, 1), h->host, sizeof(h->host),
+			   &h->pid, &h->fence)) {
 		/* Someone took the lock from SQL: say who. */
-		snprintf(info->host, sizeof(info->host),
+		snprintf(h->host, sizeof(h->host),
 			 "%s (backend %s, application_name \"%.64s\")",
 			 PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 0),
 			 PQgetvalue(r, 0, 1));
@@ -1053,7 +1055,7 @@ out:
 	return s;
 }
 
-static enum lr_status pg_brk(struct lr_store *st, int64_t deadline,
+static enum lr_status pg_brk(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
 	char sql[1024], wait[32] = "";

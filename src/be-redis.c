@@ -1591,8 +1591,8 @@ static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 	long pid;
 	long long since;
 	int pos = 0;
+	struct lr_holder *h;
 
-	info->held = 0;
 	s = round_trip(st, cmds, 2, deadline, "GET", err);
 	if (s != LR_OK)
 		return s;
@@ -1604,24 +1604,28 @@ static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 		s = LR_ERROR;
 	} else if (v->type == REDIS_REPLY_STRING &&
 		   r->type == REDIS_REPLY_INTEGER && r->integer != -2) {
-		info->held = 1;
+		if (!(h = lr_info_add(info))) {
+			lr_err_set(err, "out of memory");
+			s = LR_ERROR;
+			goto out;
+		}
 		if (r->integer >= 0)
-			info->ttl_left_ms = r->integer;
+			h->ttl_left_ms = r->integer;
 		if (sscanf(v->str, "%127s %llu %ld %lld %n", tok, &fence,
 			   &pid, &since, &pos) == 4 &&
 		    pos > 0) {
-			info->fence = fence;
-			info->pid = pid;
-			info->since_ms = since;
-			snprintf(info->host, sizeof(info->host), "%s",
-				 v->str + pos);
+			h->fence = fence;
+			h->pid = pid;
+			h->since_ms = since;
+			snprintf(h->host, sizeof(h->host), "%s", v->str + pos);
 		}
 	}
+out:
 	cmds_free(cmds, 2);
 	return s;
 }
 
-static enum lr_status r_brk(struct lr_store *st, int64_t deadline,
+static enum lr_status r_brk(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
 	const char *kv[5] = { st->key, st->waiters, "-", st->chan,

@@ -1083,7 +1083,7 @@ static enum lr_status lowest(struct lr_store *st, int64_t deadline, char **path,
 }
 
 /* The holder's node data, "host pid since", into info. */
-static void read_holder(const char *data, struct lr_info *info)
+static void read_holder(const char *data, struct lr_holder *info)
 {
 	char host[256];
 	long pid;
@@ -1138,9 +1138,14 @@ static int read_node(struct lr_store *st, const char *path, int64_t deadline,
 		return s;
 	rc = op->rc;
 	if (rc == ZOK) {
-		info->held = 1;
-		info->fence = (uint64_t)op->stat.czxid;
-		read_holder(op->value, info);
+		struct lr_holder *h = lr_info_add(info);
+
+		if (!h) {
+			lr_zk_op_free(op);
+			return oom(err);
+		}
+		h->fence = (uint64_t)op->stat.czxid;
+		read_holder(op->value, h);
 	} else if (rc != ZNONODE && !lr_zk_retryable(rc)) {
 		lr_err_set(err, "ZooKeeper at %s: get %s: %s", st->zs->where,
 			   path, lr_zk_strerror(rc));
@@ -1156,7 +1161,6 @@ static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
 {
 	int round;
 
-	info->held = 0;
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		char *path;
 		enum lr_status s;
@@ -1198,7 +1202,7 @@ static enum lr_status delete_node(struct lr_store *st, const char *path,
 	return LR_ERROR;
 }
 
-static enum lr_status z_brk(struct lr_store *st, int64_t deadline,
+static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
 	char *path;

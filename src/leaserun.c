@@ -41,7 +41,7 @@ static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 
 enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_WARN_SIGNAL,
        OPT_FOREGROUND, OPT_LOG_FORMAT, OPT_SYSLOG, OPT_METRICS_FILE,
-       OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON };
+       OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON, OPT_SLOT };
 
 static const struct option longopts[] = {
 	{ "nonblock", no_argument, NULL, 'n' },
@@ -57,6 +57,9 @@ static const struct option longopts[] = {
 	{ "signal", required_argument, NULL, OPT_SIGNAL },
 	{ "warn-signal", required_argument, NULL, OPT_WARN_SIGNAL },
 	{ "kill-after", required_argument, NULL, 'k' },
+	{ "limit", required_argument, NULL, 'l' },
+	{ "shared", no_argument, NULL, 's' },
+	{ "exclusive", no_argument, NULL, 'x' },
 	{ "foreground", no_argument, NULL, OPT_FOREGROUND },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -65,6 +68,7 @@ static const struct option longopts[] = {
 	{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
 	{ "status", no_argument, NULL, OPT_STATUS },
 	{ "break", no_argument, NULL, OPT_BREAK },
+	{ "slot", required_argument, NULL, OPT_SLOT },
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "version", no_argument, NULL, 'V' },
@@ -85,6 +89,9 @@ struct opts {
 	int stop_signal;
 	int warn_signal;
 	int foreground;
+	unsigned limit;  /* --limit: 1..LR_LIMIT_MAX */
+	int shared;      /* --shared (or --exclusive: 0) */
+	int slot;        /* --break --slot: the slot, or -1 for all */
 	int verbosity;
 	int json;        /* --log-format json */
 	int use_syslog;
@@ -135,6 +142,11 @@ static void usage(void)
 	      "                               it (default TTL/5)\n"
 	      "     --foreground              keep the command in our process group\n"
 	      "                               (for commands that read the terminal)\n"
+	      " -l, --limit N                 let up to N hold NAME at once, each in a\n"
+	      "                               slot 0..N-1 (default 1)\n"
+	      " -s, --shared                  hold NAME with other shared holders,\n"
+	      "                               never with an exclusive one\n"
+	      " -x, --exclusive               hold NAME alone (the default)\n"
 	      " -v, --verbose                 log each lifecycle step (twice: more)\n"
 	      " -q, --quiet                   log only failures of leaserun itself\n"
 	      "     --log-format text|json    log line format (default text)\n"
@@ -143,7 +155,8 @@ static void usage(void)
 	      "                               (node_exporter's textfile collector)\n"
 	      "     --status                  show who holds NAME; exit 0 if held,\n"
 	      "                               1 if free\n"
-	      "     --break                   remove the current holder's lease\n"
+	      "     --break                   remove the current holders' leases\n"
+	      "     --slot K                  with --break: only the holder of slot K\n"
 	      "     --check                   from the command: is our lease still\n"
 	      "                               held? exit 0 if so, 1 if not\n"
 	      "     --json                    --status and --check print JSON\n"
@@ -154,7 +167,7 @@ static void usage(void)
 	      "Options also come from LEASERUN_URL, LEASERUN_URL_FILE,\n"
 	      "LEASERUN_TTL, LEASERUN_RENEW, LEASERUN_WAIT, LEASERUN_KILL_AFTER,\n"
 	      "LEASERUN_SIGNAL, LEASERUN_WARN_SIGNAL, LEASERUN_CONFLICT_EXIT_CODE,\n"
-	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE.\n"
+	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE, LEASERUN_LIMIT.\n"
 	      "\n"
 	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
 	      "lease was lost (the command stopped, or found lost at release);\n"
@@ -254,6 +267,16 @@ static int code_arg(const char *what, const char *s)
 	return n;
 }
 
+static unsigned limit_arg(const char *what, const char *s)
+{
+	int n = lr_int_parse(s, LR_LIMIT_MAX);
+
+	if (n < 1)
+		usage_error("invalid %s '%s': expected 1 to %d", what, s,
+			    LR_LIMIT_MAX);
+	return (unsigned)n;
+}
+
 static void log_format(struct opts *o, const char *what, const char *s)
 {
 	if (strcmp(s, "text") == 0)
@@ -291,6 +314,8 @@ static void env_defaults(struct opts *o)
 		o->conflict_code = code_arg("LEASERUN_CONFLICT_EXIT_CODE", v);
 	if ((v = getenv("LEASERUN_LOG_FORMAT")) && *v)
 		log_format(o, "LEASERUN_LOG_FORMAT", v);
+	if ((v = getenv("LEASERUN_LIMIT")) && *v)
+		o->limit = limit_arg("LEASERUN_LIMIT", v);
 }
 
 /* -U URL: keep a copy, then overwrite the password in argv at once (as
@@ -333,10 +358,12 @@ static void parse(int argc, char **argv, struct opts *o)
 	o->ttl_ms = o->renew_ms = o->grace_ms = -1;
 	o->conflict_code = 1;
 	o->stop_signal = SIGTERM;
+	o->limit = 1;
+	o->slot = -1;
 	env_defaults(o);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:vqVh", longopts,
-				NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:l:sxvqVh",
+				longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			o->nonblock = 1;
@@ -377,6 +404,24 @@ static void parse(int argc, char **argv, struct opts *o)
 		case OPT_FOREGROUND:
 			o->foreground = 1;
 			break;
+		case 'l':
+			o->limit = limit_arg("--limit", optarg);
+			break;
+		case 's':
+			o->shared = 1;
+			break;
+		case 'x':
+			o->shared = 0;
+			break;
+		case OPT_SLOT: {
+			int k = lr_int_parse(optarg, LR_LIMIT_MAX - 1);
+
+			if (k < 0)
+				usage_error("invalid --slot '%s': expected 0 to "
+					    "%d", optarg, LR_LIMIT_MAX - 1);
+			o->slot = k;
+			break;
+		}
 		case 'v':
 			o->verbosity = o->verbosity < 0 ? 1 : o->verbosity + 1;
 			break;
@@ -432,6 +477,12 @@ static void parse(int argc, char **argv, struct opts *o)
 	}
 	if (o->json_out && o->mode != OPT_STATUS)
 		usage_error("--json goes with --status or --check");
+	if (o->slot >= 0 && o->mode != OPT_BREAK)
+		usage_error("--slot goes with --break");
+	if (o->shared && o->limit > 1)
+		usage_error("--shared and --limit %u exclude each other: shared "
+			    "holders share one slot",
+			    o->limit);
 	if (optind >= argc)
 		usage_error("no lease name given");
 	o->name = argv[optind++];
@@ -555,6 +606,7 @@ static int is_secret(const struct lr_store_ops *ops, const char *var)
 					    "LEASERUN_NAME=",
 					    "LEASERUN_FENCE=",
 					    "LEASERUN_STATE=",
+					    "LEASERUN_SLOT=",
 					    "NOTIFY_SOCKET=", NULL };
 	const char *const *p;
 	size_t n;
@@ -575,7 +627,8 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 	struct run *r = ctx;
 	struct lr_child_spec spec;
 	static char sh_name[] = "/bin/sh", sh_c[] = "-c";
-	char **env, name[256 + 16], fence[64], *url, *sh[4], *state = NULL;
+	char **env, name[256 + 16], fence[64], slot[32], *url, *sh[4];
+	char *state = NULL;
 	const char *path = lr_state_path();
 	size_t n = 0, i;
 	int errnum;
@@ -583,7 +636,7 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 
 	for (i = 0; environ[i]; i++)
 		;
-	env = calloc(i + 5, sizeof(*env));
+	env = calloc(i + 6, sizeof(*env));
 	url = malloc(strlen(r->u->redacted) + 16);
 	if (path && (state = malloc(strlen(path) + 16)))
 		sprintf(state, "LEASERUN_STATE=%s", path);
@@ -600,9 +653,11 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 			env[n++] = environ[i];
 	snprintf(name, sizeof(name), "LEASERUN_NAME=%s", r->o->name);
 	snprintf(fence, sizeof(fence), "LEASERUN_FENCE=%" PRIu64, g->fence);
+	snprintf(slot, sizeof(slot), "LEASERUN_SLOT=%u", g->slot);
 	sprintf(url, "LEASERUN_URL=%s", r->u->redacted);
 	env[n++] = name;
 	env[n++] = fence;
+	env[n++] = slot;
 	env[n++] = url;
 	if (state)
 		env[n++] = state;
@@ -639,55 +694,159 @@ static void iso_time(char *buf, size_t len, int64_t ms)
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* One JSON object on one line; unknown fields are null. */
-static void status_json(struct run *r, const struct lr_info *info)
-{
-	char *buf, when[32];
-	size_t n = 0, len;
-
+/* Appends to buf (len bytes, filled up to n), stopping short rather than
+ * overflowing. */
 #define ADD(...) \
 	(n += (size_t)snprintf(buf + n, n < len ? len - n : 0, \
 			       __VA_ARGS__), \
 	 n = n < len ? n : len - 1)
+
+/* A holder's fields as JSON members (after a '{' or a ','), unknown ones
+ * null; buf has room for them (see status_json). */
+static size_t holder_json(char *buf, size_t len, size_t n,
+			  const struct lr_holder *h)
+{
+	char when[32];
+
+	ADD("\"host\":");
+	if (h && h->host[0]) {
+		ADD("\"");
+		n = lr_json_escape(buf, len, n, h->host);
+		ADD("\"");
+	} else {
+		ADD("null");
+	}
+	if (h && h->pid)
+		ADD(",\"pid\":%ld", h->pid);
+	else
+		ADD(",\"pid\":null");
+	if (h && h->since_ms) {
+		iso_time(when, sizeof(when), h->since_ms);
+		ADD(",\"since\":\"%s\",\"since_ms\":%lld", when,
+		    (long long)h->since_ms);
+	} else {
+		ADD(",\"since\":null,\"since_ms\":null");
+	}
+	if (h && h->ttl_left_ms >= 0)
+		ADD(",\"ttl_left_ms\":%lld", (long long)h->ttl_left_ms);
+	else
+		ADD(",\"ttl_left_ms\":null");
+	return n;
+}
+
+/* One JSON object on one line; unknown fields are null.  The first holder
+ * is also given at the top (host, pid, since, ttl_left_ms, fence), as
+ * before there could be more than one; "holders" lists them all. */
+static void status_json(struct run *r, const struct lr_info *info)
+{
+	const struct lr_holder *h0 = info->n ? &info->h[0] : NULL;
+	uint64_t fence = h0 ? h0->fence : info->fence;
+	char *buf;
+	size_t n = 0, len, i;
+
 	/* Every byte may grow sixfold when escaped (\u00XX). */
-	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted) +
-		   strlen(info->host)) + 512;
+	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted)) + 512;
+	for (i = 0; i < info->n; i++)
+		len += 6 * strlen(info->h[i].host) + 256;
+	if (h0)
+		len += 6 * strlen(h0->host);
 	if (!(buf = malloc(len)))
 		die("out of memory");
 	ADD("{\"name\":\"");
 	n = lr_json_escape(buf, len, n, r->o->name);
 	ADD("\",\"store\":\"%s\",\"url\":\"", r->ops->name);
 	n = lr_json_escape(buf, len, n, r->u->redacted);
-	ADD("\",\"held\":%s,\"host\":", info->held ? "true" : "false");
-	if (info->held && info->host[0]) {
-		ADD("\"");
-		n = lr_json_escape(buf, len, n, info->host);
-		ADD("\"");
-	} else {
-		ADD("null");
+	ADD("\",\"held\":%s,", h0 ? "true" : "false");
+	n = holder_json(buf, len, n, h0);
+	if (fence)
+		ADD(",\"fence\":%" PRIu64, fence);
+	else
+		ADD(",\"fence\":null");
+	if (info->limit)
+		ADD(",\"limit\":%u", info->limit);
+	else
+		ADD(",\"limit\":null");
+	ADD(",\"holders\":[");
+	for (i = 0; i < info->n; i++) {
+		const struct lr_holder *h = &info->h[i];
+
+		ADD("%s{\"slot\":%u,\"shared\":%s,", i ? "," : "", h->slot,
+		    h->shared ? "true" : "false");
+		n = holder_json(buf, len, n, h);
+		if (h->fence)
+			ADD(",\"fence\":%" PRIu64 "}", h->fence);
+		else
+			ADD(",\"fence\":null}");
 	}
-	if (info->held && info->pid)
-		ADD(",\"pid\":%ld", info->pid);
-	else
-		ADD(",\"pid\":null");
-	if (info->held && info->since_ms) {
-		iso_time(when, sizeof(when), info->since_ms);
-		ADD(",\"since\":\"%s\",\"since_ms\":%lld", when,
-		    (long long)info->since_ms);
-	} else {
-		ADD(",\"since\":null,\"since_ms\":null");
-	}
-	if (info->held && info->ttl_left_ms >= 0)
-		ADD(",\"ttl_left_ms\":%lld", (long long)info->ttl_left_ms);
-	else
-		ADD(",\"ttl_left_ms\":null");
-	if (info->fence)
-		ADD(",\"fence\":%" PRIu64 "}\n", info->fence);
-	else
-		ADD(",\"fence\":null}\n");
+	ADD("]}\n");
 #undef ADD
 	fputs(buf, stdout);
 	free(buf);
+}
+
+/* "web1 pid 12", "web1", "pid 12" or "" into buf. */
+static void holder_who(const struct lr_holder *h, char *buf, size_t len)
+{
+	if (h->host[0] && h->pid)
+		snprintf(buf, len, "%s pid %ld", h->host, h->pid);
+	else if (h->host[0])
+		snprintf(buf, len, "%s", h->host);
+	else if (h->pid)
+		snprintf(buf, len, "pid %ld", h->pid);
+	else
+		snprintf(buf, len, "unknown");
+}
+
+/* The plain lease's holder, a line per field, as --status always
+ * showed it. */
+static void status_one(const struct lr_holder *h)
+{
+	char when[32], who[300];
+
+	holder_who(h, who, sizeof(who));
+	if (h->host[0] || h->pid)
+		printf("%-8s %s\n", "holder:", who);
+	if (h->since_ms) {
+		iso_time(when, sizeof(when), h->since_ms);
+		printf("%-8s %s (%llds ago)\n", "since:", when,
+		       (long long)((lr_wall_ms() - h->since_ms) / 1000));
+	}
+	if (h->ttl_left_ms >= 0)
+		printf("%-8s %lldms left\n", "ttl:", (long long)h->ttl_left_ms);
+	else
+		printf("%-8s none (held while the holder lives)\n", "ttl:");
+	if (h->fence)
+		printf("%-8s %" PRIu64 "\n", "fence:", h->fence);
+}
+
+/* One line per holder of a semaphore or a shared lease: "slot 2:  web1
+ * pid 12, since ... (5s ago), 800ms left, fence 7". */
+static void status_many(const struct lr_info *info)
+{
+	char when[32], who[300], label[32];
+	size_t i;
+
+	for (i = 0; i < info->n; i++) {
+		const struct lr_holder *h = &info->h[i];
+
+		if (h->shared)
+			snprintf(label, sizeof(label), "shared:");
+		else
+			snprintf(label, sizeof(label), "slot %u:", h->slot);
+		holder_who(h, who, sizeof(who));
+		printf("%-8s %s", label, who);
+		if (h->since_ms) {
+			iso_time(when, sizeof(when), h->since_ms);
+			printf(", since %s (%llds ago)", when,
+			       (long long)((lr_wall_ms() - h->since_ms) /
+					   1000));
+		}
+		if (h->ttl_left_ms >= 0)
+			printf(", %lldms left", (long long)h->ttl_left_ms);
+		if (h->fence)
+			printf(", fence %" PRIu64, h->fence);
+		putchar('\n');
+	}
 }
 
 static int status(struct run *r, struct lr_store *st)
@@ -695,44 +854,45 @@ static int status(struct run *r, struct lr_store *st)
 	struct lr_info info;
 	struct lr_err err = { "" };
 	enum lr_status rc;
-	char when[32];
+	size_t i, shared = 0;
 
-	memset(&info, 0, sizeof(info));
-	info.ttl_left_ms = -1;
+	lr_info_init(&info);
 	rc = r->ops->inspect(st, lr_now_ms() + r->o->ttl_ms, &info, &err);
-	if (rc != LR_OK)
+	if (rc != LR_OK) {
+		lr_info_free(&info);
 		die("cannot inspect %s on %s: %s", r->o->name, r->u->redacted,
 		    err.msg[0] ? err.msg : lr_status_name(rc));
+	}
+	lr_info_sort(&info);
+	for (i = 0; i < info.n; i++)
+		shared += info.h[i].shared != 0;
 	if (r->o->json_out) {
 		status_json(r, &info);
-		return info.held ? 0 : 1;
-	}
-	printf("%-8s %s\n%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
-	       r->u->redacted, "state:", info.held ? "held" : "free");
-	if (info.held) {
-		if (info.host[0] && info.pid)
-			printf("%-8s %s pid %ld\n", "holder:", info.host,
-			       info.pid);
-		else if (info.host[0] || info.pid)
-			printf(info.pid ? "%-8s %spid %ld\n" : "%-8s %s\n",
-			       "holder:", info.host, info.pid);
-		if (info.since_ms) {
-			iso_time(when, sizeof(when), info.since_ms);
-			printf("%-8s %s (%llds ago)\n", "since:", when,
-			       (long long)((lr_wall_ms() - info.since_ms) /
-					   1000));
-		}
-		if (info.ttl_left_ms >= 0)
-			printf("%-8s %lldms left\n", "ttl:",
-			       (long long)info.ttl_left_ms);
+	} else {
+		printf("%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
+		       r->u->redacted);
+		if (!info.n)
+			printf("%-8s free\n", "state:");
+		else if (shared)
+			printf("%-8s held, shared by %zu\n", "state:", shared);
+		else if (info.limit > 1)
+			printf("%-8s held, %zu of %u slots\n", "state:", info.n,
+			       info.limit);
 		else
-			printf("%-8s none (held while the holder lives)\n",
-			       "ttl:");
+			printf("%-8s held\n", "state:");
+		if (info.limit > 1)
+			printf("%-8s %u\n", "limit:", info.limit);
+		if (info.n == 1 && !shared && info.limit <= 1)
+			status_one(&info.h[0]);
+		else
+			status_many(&info);
+		if (!info.n && info.fence)
+			printf("%-8s %" PRIu64 " (last granted)\n", "fence:",
+			       info.fence);
 	}
-	if (info.fence)
-		printf("%-8s %" PRIu64 "%s\n", "fence:", info.fence,
-		       info.held ? "" : " (last granted)");
-	return info.held ? 0 : 1;
+	shared = info.n; /* held or not, once the list is gone */
+	lr_info_free(&info);
+	return shared ? 0 : 1;
 }
 
 /* Dies of sig as the child did (without a core dump); exit(128+sig) if
@@ -838,6 +998,12 @@ int main(int argc, char **argv)
 	r.ops = lr_store_find(r.u->scheme, &err);
 	if (!r.ops)
 		die("%s", err.msg);
+	if (!o.mode && o.limit > 1 && !(r.ops->caps & LR_CAP_LIMIT))
+		die("the %s store cannot let more than one hold a lease "
+		    "(--limit %u)", r.ops->name, o.limit);
+	if (!o.mode && o.shared && !(r.ops->caps & LR_CAP_SHARED))
+		die("the %s store has no shared leases (--shared)",
+		    r.ops->name);
 	if (!o.mode) {
 		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);
 		metrics_on = o.metrics_file != NULL;
@@ -859,6 +1025,8 @@ int main(int argc, char **argv)
 	req.host = host;
 	req.pid = (long)getpid();
 	req.since_ms = lr_wall_ms();
+	req.limit = o.limit;
+	req.shared = o.shared;
 	req.warn = warn_cb;
 
 	rc = r.ops->open(&req, lr_now_ms() + (o.ttl_ms > 5000 ? o.ttl_ms : 5000),
@@ -878,16 +1046,20 @@ int main(int argc, char **argv)
 		return code;
 	}
 	if (o.mode == OPT_BREAK) {
-		if (!r.ops->brk) {
+		if (!r.ops->brk || !(r.ops->caps & LR_CAP_BREAK)) {
 			r.ops->close(st);
 			die("the %s store cannot break a lease", r.ops->name);
 		}
-		rc = r.ops->brk(st, lr_now_ms() + o.ttl_ms, &err);
+		rc = r.ops->brk(st, o.slot, lr_now_ms() + o.ttl_ms, &err);
 		r.ops->close(st);
 		if (rc != LR_OK)
 			die("cannot break %s: %s", o.name,
 			    err.msg[0] ? err.msg : lr_status_name(rc));
-		lr_log(LR_LOG_NOTICE, "broken", "lease broken");
+		if (o.slot >= 0)
+			lr_log(LR_LOG_NOTICE, "broken", "slot %d broken",
+			       o.slot);
+		else
+			lr_log(LR_LOG_NOTICE, "broken", "lease broken");
 		lr_url_free(r.u);
 		lr_wipe_free(url_buf);
 		lr_wipe_free(o.url_arg);
@@ -912,6 +1084,8 @@ int main(int argc, char **argv)
 	cfg.stop_signal = o.stop_signal;
 	cfg.warn_signal = o.warn_signal;
 	cfg.foreground = o.foreground;
+	cfg.limit = o.limit;
+	cfg.shared = o.shared;
 	cfg.name = o.name;
 	cfg.spawn = spawn;
 	cfg.ctx = &r;

@@ -59,6 +59,62 @@ const char *lr_status_name(enum lr_status s)
 	return "?";
 }
 
+void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
+		  unsigned recorded)
+{
+	lr_err_set(err,
+		   "the lease is held with --limit %u and this run asks for "
+		   "--limit %u%s: every run on a name must use the same "
+		   "limit",
+		   recorded, req->limit, req->shared ? " (--shared)" : "");
+}
+
+void lr_info_init(struct lr_info *info)
+{
+	memset(info, 0, sizeof(*info));
+}
+
+struct lr_holder *lr_info_add(struct lr_info *info)
+{
+	struct lr_holder *h;
+
+	if (info->n == info->cap) {
+		size_t cap = info->cap ? info->cap * 2 : 4;
+
+		h = realloc(info->h, cap * sizeof(*h));
+		if (!h)
+			return NULL;
+		info->h = h;
+		info->cap = cap;
+	}
+	h = &info->h[info->n++];
+	memset(h, 0, sizeof(*h));
+	h->ttl_left_ms = -1;
+	return h;
+}
+
+static int cmp_holder(const void *a, const void *b)
+{
+	const struct lr_holder *x = a, *y = b;
+
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return (x->fence > y->fence) - (x->fence < y->fence);
+}
+
+void lr_info_sort(struct lr_info *info)
+{
+	if (info->n > 1)
+		qsort(info->h, info->n, sizeof(*info->h), cmp_holder);
+}
+
+void lr_info_free(struct lr_info *info)
+{
+	free(info->h);
+	info->h = NULL;
+	info->n = info->cap = 0;
+}
+
 void lr_wipe(void *p, size_t n)
 {
 #ifdef HAVE_EXPLICIT_BZERO

@@ -190,13 +190,17 @@ static void keep_state(struct sup *s, enum lr_lease_state st)
 	}
 }
 
-/* "host pid N", as far as the store knows; "" if it does not. */
+/* "host pid N", as far as the store knows; "" if it does not.  Of
+ * several holders, the first and how many more: "host pid N and 2
+ * more". */
 static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_info info;
+	struct lr_holder *h;
 	struct lr_err err = { "" };
 	int64_t deadline = now + 1000;
+	char more[32] = "";
 
 	buf[0] = '\0';
 	if (!c->ops->inspect)
@@ -204,22 +208,54 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 	/* A courtesy: never worth outliving -w for. */
 	if (s->t_wait_over < deadline)
 		deadline = s->t_wait_over > now ? s->t_wait_over : now;
-	memset(&info, 0, sizeof(info));
-	info.ttl_left_ms = -1;
+	lr_info_init(&info);
 	if (c->ops->inspect(c->st, deadline, &info, &err) != LR_OK ||
-	    !info.held)
-		return;
+	    !info.n)
+		goto out;
+	lr_info_sort(&info);
+	h = &info.h[0];
 	/* A store's holder text goes into log lines and systemd's
 	 * newline-separated messages: no control characters. */
-	for (char *p = info.host; *p; p++)
+	for (char *p = h->host; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	if (info.host[0] && info.pid)
-		snprintf(buf, len, "%s pid %ld", info.host, info.pid);
-	else if (info.host[0])
-		snprintf(buf, len, "%s", info.host);
-	else if (info.pid)
-		snprintf(buf, len, "pid %ld", info.pid);
+	if (info.n > 1)
+		snprintf(more, sizeof(more), " and %zu more", info.n - 1);
+	if (h->host[0] && h->pid)
+		snprintf(buf, len, "%s pid %ld%s", h->host, h->pid, more);
+	else if (h->host[0])
+		snprintf(buf, len, "%s%s", h->host, more);
+	else if (h->pid)
+		snprintf(buf, len, "pid %ld%s", h->pid, more);
+out:
+	lr_info_free(&info);
+}
+
+/* The "acquired" line: the fence, and the slot of a semaphore or the
+ * mode of a shared lease. */
+static void log_acquired(struct sup *s, const struct lr_grant *g,
+			 int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	const struct lr_field f[] = {
+		LR_NUM("fence", g->fence),
+		LR_NUM("wait_ms", now - s->t_start),
+		LR_NUM("ttl_ms", s->ttl),
+		LR_NUM("slot", g->slot),
+		LR_STR("mode", c->shared ? "shared" : "exclusive"),
+	};
+
+	if (c->limit > 1)
+		lr_logf(LR_LOG_INFO, "acquired", f, 4,
+			"acquired slot %u of %u, fence %llu", g->slot,
+			c->limit, (unsigned long long)g->fence);
+	else if (c->shared)
+		lr_logf(LR_LOG_INFO, "acquired", f, 5,
+			"acquired shared, fence %llu",
+			(unsigned long long)g->fence);
+	else
+		lr_logf(LR_LOG_INFO, "acquired", f, 3, "acquired, fence %llu",
+			(unsigned long long)g->fence);
 }
 
 static void conflict(struct sup *s)
@@ -329,17 +365,7 @@ static void try_acquire(struct sup *s, int64_t now)
 		s->too_late = 0;
 		s->res->fence = g.fence;
 		s->t_acquired = now;
-		{
-			const struct lr_field f[] = {
-				LR_NUM("fence", g.fence),
-				LR_NUM("wait_ms", now - s->t_start),
-				LR_NUM("ttl_ms", s->ttl),
-			};
-
-			lr_logf(LR_LOG_INFO, "acquired", f, 3,
-				"acquired, fence %llu",
-				(unsigned long long)g.fence);
-		}
+		log_acquired(s, &g, now);
 		lr_metrics_count(LR_M_ACQUIRED);
 		lr_metrics_observe(LR_H_WAIT, now - s->t_start);
 		keep_state(s, LR_ST_HELD);

@@ -25,6 +25,8 @@ struct lr_sup_cfg {
 	int stop_signal;     /* --signal */
 	int warn_signal;     /* --warn-signal: at the first failed renew; 0 */
 	int foreground;
+	unsigned limit;      /* --limit, for the log lines */
+	int shared;          /* --shared, for the log lines */
 	const char *name;    /* the lease, for the state file and systemd */
 	/* Called once the lease is held: spawns the command and returns its
 	 * pid, or -1 with *code (125/126/127) after reporting why. */

@@ -151,10 +151,10 @@ static enum lr_status fault_inspect(struct lr_store *st, int64_t deadline,
 	return lr_file_ops.inspect(F(st)->file, deadline, info, err);
 }
 
-static enum lr_status fault_break(struct lr_store *st, int64_t deadline,
-				  struct lr_err *err)
+static enum lr_status fault_break(struct lr_store *st, int slot,
+				  int64_t deadline, struct lr_err *err)
 {
-	return lr_file_ops.brk(F(st)->file, deadline, err);
+	return lr_file_ops.brk(F(st)->file, slot, deadline, err);
 }
 
 static void fault_close(struct lr_store *st)
@@ -171,7 +171,7 @@ const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "fault",
 	.schemes = fault_schemes,
-	.caps = LR_CAP_TTL | LR_CAP_BREAK,
+	.caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.open = fault_open,
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,
