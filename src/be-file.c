@@ -31,9 +31,44 @@
  * our file is our wait fd while holding, so that is seen at once; renew()
  * checks the same thing.  --break replaces the file with a fresh copy that
  * keeps the fence line, which the holder sees as loss.
+ *
+ * Shared holders and slots (--shared, --limit N).  The plain lease holds
+ * NAME.lock with LOCK_EX.  A shared holder, and a holder of a slot of a
+ * semaphore, holds NAME.lock with LOCK_SH for as long as it holds, and
+ * also LOCK_EX on a file of its own, NAME.lock.K: the slot K (0..N-1) of
+ * a semaphore, or for a shared holder the first free of any number of
+ * such files (its seat, which --status reads; every shared holder is in
+ * slot 0).  Those files hold what NAME.lock holds for the plain lease:
+ * the fence, host, pid and start ("shared=1" for a seat).  (Not
+ * NAME.slotK.lock: a lease named "x.slot0" locks x.slot0.lock.)
+ *
+ * The limit is recorded in NAME.lock ("limit=N"), written only under
+ * LOCK_EX by the run that finds the name free and goes on to hold it
+ * with LOCK_SH (the lock is turned into LOCK_SH, which Linux does in one
+ * step), so whoever holds LOCK_SH reads the limit of the holders it joins;
+ * the plain lease writes no limit line (1).  Every run but a plain one
+ * that finds NAME.lock free looks under the gate, NAME.gate, a turnstile
+ * held with LOCK_EX: the run at the gate takes LOCK_EX on NAME.lock if it
+ * can (free: its limit becomes the record), else LOCK_SH (shared or slot
+ * holders: their record must be its limit, or it is refused), else there
+ * is an exclusive holder (limit 1).  A run that must wait keeps the gate
+ * while it waits, so those behind it wait at the gate: a waiting
+ * exclusive run is not passed by shared runs that come later, and a
+ * waiting shared run not by other shared runs.  The gate is kept only
+ * while waiting: a run passing through holds it for a moment, which a
+ * run without -w waits out for up to 31ms.
+ *
+ * Waiting: the locks a waiter needs are taken by helpers that block in
+ * flock() on our own open file descriptions: one on the gate, one on
+ * NAME.lock (an exclusive run behind shared holders, a shared run behind
+ * an exclusive holder), or one per slot file, the first of which to get
+ * its slot wins (the others' slots, if they got one too, are given back
+ * at once).  Which waiter the kernel wakes first is its choice: the file
+ * store does not serve waiters in the order they came.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -59,18 +94,32 @@
 #define CIFS_MAGIC 0xFF534D42
 #define SMB2_MAGIC 0xFE534D42
 
+/* What the helpers of a waiting run wait for. */
+enum phase { PH_NONE, PH_GATE, PH_MAIN, PH_SLOTS };
+
 struct lr_store {
 	const struct lr_store_req *req;
 	char dir[PATH_MAX];
 	char path[PATH_MAX];  /* DIR/NAME.lock */
 	char fpath[PATH_MAX]; /* DIR/NAME.fence, the counter */
+	char gpath[PATH_MAX]; /* DIR/NAME.gate, the turnstile */
+	char spath[PATH_MAX]; /* DIR/NAME.lock.K, our slot or seat */
 	int fd;          /* the lock file, or -1 */
-	int locked;      /* we hold the flock */
+	int locked;      /* we hold the flock: LOCK_SH if sh, else LOCK_EX */
+	int sh;
 	dev_t dev;       /* of the file we locked */
 	ino_t ino;
+	int sfd;         /* our slot's file, locked, or -1 */
+	unsigned slot;   /* its number */
+	int gate;        /* the gate's fd, or -1 */
+	int gated;       /* we hold the gate */
 	int notify;      /* inotify fd while holding, or -1 */
-	pid_t helper;    /* blocking-flock helper while waiting, or 0 */
-	int helper_rd;   /* its pipe, or -1 */
+	enum phase phase;
+	pid_t *helper;   /* blocking-flock helpers while waiting */
+	unsigned nhelper;
+	int *wfd;        /* PH_SLOTS: the slot files they wait on, or -1 */
+	unsigned nwfd;
+	int helper_rd;   /* their pipe, or -1 */
 };
 
 int lr_file_default_dir(char *buf, size_t len)
@@ -143,7 +192,7 @@ static enum lr_status file_open(const struct lr_store_req *req,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->fd = st->notify = st->helper_rd = -1;
+	st->fd = st->notify = st->helper_rd = st->sfd = st->gate = -1;
 
 	if (req->u->hosts[0] && strcmp(req->u->hosts, "localhost") != 0) {
 		lr_err_set(err, "a file:// URL names a local directory, not a "
@@ -185,9 +234,12 @@ static enum lr_status file_open(const struct lr_store_req *req,
 path:
 	memcpy(st->dir, dir, sizeof(st->dir));
 	n = snprintf(st->path, sizeof(st->path), "%s/%s.lock", dir, req->name);
-	if (n < 0 || (size_t)n >= sizeof(st->path) ||
+	/* Room for the longest slot file name, too. */
+	if (n < 0 || (size_t)n + 8 >= sizeof(st->path) ||
 	    snprintf(st->fpath, sizeof(st->fpath), "%s/%s.fence", dir,
-		     req->name) >= (int)sizeof(st->fpath)) {
+		     req->name) >= (int)sizeof(st->fpath) ||
+	    snprintf(st->gpath, sizeof(st->gpath), "%s/%s.gate", dir,
+		     req->name) >= (int)sizeof(st->gpath)) {
 		lr_err_set(err, "lock file name too long");
 		return LR_ERROR;
 	}
@@ -401,18 +453,71 @@ out:
 	return rc;
 }
 
+/* DIR/NAME.lock.K (open() left room for it in a PATH_MAX buffer). */
+static void slot_path(const struct lr_store *st, unsigned k, char *buf,
+		      size_t len)
+{
+	int n = snprintf(buf, len, "%s.%u", st->path, k);
+
+	if (n < 0 || (size_t)n >= len)
+		buf[0] = '\0';
+}
+
+static int open_lock(const char *path)
+{
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+		    0644);
+}
+
+/* The limit recorded in NAME.lock's body: 1 unless a line says more. */
+static unsigned body_limit(const char *body)
+{
+	char v[32];
+	unsigned long n;
+
+	if (!field(body, "limit", v, sizeof(v)))
+		return 1;
+	n = strtoul(v, NULL, 10);
+	return n >= 1 && n <= LR_LIMIT_MAX ? (unsigned)n : 1;
+}
+
+/* Stops the helpers and gives back what they may have locked for us. */
 static void helper_stop(struct lr_store *st)
 {
-	if (st->helper > 0) {
-		kill(st->helper, SIGKILL);
-		while (waitpid(st->helper, NULL, 0) < 0 && errno == EINTR)
+	unsigned i;
+
+	for (i = 0; i < st->nhelper; i++) {
+		kill(st->helper[i], SIGKILL);
+		while (waitpid(st->helper[i], NULL, 0) < 0 && errno == EINTR)
 			;
-		st->helper = 0;
 	}
+	free(st->helper);
+	st->helper = NULL;
+	st->nhelper = 0;
+	for (i = 0; i < st->nwfd; i++)
+		if (st->wfd[i] >= 0) {
+			flock(st->wfd[i], LOCK_UN);
+			close(st->wfd[i]);
+		}
+	free(st->wfd);
+	st->wfd = NULL;
+	st->nwfd = 0;
 	if (st->helper_rd >= 0) {
 		close(st->helper_rd);
 		st->helper_rd = -1;
 	}
+	st->phase = PH_NONE;
+}
+
+static void gate_release(struct lr_store *st)
+{
+	if (st->gate >= 0) {
+		if (st->gated)
+			flock(st->gate, LOCK_UN);
+		close(st->gate);
+	}
+	st->gate = -1;
+	st->gated = 0;
 }
 
 static void unlock_close(struct lr_store *st)
@@ -422,51 +527,91 @@ static void unlock_close(struct lr_store *st)
 		close(st->notify);
 		st->notify = -1;
 	}
+	if (st->sfd >= 0) {
+		flock(st->sfd, LOCK_UN);
+		close(st->sfd);
+		st->sfd = -1;
+	}
 	if (st->fd >= 0) {
 		if (st->locked)
 			flock(st->fd, LOCK_UN);
 		close(st->fd);
 		st->fd = -1;
 	}
-	st->locked = 0;
+	st->locked = st->sh = 0;
+	gate_release(st);
 }
 
-/* Starts a helper blocking in flock() on our open file description. */
-static enum lr_status helper_start(struct lr_store *st, struct lr_err *err)
+/* Starts one helper per fds[i], blocking in flock(fds[i], op) on our own
+ * open file description and then writing i (or -1 if flock failed) to
+ * the pipe, our wait fd.  The hand-over is then as fast as flock's own.
+ * LR_BUSY, or LR_ERROR. */
+static enum lr_status helpers_start(struct lr_store *st, enum phase ph,
+				    const int *fds, unsigned n, int op,
+				    struct lr_err *err)
 {
 	pid_t parent = getpid();
+	unsigned i;
 	int p[2];
 
-	if (pipe2(p, O_CLOEXEC) < 0) {
+	st->helper = calloc(n, sizeof(*st->helper));
+	if (!st->helper || pipe2(p, O_CLOEXEC) < 0) {
 		lr_err_set(err, "cannot wait for %s: %s", st->path,
-			   strerror(errno));
+			   strerror(errno ? errno : ENOMEM));
 		return LR_ERROR;
 	}
-	st->helper = fork();
-	if (st->helper < 0) {
-		close(p[0]);
-		close(p[1]);
-		st->helper = 0;
-		lr_err_set(err, "cannot wait for %s: fork: %s", st->path,
-			   strerror(errno));
-		return LR_ERROR;
-	}
-	if (st->helper == 0) {
-		char c = 'x';
+	st->helper_rd = p[0];
+	st->phase = ph;
+	for (i = 0; i < n; i++) {
+		pid_t pid = fork();
 
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		close(p[0]);
-		if (flock(st->fd, LOCK_EX) < 0)
-			c = 'e';
-		if (write(p[1], &c, 1) != 1)
-			_exit(1);
-		_exit(0);
+		if (pid < 0) {
+			close(p[1]);
+			lr_err_set(err, "cannot wait for %s: fork: %s",
+				   st->path, strerror(errno));
+			return LR_ERROR;
+		}
+		if (pid == 0) {
+			int v = (int)i;
+
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(1);
+			close(p[0]);
+			if (flock(fds[i], op) < 0)
+				v = -1;
+			if (write(p[1], &v, sizeof(v)) != sizeof(v))
+				_exit(1);
+			_exit(0);
+		}
+		st->helper[st->nhelper++] = pid;
 	}
 	close(p[1]);
-	st->helper_rd = p[0];
 	return LR_BUSY;
+}
+
+/* Watches what we hold (the lock file and our slot's): replaced or
+ * removed is loss, seen at once. */
+static enum lr_status watch_held(struct lr_store *st, struct lr_err *err)
+{
+	const uint32_t mask = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
+
+	st->notify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (st->notify < 0 || inotify_add_watch(st->notify, st->path, mask) < 0 ||
+	    (st->sfd >= 0 &&
+	     inotify_add_watch(st->notify, st->spath, mask) < 0)) {
+		lr_err_set(err, "cannot watch %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+/* Is what we hold still at its paths? */
+static int held_ok(struct lr_store *st)
+{
+	return st->locked && still_ours(st) &&
+	       (st->sfd < 0 || names(st->spath, st->sfd));
 }
 
 /* After flock succeeded: check the file, bump the fence, write holder.
@@ -480,6 +625,7 @@ static enum lr_status locked(struct lr_store *st, int64_t deadline,
 	uint64_t fence;
 
 	st->locked = 1;
+	st->sh = 0;
 	if (!still_ours(st)) {
 		/* Replaced while we waited: start over on the new file. */
 		unlock_close(st);
@@ -503,23 +649,346 @@ static enum lr_status locked(struct lr_store *st, int64_t deadline,
 			   strerror(errno));
 		return LR_ERROR;
 	}
-	st->notify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (st->notify < 0 ||
-	    inotify_add_watch(st->notify, st->path,
-			      IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF) < 0) {
-		lr_err_set(err, "cannot watch %s: %s", st->path,
-			   strerror(errno));
-		return LR_ERROR;
-	}
+	rc = watch_held(st, err);
+	if (rc != LR_OK)
+		return rc;
 	/* The watch was added by name: make sure it is on our file.  If
 	 * not, the file was replaced in between: start over. */
 	if (!still_ours(st)) {
 		unlock_close(st);
 		return LR_TIMEOUT;
 	}
+	gate_release(st);
 	g->fence = fence;
 	g->ttl_ms = 0;
+	g->slot = 0;
 	return LR_OK;
+}
+
+/* Holding NAME.lock with LOCK_SH and slot file sfd (number k) with
+ * LOCK_EX: the grant.  LR_TIMEOUT if either was replaced meanwhile. */
+static enum lr_status slot_grant(struct lr_store *st, int sfd, unsigned k,
+				 int64_t deadline, struct lr_grant *g,
+				 struct lr_err *err)
+{
+	char body[512], sbody[512];
+	enum lr_status rc;
+	uint64_t fence, floor;
+
+	st->sfd = sfd;
+	st->slot = k;
+	slot_path(st, k, st->spath, sizeof(st->spath));
+	if (!held_ok(st)) {
+		unlock_close(st);
+		return LR_TIMEOUT;
+	}
+	read_body(st->fd, body, sizeof(body));
+	read_body(st->sfd, sbody, sizeof(sbody));
+	floor = body_fence(body);
+	if (body_fence(sbody) > floor)
+		floor = body_fence(sbody);
+	rc = counter_bump(st, floor, deadline, &fence, err);
+	if (rc != LR_OK)
+		return rc;
+	snprintf(sbody, sizeof(sbody),
+		 "fence=%" PRIu64 "\nhost=%s\npid=%ld\nsince=%" PRId64 "\n%s",
+		 fence, st->req->host, st->req->pid, st->req->since_ms,
+		 st->req->shared ? "shared=1\n" : "");
+	if (write_body(st->sfd, sbody) < 0) {
+		lr_err_set(err, "cannot write %s: %s", st->spath,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	rc = watch_held(st, err);
+	if (rc != LR_OK)
+		return rc;
+	if (!held_ok(st)) {
+		unlock_close(st);
+		return LR_TIMEOUT;
+	}
+	gate_release(st);
+	g->fence = fence;
+	g->ttl_ms = 0;
+	g->slot = st->req->shared ? 0 : k;
+	return LR_OK;
+}
+
+/* Holding NAME.lock with LOCK_SH: takes a free slot (0..N-1), or for a
+ * shared holder the first free seat.  LR_OK with the grant, LR_BUSY when
+ * every slot is taken (*fds then holds the N slot files, opened, for the
+ * helpers to wait on), LR_TIMEOUT (replaced: start over), LR_ERROR. */
+static enum lr_status take_slot(struct lr_store *st, int64_t deadline,
+				struct lr_grant *g, int **fds,
+				struct lr_err *err)
+{
+	unsigned n = st->req->shared ? 100000 : st->req->limit, k;
+	char path[PATH_MAX];
+	int fd;
+
+	*fds = NULL;
+	if (!st->req->shared && !(*fds = malloc(n * sizeof(**fds)))) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	for (k = 0; k < n; k++) {
+		slot_path(st, k, path, sizeof(path));
+		fd = open_lock(path);
+		if (fd < 0) {
+			lr_err_set(err, "cannot open %s: %s", path,
+				   strerror(errno));
+			goto fail;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			free(*fds);
+			*fds = NULL;
+			return slot_grant(st, fd, k, deadline, g, err);
+		}
+		if (errno != EWOULDBLOCK) {
+			lr_err_set(err, "cannot lock %s: %s", path,
+				   strerror(errno));
+			close(fd);
+			goto fail;
+		}
+		if (*fds)
+			(*fds)[k] = fd;
+		else
+			close(fd);
+	}
+	if (st->req->shared) {
+		lr_err_set(err, "no free seat among %u files %s.K", n,
+			   st->path);
+		return LR_ERROR;
+	}
+	return LR_BUSY;
+fail:
+	while (*fds && k-- > 0)
+		close((*fds)[k]);
+	free(*fds);
+	*fds = NULL;
+	return LR_ERROR;
+}
+
+/* Holding NAME.lock with LOCK_SH (and the gate): a slot now, or the wait
+ * for one, keeping both. */
+static enum lr_status hold_slot(struct lr_store *st, int64_t deadline,
+				struct lr_grant *g, struct lr_err *err)
+{
+	enum lr_status rc;
+	int *fds;
+
+	if (!still_ours(st)) {
+		unlock_close(st);
+		return LR_TIMEOUT;
+	}
+	rc = take_slot(st, deadline, g, &fds, err);
+	if (rc != LR_BUSY)
+		return rc;
+	st->wfd = fds;
+	st->nwfd = st->req->limit;
+	return helpers_start(st, PH_SLOTS, fds, st->req->limit, LOCK_EX, err);
+}
+
+/* The gate, taken without waiting for more than a moment: a run passing
+ * through holds it for a few syscalls, a waiting run for long.  1 held,
+ * 0 busy, -1 error (errno). */
+static int gate_try(struct lr_store *st, int64_t deadline)
+{
+	int pause;
+
+	if (st->gate < 0 && (st->gate = open_lock(st->gpath)) < 0)
+		return -1;
+	for (pause = 1;; pause *= 2) {
+		if (flock(st->gate, LOCK_EX | LOCK_NB) == 0)
+			return st->gated = 1;
+		if (errno != EWOULDBLOCK)
+			return -1;
+		if (pause > 16 || lr_now_ms() + pause > deadline)
+			return 0;
+		poll(NULL, 0, pause);
+	}
+}
+
+/* NAME.lock is free and ours (LOCK_EX): record our limit and turn the
+ * lock into LOCK_SH, then take a slot. */
+static enum lr_status first_shared(struct lr_store *st, int64_t deadline,
+				   struct lr_grant *g, struct lr_err *err)
+{
+	char body[512];
+
+	if (!still_ours(st)) {
+		unlock_close(st);
+		return LR_TIMEOUT;
+	}
+	read_body(st->fd, body, sizeof(body));
+	snprintf(body, sizeof(body), "fence=%" PRIu64 "\nlimit=%u\n",
+		 body_fence(body), st->req->limit);
+	if (write_body(st->fd, body) < 0) {
+		lr_err_set(err, "cannot write %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (flock(st->fd, LOCK_SH | LOCK_NB) < 0) {
+		lr_err_set(err, "cannot lock %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	st->sh = 1;
+	/* (A slot may still be held by a holder whose NAME.lock --break
+	 * replaced, until it sees that.) */
+	return hold_slot(st, deadline, g, err);
+}
+
+/* Holding the gate: looks at NAME.lock and takes what is ours to take,
+ * or starts waiting for it (keeping the gate).  Refuses another limit
+ * than the holders'. */
+static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
+			      struct lr_grant *g, struct lr_err *err)
+{
+	const struct lr_store_req *req = st->req;
+	int plain = req->limit == 1 && !req->shared;
+	char body[512];
+	unsigned lim;
+
+	if (st->fd < 0 && (st->fd = open_lock(st->path)) < 0) {
+		lr_err_set(err, "cannot open %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (flock(st->fd, LOCK_EX | LOCK_NB) == 0) {
+		st->locked = 1;
+		if (plain)
+			return locked(st, deadline, g, err);
+		return first_shared(st, deadline, g, err);
+	}
+	if (errno != EWOULDBLOCK)
+		goto lockerr;
+	if (flock(st->fd, LOCK_SH | LOCK_NB) == 0) {
+		/* Shared or slot holders: their limit is recorded. */
+		st->locked = st->sh = 1;
+		read_body(st->fd, body, sizeof(body));
+		lim = body_limit(body);
+		if (lim != req->limit) {
+			lr_err_limit(err, req, lim);
+			unlock_close(st);
+			return LR_ERROR;
+		}
+		if (plain) {
+			/* Behind shared holders: wait for LOCK_EX with the
+			 * gate, which stops the shared runs behind us. */
+			flock(st->fd, LOCK_UN);
+			st->locked = st->sh = 0;
+			return helpers_start(st, PH_MAIN, &st->fd, 1, LOCK_EX,
+					     err);
+		}
+		return hold_slot(st, deadline, g, err);
+	}
+	if (errno != EWOULDBLOCK)
+		goto lockerr;
+	/* An exclusive holder: its limit is 1. */
+	if (req->limit != 1) {
+		lr_err_limit(err, req, 1);
+		unlock_close(st);
+		return LR_ERROR;
+	}
+	return helpers_start(st, PH_MAIN, &st->fd, 1,
+			     req->shared ? LOCK_SH : LOCK_EX, err);
+lockerr:
+	lr_err_set(err, "cannot lock %s: %s", st->path, strerror(errno));
+	return LR_ERROR;
+}
+
+/* A helper reported: go on from what it got for us. */
+static enum lr_status helper_done(struct lr_store *st, int64_t deadline,
+				  struct lr_grant *g, struct lr_err *err)
+{
+	enum phase ph = st->phase;
+	int v = -1, fd;
+
+	if (read(st->helper_rd, &v, sizeof(v)) != sizeof(v) || v < 0) {
+		helper_stop(st);
+		lr_err_set(err, "cannot lock %s", st->path);
+		return LR_ERROR;
+	}
+	if (ph == PH_SLOTS) {
+		/* Ours now; the other helpers' slots go back. */
+		fd = st->wfd[v];
+		st->wfd[v] = -1;
+		helper_stop(st);
+		return slot_grant(st, fd, (unsigned)v, deadline, g, err);
+	}
+	helper_stop(st);
+	if (ph == PH_GATE) {
+		st->gated = 1;
+		return at_gate(st, deadline, g, err);
+	}
+	/* PH_MAIN: NAME.lock, as asked. */
+	st->locked = 1;
+	if (!st->req->shared)
+		return locked(st, deadline, g, err);
+	st->sh = 1;
+	return hold_slot(st, deadline, g, err);
+}
+
+/* The gate stays busy: a run waits there, so the name is held.  Looks at
+ * the holders' limit without the gate, to refuse another limit now
+ * rather than after that wait: LOCK_SH on NAME.lock, held for a moment,
+ * keeps the record still (only LOCK_EX writes it); LOCK_SH refused means
+ * an exclusive holder, whose limit is 1 (a run that records a limit
+ * holds LOCK_EX only while it holds the gate, for a moment).  LR_OK when
+ * the limits agree (or cannot be told), else LR_ERROR. */
+static enum lr_status peek_limit(struct lr_store *st, struct lr_err *err)
+{
+	unsigned lim = 1;
+	char body[512];
+
+	if (flock(st->fd, LOCK_SH | LOCK_NB) == 0) {
+		read_body(st->fd, body, sizeof(body));
+		flock(st->fd, LOCK_UN);
+		lim = body_limit(body);
+	} else if (errno != EWOULDBLOCK) {
+		return LR_OK;
+	}
+	if (lim == st->req->limit)
+		return LR_OK;
+	lr_err_limit(err, st->req, lim);
+	return LR_ERROR;
+}
+
+/* One attempt from nothing held. */
+static enum lr_status try_fresh(struct lr_store *st, int64_t deadline,
+				struct lr_grant *g, struct lr_err *err)
+{
+	int r;
+
+	if (st->fd < 0 && (st->fd = open_lock(st->path)) < 0) {
+		lr_err_set(err, "cannot open %s: %s", st->path,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	/* The plain lease when it is free: no gate. */
+	if (st->req->limit == 1 && !st->req->shared) {
+		if (flock(st->fd, LOCK_EX | LOCK_NB) == 0)
+			return locked(st, deadline, g, err);
+		if (errno != EWOULDBLOCK) {
+			lr_err_set(err, "cannot lock %s: %s", st->path,
+				   strerror(errno));
+			return LR_ERROR;
+		}
+	}
+	r = gate_try(st, deadline);
+	if (r < 0) {
+		lr_err_set(err, "cannot lock %s: %s", st->gpath,
+			   strerror(errno));
+		return LR_ERROR;
+	}
+	if (r == 0) {
+		if (peek_limit(st, err) != LR_OK) {
+			unlock_close(st);
+			return LR_ERROR;
+		}
+		return helpers_start(st, PH_GATE, &st->gate, 1, LOCK_EX, err);
+	}
+	return at_gate(st, deadline, g, err);
 }
 
 static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
@@ -531,45 +1000,20 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 	for (tries = 0; tries < 16; tries++) {
 		if (st->helper_rd >= 0) {
 			struct pollfd pfd = { st->helper_rd, POLLIN, 0 };
-			char c;
 
 			if (poll(&pfd, 1, 0) <= 0) {
 				/* --break put a new file at the path: the
-				 * helper waits on a dead one.  Start over. */
-				if (!names(st->path, st->fd)) {
+				 * helpers wait on a dead one.  Start over. */
+				if (st->fd >= 0 && st->phase != PH_GATE &&
+				    !names(st->path, st->fd)) {
 					unlock_close(st);
 					continue;
 				}
 				return LR_BUSY;
 			}
-			if (read(st->helper_rd, &c, 1) != 1 || c != 'x') {
-				helper_stop(st);
-				lr_err_set(err, "cannot lock %s", st->path);
-				return LR_ERROR;
-			}
-			helper_stop(st);
-			rc = locked(st, deadline, g, err);
+			rc = helper_done(st, deadline, g, err);
 		} else {
-			if (st->fd < 0) {
-				st->fd = open(st->path,
-					      O_RDWR | O_CREAT | O_CLOEXEC |
-						      O_NOFOLLOW | O_NOCTTY,
-					      0644);
-				if (st->fd < 0) {
-					lr_err_set(err, "cannot open %s: %s",
-						   st->path, strerror(errno));
-					return LR_ERROR;
-				}
-			}
-			if (flock(st->fd, LOCK_EX | LOCK_NB) < 0) {
-				if (errno != EWOULDBLOCK) {
-					lr_err_set(err, "cannot lock %s: %s",
-						   st->path, strerror(errno));
-					return LR_ERROR;
-				}
-				return helper_start(st, err);
-			}
-			rc = locked(st, deadline, g, err);
+			rc = try_fresh(st, deadline, g, err);
 		}
 		if (rc != LR_TIMEOUT)
 			return rc;
@@ -582,7 +1026,7 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 static int file_wait_fd(struct lr_store *st, short *events)
 {
 	*events = POLLIN;
-	if (st->locked)
+	if (st->locked && st->notify >= 0)
 		return st->notify;
 	return st->helper_rd;
 }
@@ -591,9 +1035,10 @@ static enum lr_status file_renew(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	(void)deadline;
-	if (!st->locked || !still_ours(st)) {
+	if (!held_ok(st)) {
 		lr_err_set(err, "lock file %s was deleted or replaced",
-			   st->path);
+			   st->sfd >= 0 && still_ours(st) ? st->spath
+							 : st->path);
 		return LR_LOST;
 	}
 	return LR_OK;
@@ -604,33 +1049,45 @@ static enum lr_status file_process(struct lr_store *st, short revents,
 {
 	char buf[4096];
 
-	if (!st->locked)
-		return LR_OK; /* the helper finished: acquire() reads it */
+	(void)revents;
+	if (!st->locked || st->notify < 0)
+		return LR_OK; /* a helper finished: acquire() reads it */
 	while (read(st->notify, buf, sizeof(buf)) > 0)
 		;
 	return file_renew(st, deadline, err);
 }
 
+/* Rewrites fd's body to its fence line alone: the counter stays, the
+ * holder goes. */
+static void keep_fence(int fd)
+{
+	char body[512], fence[32];
+
+	read_body(fd, body, sizeof(body));
+	if (!field(body, "fence", fence, sizeof(fence)))
+		strcpy(fence, "0");
+	snprintf(body, sizeof(body), "fence=%s\n", fence);
+	write_body(fd, body);
+}
+
 static enum lr_status file_release(struct lr_store *st, int64_t deadline,
 				   struct lr_err *err)
 {
-	char body[512], fence[32];
 	enum lr_status rc = LR_OK;
 
 	(void)deadline;
 	if (!st->locked)
 		return LR_OK;
-	if (!still_ours(st)) {
+	if (!held_ok(st)) {
 		lr_err_set(err, "lock file %s was deleted or replaced",
-			   st->path);
+			   st->sfd >= 0 && still_ours(st) ? st->spath
+							 : st->path);
 		rc = LR_LOST;
+	} else if (st->sfd >= 0) {
+		/* NAME.lock keeps the limit for the other holders. */
+		keep_fence(st->sfd);
 	} else {
-		/* Keep the counter, drop the holder. */
-		read_body(st->fd, body, sizeof(body));
-		if (!field(body, "fence", fence, sizeof(fence)))
-			strcpy(fence, "0");
-		snprintf(body, sizeof(body), "fence=%s\n", fence);
-		write_body(st->fd, body);
+		keep_fence(st->fd);
 	}
 	unlock_close(st);
 	return rc;
@@ -673,8 +1130,9 @@ static dev_t locks_dev(int fd, dev_t st_dev)
 	return dev;
 }
 
-/* Is there a flock on dev:ino?  Reads /proc/locks, which is what
- * lslocks does; it takes no lock, so --status never gets in the way. */
+/* Who holds a flock on dev:ino?  Reads /proc/locks, which is what lslocks
+ * does; it takes no lock, so --status never gets in the way.  2 an
+ * exclusive lock, 1 a shared one, 0 none, -1 /proc/locks unreadable. */
 static int flock_held(dev_t dev, ino_t ino)
 {
 	char line[256];
@@ -686,94 +1144,175 @@ static int flock_held(dev_t dev, ino_t ino)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned maj, min;
 		unsigned long long i;
-		char type[16];
+		char type[16], access[16];
 		long pid;
 
 		if (strstr(line, "->"))
 			continue; /* a waiter, not a holder */
-		if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", type, &pid,
-			   &maj, &min, &i) != 5)
+		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", type,
+			   access, &pid, &maj, &min, &i) != 6)
 			continue;
 		if (strcmp(type, "FLOCK") == 0 && maj == major(dev) &&
 		    min == minor(dev) && i == (unsigned long long)ino) {
-			held = 1;
-			break;
+			held = strcmp(access, "WRITE") == 0 ? 2 : 1;
+			if (held == 2)
+				break;
 		}
 	}
 	fclose(f);
 	return held;
 }
 
-static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
-				   struct lr_info *info, struct lr_err *err)
+/* Opens path read-only and says whether it is locked (flock_held()),
+ * with its body in buf.  -2 when it does not exist. */
+static int peek(const char *path, char *buf, size_t len, struct lr_err *err)
 {
-	char body[512], v[256];
 	struct stat sb;
 	int fd, held;
 
-	(void)deadline;
-	fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0) {
-		if (errno != ENOENT) {
-			lr_err_set(err, "cannot open %s: %s", st->path,
-				   strerror(errno));
-			return LR_ERROR;
-		}
-		info->fence = counter_peek(st); /* free */
-		return LR_OK;
+		if (errno == ENOENT)
+			return -2;
+		lr_err_set(err, "cannot open %s: %s", path, strerror(errno));
+		return -1;
 	}
 	if (fstat(fd, &sb) < 0) {
-		lr_err_set(err, "cannot stat %s: %s", st->path, strerror(errno));
+		lr_err_set(err, "cannot stat %s: %s", path, strerror(errno));
 		close(fd);
-		return LR_ERROR;
+		return -1;
 	}
-	read_body(fd, body, sizeof(body));
+	read_body(fd, buf, len);
 	held = flock_held(locks_dev(fd, sb.st_dev), sb.st_ino);
 	close(fd);
-	if (held < 0) {
+	if (held < 0)
 		lr_err_set(err, "cannot read /proc/locks: %s", strerror(errno));
+	return held;
+}
+
+/* A holder whose lock file has body: one entry of info. */
+static enum lr_status add_holder(struct lr_info *info, const char *body,
+				 unsigned slot, struct lr_err *err)
+{
+	struct lr_holder *h = lr_info_add(info);
+	char v[256];
+
+	if (!h) {
+		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	info->held = held;
-	info->fence = body_fence(body);
-	if (!held) {
-		/* The last granted: a holder on a removed lock file may have
-		 * bumped the counter past this file's. */
-		uint64_t n = counter_peek(st);
-
-		if (n > info->fence)
-			info->fence = n;
-		return LR_OK;
+	h->slot = slot;
+	h->fence = body_fence(body);
+	if (field(body, "shared", v, sizeof(v)) && strcmp(v, "1") == 0) {
+		h->shared = 1;
+		h->slot = 0;
 	}
 	if (field(body, "host", v, sizeof(v)))
-		snprintf(info->host, sizeof(info->host), "%s", v);
+		snprintf(h->host, sizeof(h->host), "%s", v);
 	if (field(body, "pid", v, sizeof(v)))
-		info->pid = strtol(v, NULL, 10);
+		h->pid = strtol(v, NULL, 10);
 	if (field(body, "since", v, sizeof(v)))
-		info->since_ms = strtoll(v, NULL, 10);
+		h->since_ms = strtoll(v, NULL, 10);
 	return LR_OK;
 }
 
-/* Replaces the lock file by a fresh one that keeps its fence line: the
- * holder sees its file replaced (loss) and newcomers lock the new one. */
-static enum lr_status file_break(struct lr_store *st, int64_t deadline,
-				 struct lr_err *err)
+/* The number K of a slot file's name NAME.lock.K (base: "NAME.lock."),
+ * or -1. */
+static long slot_of(const char *file, const char *base)
+{
+	size_t n = strlen(base);
+	char *end;
+	long k;
+
+	if (strncmp(file, base, n) != 0 || file[n] < '0' || file[n] > '9' ||
+	    (file[n] == '0' && file[n + 1]))
+		return -1;
+	k = strtol(file + n, &end, 10);
+	return *end || k > 100000 ? -1 : k;
+}
+
+/* The holders of slot files (and seats): every NAME.lock.K locked now. */
+static enum lr_status slot_holders(struct lr_store *st, struct lr_info *info,
+				   struct lr_err *err)
+{
+	char base[PATH_MAX], path[PATH_MAX], body[512];
+	enum lr_status rc = LR_OK;
+	struct dirent *e;
+	DIR *d;
+	long k;
+
+	snprintf(base, sizeof(base), "%s.lock.", st->req->name);
+	d = opendir(st->dir);
+	if (!d) {
+		lr_err_set(err, "cannot read %s: %s", st->dir, strerror(errno));
+		return LR_ERROR;
+	}
+	while (rc == LR_OK && (e = readdir(d))) {
+		int held;
+
+		if ((k = slot_of(e->d_name, base)) < 0)
+			continue;
+		slot_path(st, (unsigned)k, path, sizeof(path));
+		held = peek(path, body, sizeof(body), err);
+		if (held == -1)
+			rc = LR_ERROR;
+		else if (held > 0)
+			rc = add_holder(info, body, (unsigned)k, err);
+	}
+	closedir(d);
+	return rc;
+}
+
+static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
+				   struct lr_info *info, struct lr_err *err)
+{
+	char body[512];
+	uint64_t n;
+	int held;
+
+	(void)deadline;
+	held = peek(st->path, body, sizeof(body), err);
+	if (held == -1)
+		return LR_ERROR;
+	if (held == -2) {
+		info->fence = counter_peek(st); /* free */
+		return LR_OK;
+	}
+	if (held == 2) {
+		info->limit = 1;
+		return add_holder(info, body, 0, err);
+	}
+	if (held == 1) {
+		info->limit = body_limit(body);
+		return slot_holders(st, info, err);
+	}
+	/* Free.  The last granted: a holder on a removed lock file may
+	 * have bumped the counter past this file's. */
+	info->fence = body_fence(body);
+	n = counter_peek(st);
+	if (n > info->fence)
+		info->fence = n;
+	return LR_OK;
+}
+
+/* Replaces the lock file path by a fresh one that keeps its fence line:
+ * its holder sees its file replaced (loss) and newcomers lock the new
+ * one. */
+static enum lr_status replace(const char *path, struct lr_err *err)
 {
 	char tmp[PATH_MAX + 32], body[512], out[64];
 	int fd, n;
 
-	(void)deadline;
-	fd = open(st->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return LR_OK;
-		lr_err_set(err, "cannot open %s: %s", st->path, strerror(errno));
+		lr_err_set(err, "cannot open %s: %s", path, strerror(errno));
 		return LR_ERROR;
 	}
 	read_body(fd, body, sizeof(body));
 	close(fd);
-	n = snprintf(tmp, sizeof(tmp), "%s.break.%ld", st->path,
-		     (long)getpid());
+	n = snprintf(tmp, sizeof(tmp), "%s.break.%ld", path, (long)getpid());
 	if (n < 0 || (size_t)n >= sizeof(tmp)) {
 		lr_err_set(err, "lock file name too long");
 		return LR_ERROR;
@@ -788,13 +1327,35 @@ static enum lr_status file_break(struct lr_store *st, int64_t deadline,
 	 * read the old lock file cannot share its fence with the next. */
 	snprintf(out, sizeof(out), "fence=%" PRIu64 "\n", body_fence(body));
 	if (write_body(fd, out) < 0 || close(fd) < 0 ||
-	    rename(tmp, st->path) < 0) {
-		lr_err_set(err, "cannot replace %s: %s", st->path,
-			   strerror(errno));
+	    rename(tmp, path) < 0) {
+		lr_err_set(err, "cannot replace %s: %s", path, strerror(errno));
 		unlink(tmp);
 		return LR_ERROR;
 	}
 	return LR_OK;
+}
+
+/* All: NAME.lock is replaced, which every holder (LOCK_EX or LOCK_SH)
+ * sees as loss; its new copy records no limit.  Slot K of a semaphore:
+ * NAME.lock.K is replaced; slot 0 of a plain or shared lease is the
+ * whole lease. */
+static enum lr_status file_break(struct lr_store *st, int slot,
+				 int64_t deadline, struct lr_err *err)
+{
+	char body[512], path[PATH_MAX];
+	int held;
+
+	(void)deadline;
+	if (slot < 0)
+		return replace(st->path, err);
+	held = peek(st->path, body, sizeof(body), err);
+	if (held == -1)
+		return LR_ERROR;
+	if (held == 1 && body_limit(body) > 1) {
+		slot_path(st, (unsigned)slot, path, sizeof(path));
+		return replace(path, err);
+	}
+	return slot == 0 ? replace(st->path, err) : LR_OK;
 }
 
 static void file_close(struct lr_store *st)
@@ -811,7 +1372,7 @@ const struct lr_store_ops lr_file_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "file",
 	.schemes = file_schemes,
-	.caps = LR_CAP_BREAK,
+	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.open = file_open,
 	.acquire = file_acquire,
 	.wait_fd = file_wait_fd,
