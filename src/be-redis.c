@@ -16,6 +16,13 @@
  *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
+ * and for shared holders and the slots of a semaphore (--limit N):
+ *   Pholder:{NAME}:TOK a holder's grant, as P{NAME} is the plain lease's
+ *   Pholders:{NAME}    their tokens, scored by when they expire (ms by
+ *                      the server's TIME; a renew moves it)
+ *   Plimit:{NAME}      the limit they hold with: 1 for shared holders
+ *   Pslot:{NAME}:K     slot K's holder's token, PX = TTL
+ * A waiter of those is queued as "m:TOK" (its wake channel too).
  * A lease name cannot hold braces, so the names cannot collide; no other
  * key starts with the lease key, so CLIENT TRACKING's PREFIX P{NAME}
  * watches the lease alone; the hash tag keeps them all in one Redis
@@ -120,6 +127,12 @@ struct lr_store {
 	enum guard_mode evict, persist;
 	char *key, *fence_key, *chan, *ks_chan;
 	char *waiters, *wake_prefix, *wake_chan;
+	/* Shared holders and slots: key is then our Pholder:{NAME}:TOK, and
+	 * plain the lease's key; slot_key our slot's, once granted. */
+	char *plain, *holders, *limit_key, *hold_prefix, *slot_prefix;
+	char *slot_key;
+	int multi;         /* shared, or a limit above 1 */
+	unsigned slot;     /* our slot, once granted */
 	redisContext *c;   /* commands */
 	redisContext *aux; /* subscriber (waiting) and watcher (holding) */
 	long long aux_id;  /* its CLIENT ID, or -1 */
@@ -210,13 +223,22 @@ struct script {
 	char sha[41];
 };
 
-/* KEYS: lease, fence, waiters.  ARGV: token, ttl ms, pid, since, host,
- * queue ("1": on BUSY, join the waiters' queue).  Returns {1, fence} when
- * granted, {0, pttl} when held by another.  The fence is max(counter + 1,
- * TIME in microseconds), written with %d: Lua's own number format would
- * round it. */
+/* KEYS: lease, fence, waiters, holders, limit.  ARGV: token, ttl ms, pid,
+ * since, host, queue ("1": on BUSY, join the waiters' queue).  Returns
+ * {1, fence} when granted, {0, pttl} when held by another (-1: by shared
+ * holders), {2, limit} when held by a semaphore's holders.  The fence is
+ * max(counter + 1, TIME in microseconds), written with %d: Lua's own
+ * number format would round it. */
 static struct script acquire_lua = {
 	"acquire",
+	"local function queue()\n"
+	"  if ARGV[6] == '1' then\n"
+	"    local t = redis.call('TIME')\n"
+	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], "
+	"ARGV[1])\n"
+	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
+	"  end\n"
+	"end\n"
 	"local v = redis.call('GET', KEYS[1])\n"
 	"if v then\n"
 	"  local tok, f = string.match(v, '^(%S+) (%d+) ')\n"
@@ -224,15 +246,18 @@ static struct script acquire_lua = {
 	"    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
 	"    return {1, f}\n"
 	"  end\n"
-	"  if ARGV[6] == '1' then\n"
-	"    local t = redis.call('TIME')\n"
-	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], "
-	"ARGV[1])\n"
-	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
-	"  end\n"
+	"  queue()\n"
 	"  return {0, redis.call('PTTL', KEYS[1])}\n"
 	"end\n"
 	"local t = redis.call('TIME')\n"
+	"redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', "
+	"t[1] * 1000 + math.floor(t[2] / 1000))\n"
+	"if redis.call('ZCARD', KEYS[4]) > 0 then\n"
+	"  local lim = tonumber(redis.call('GET', KEYS[5]))\n"
+	"  if lim and lim ~= 1 then return {2, lim} end\n"
+	"  queue()\n"
+	"  return {0, -1}\n"
+	"end\n"
 	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
 	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
 	"redis.call('SET', KEYS[2], f)\n"
@@ -280,20 +305,230 @@ static struct script release_lua = {
 	""
 };
 
-/* KEYS: lease, waiters.  ARGV: unused, release channel, wake prefix.
- * Deletes the lease whoever holds it; returns what DEL returned. */
+/* KEYS: lease, waiters, holders, limit.  ARGV: slot (-1: all), release
+ * channel, wake prefix, holder key prefix, slot key prefix.  Deletes the
+ * grants whoever holds them: all, or the holder of a semaphore's slot
+ * (slot 0 of a plain or shared lease is all of it); returns how many. */
 static struct script break_lua = {
 	"break",
-	"local n = redis.call('DEL', KEYS[1])\n"
+	"local k = tonumber(ARGV[1])\n"
+	"local lim = tonumber(redis.call('GET', KEYS[4])) or 0\n"
+	"local n = 0\n"
+	"if k < 0 or (lim < 2 and k == 0) then\n"
+	"  n = redis.call('DEL', KEYS[1])\n"
+	"  for _, tok in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
+	"    n = n + redis.call('DEL', ARGV[4] .. tok)\n"
+	"  end\n"
+	"  for i = 0, lim - 1 do redis.call('DEL', ARGV[5] .. i) end\n"
+	"  redis.call('DEL', KEYS[3], KEYS[4])\n"
+	"elseif lim >= 2 then\n"
+	"  local tok = redis.call('GET', ARGV[5] .. k)\n"
+	"  if tok then\n"
+	"    redis.call('DEL', ARGV[5] .. k)\n"
+	"    n = redis.call('DEL', ARGV[4] .. tok)\n"
+	"    redis.call('ZREM', KEYS[3], tok)\n"
+	"    if redis.call('ZCARD', KEYS[3]) == 0 then\n"
+	"      redis.call('DEL', KEYS[4])\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
 	WAKE_LUA
 	"return n\n",
 	""
 };
 
+/* Shared holders and the slots of a semaphore.  Every one of these
+ * scripts knows the time by the server's TIME (ms), and drops from
+ * Pholders the holders whose time has run out. */
+#define MULTI_NOW_LUA                                                   \
+	"local t = redis.call('TIME')\n"                                 \
+	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"            \
+	"redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
+
+/* KEYS: lease, fence, waiters, holders, limit, our holder key.  ARGV:
+ * token, ttl ms, "PID SINCE HOST", queue, limit (1: shared), slot key
+ * prefix, wake prefix.  Returns {1, fence, slot} when granted, {0, pttl}
+ * when busy, {2, limit} when the holders use another limit.
+ *
+ * The plain lease's holder (limit 1) lets nobody in.  A shared run goes
+ * in beside shared holders unless a live exclusive waiter is queued
+ * ahead of it; a semaphore's run takes the lowest free slot if fewer
+ * live runs of it are queued ahead than slots are free, so its waiters
+ * are served in the order they came.  A waiter that has no subscriber
+ * on its wake channel any more is dead, and dropped.  A grant wakes the
+ * next waiter, which may come in too. */
+static struct script acquire_multi_lua = {
+	"acquire",
+	"local tok, ttl, lim = ARGV[1], ARGV[2], tonumber(ARGV[5])\n"
+	"local sp, wp, me = ARGV[6], ARGV[7], 'm:' .. ARGV[1]\n"
+	MULTI_NOW_LUA
+	"local function queue()\n"
+	"  if ARGV[4] == '1' then\n"
+	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], me)\n"
+	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
+	"  end\n"
+	"end\n"
+	"local function extend(k)\n"
+	"  redis.call('PEXPIRE', KEYS[6], ttl)\n"
+	"  if lim > 1 then redis.call('PEXPIRE', sp .. k, ttl) end\n"
+	"  redis.call('ZADD', KEYS[4], now + ttl, tok)\n"
+	"  if redis.call('PTTL', KEYS[5]) < tonumber(ttl) then\n"
+	"    redis.call('PEXPIRE', KEYS[5], ttl)\n"
+	"  end\n"
+	"end\n"
+	"local v = redis.call('GET', KEYS[6])\n"
+	"if v and string.match(v, '^(%S+) ') == tok then\n"
+	"  local k = 0\n"
+	"  for i = 1, lim - 1 do\n"
+	"    if redis.call('GET', sp .. i) == tok then k = i end\n"
+	"  end\n"
+	"  extend(k)\n"
+	"  return {1, string.match(v, '^%S+ (%d+)'), k}\n"
+	"end\n"
+	"local p = redis.call('PTTL', KEYS[1])\n"
+	"if p ~= -2 then\n"
+	"  if lim ~= 1 then return {2, 1} end\n"
+	"  queue()\n"
+	"  return {0, p}\n"
+	"end\n"
+	"local held = redis.call('ZCARD', KEYS[4]) > 0\n"
+	"local rec = tonumber(redis.call('GET', KEYS[5]))\n"
+	"if held and rec and rec ~= lim then return {2, rec} end\n"
+	"local ahead = 0\n"
+	"for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
+	"  if w == me then break end\n"
+	"  local excl = string.sub(w, 1, 2) ~= 'm:'\n"
+	"  if (lim == 1) == excl then\n"
+	"    if redis.call('PUBSUB', 'NUMSUB', wp .. w)[2] > 0 then\n"
+	"      ahead = ahead + 1\n"
+	"    else\n"
+	"      redis.call('ZREM', KEYS[3], w)\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"local k = 0\n"
+	"if lim == 1 and ahead > 0 then\n"
+	"  queue()\n"
+	"  return {0, -1}\n"
+	"elseif lim > 1 then\n"
+	"  local free = 0\n"
+	"  k = -1\n"
+	"  for i = 0, lim - 1 do\n"
+	"    if redis.call('EXISTS', sp .. i) == 0 then\n"
+	"      free = free + 1\n"
+	"      if k < 0 then k = i end\n"
+	"    end\n"
+	"  end\n"
+	"  if free <= ahead then\n"
+	"    queue()\n"
+	"    return {0, -1}\n"
+	"  end\n"
+	"end\n"
+	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
+	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
+	"redis.call('SET', KEYS[2], f)\n"
+	"redis.call('SET', KEYS[6], tok .. ' ' .. f .. ' ' .. ARGV[3], 'PX', "
+	"ttl)\n"
+	"if lim > 1 then redis.call('SET', sp .. k, tok, 'PX', ttl) end\n"
+	"if not held or not rec then redis.call('SET', KEYS[5], lim) end\n"
+	"extend(k)\n"
+	"redis.call('ZREM', KEYS[3], me)\n"
+	"for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
+	"  if redis.call('PUBLISH', wp .. w, 'go') > 0 then break end\n"
+	"  redis.call('ZREM', KEYS[3], w)\n"
+	"end\n"
+	"return {1, f, k}\n",
+	""
+};
+
+/* KEYS: our holder key, holders, limit, our slot key (or our holder key
+ * again).  ARGV: token, ttl ms, "1" for a slot.  Returns 1 if extended,
+ * 0 if not ours. */
+static struct script renew_multi_lua = {
+	"renew",
+	"local v = redis.call('GET', KEYS[1])\n"
+	"if not (v and string.match(v, '^(%S+) ') == ARGV[1]) then\n"
+	"  return 0\n"
+	"end\n"
+	"if ARGV[3] == '1' then\n"
+	"  if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end\n"
+	"  redis.call('PEXPIRE', KEYS[4], ARGV[2])\n"
+	"end\n"
+	"redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"local t = redis.call('TIME')\n"
+	"redis.call('ZADD', KEYS[2], t[1] * 1000 + math.floor(t[2] / 1000) "
+	"+ ARGV[2], ARGV[1])\n"
+	"if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[2]) then\n"
+	"  redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
+	"end\n"
+	"return 1\n",
+	""
+};
+
+/* KEYS: our holder key, waiters, our slot key (or our holder key again),
+ * holders, limit.  ARGV: token, release channel, wake prefix, "1" for a
+ * slot.  Returns 1 if deleted, 0 if not ours. */
+static struct script release_multi_lua = {
+	"release",
+	"local v = redis.call('GET', KEYS[1])\n"
+	"local ours = v and string.match(v, '^(%S+) ') == ARGV[1]\n"
+	"if ours then redis.call('DEL', KEYS[1]) end\n"
+	"if ARGV[4] == '1' then\n"
+	"  if redis.call('GET', KEYS[3]) == ARGV[1] then\n"
+	"    redis.call('DEL', KEYS[3])\n"
+	"  else\n"
+	"    ours = false\n"
+	"  end\n"
+	"end\n"
+	MULTI_NOW_LUA
+	"redis.call('ZREM', KEYS[4], ARGV[1])\n"
+	"if redis.call('ZCARD', KEYS[4]) == 0 then\n"
+	"  redis.call('DEL', KEYS[5])\n"
+	"end\n"
+	WAKE_LUA
+	"if ours then return 1 end\n"
+	"return 0\n",
+	""
+};
+
+/* KEYS: lease, holders, limit.  ARGV: holder key prefix, slot key
+ * prefix.  Returns {limit (0: none), the lease's value ("": free), its
+ * PTTL, then for each shared or slot holder its value, PTTL and slot
+ * (-1: shared)}. */
+static struct script inspect_lua = {
+	"inspect",
+	"local t = redis.call('TIME')\n"
+	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+	"local lim = 0\n"
+	"if redis.call('EXISTS', KEYS[3]) == 1 then\n"
+	"  lim = tonumber(redis.call('GET', KEYS[3])) or 0\n"
+	"end\n"
+	"local out = {lim, redis.call('GET', KEYS[1]) or '', "
+	"redis.call('PTTL', KEYS[1])}\n"
+	"local slots = {}\n"
+	"for k = 0, lim - 1 do\n"
+	"  local tok = redis.call('GET', ARGV[2] .. k)\n"
+	"  if tok then slots[tok] = k end\n"
+	"end\n"
+	"for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], now, "
+	"'+inf')) do\n"
+	"  local v = redis.call('GET', ARGV[1] .. tok)\n"
+	"  if v then\n"
+	"    out[#out + 1] = v\n"
+	"    out[#out + 1] = redis.call('PTTL', ARGV[1] .. tok)\n"
+	"    out[#out + 1] = slots[tok] or -1\n"
+	"  end\n"
+	"end\n"
+	"return out\n",
+	""
+};
+
 static void scripts_init(void)
 {
-	struct script *all[] = { &acquire_lua, &renew_lua, &release_lua,
-				 &break_lua };
+	struct script *all[] = { &acquire_lua,	     &renew_lua,
+				 &release_lua,	     &break_lua,
+				 &acquire_multi_lua, &renew_multi_lua,
+				 &release_multi_lua, &inspect_lua };
 	size_t i;
 
 	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -811,29 +1046,47 @@ static enum lr_status parse_url(struct lr_store *st,
 	}
 
 	{
-		size_t n = strlen(v) + strlen(req->name) + 32, m;
+		const char *tok = req->token ? req->token : "";
+		size_t n = strlen(v) + strlen(req->name) + strlen(tok) + 40, m;
 
+		st->multi = req->shared || req->limit > 1;
 		st->key = malloc(n);
+		st->plain = malloc(n);
 		st->fence_key = malloc(n);
 		st->chan = malloc(n);
 		m = n + 40;
 		st->ks_chan = malloc(m);
 		st->waiters = malloc(n);
 		st->wake_prefix = malloc(n);
-		m = n + (req->token ? strlen(req->token) : 0);
-		st->wake_chan = malloc(m);
-		if (!st->key || !st->fence_key || !st->chan || !st->ks_chan ||
-		    !st->waiters || !st->wake_prefix || !st->wake_chan)
+		st->wake_chan = malloc(n);
+		st->holders = malloc(n);
+		st->limit_key = malloc(n);
+		st->hold_prefix = malloc(n);
+		st->slot_prefix = malloc(n);
+		st->slot_key = malloc(n);
+		if (!st->key || !st->plain || !st->fence_key || !st->chan ||
+		    !st->ks_chan || !st->waiters || !st->wake_prefix ||
+		    !st->wake_chan || !st->holders || !st->limit_key ||
+		    !st->hold_prefix || !st->slot_prefix || !st->slot_key)
 			goto oom;
 		snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
 		snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
-		snprintf(st->wake_chan, m, "%s%s", st->wake_prefix,
-			 req->token ? req->token : "");
-		snprintf(st->key, n, "%s{%s}", v, req->name);
+		snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
+			 st->multi ? "m:" : "", tok);
+		snprintf(st->plain, n, "%s{%s}", v, req->name);
+		snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
+		if (st->multi)
+			snprintf(st->key, n, "%s%s", st->hold_prefix, tok);
+		else
+			snprintf(st->key, n, "%s", st->plain);
 		snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
 		snprintf(st->chan, n, "%sreleased:{%s}", v, req->name);
 		snprintf(st->ks_chan, n + 40, "__keyspace@%ld__:%s", st->db,
-			 st->key);
+			 st->plain);
+		snprintf(st->holders, n, "%sholders:{%s}", v, req->name);
+		snprintf(st->limit_key, n, "%slimit:{%s}", v, req->name);
+		snprintf(st->slot_prefix, n, "%sslot:{%s}:", v, req->name);
+		st->slot_key[0] = '\0';
 	}
 	return LR_OK;
 oom:
@@ -1026,6 +1279,12 @@ static void r_close(struct lr_store *st)
 	free(st->user);
 	lr_wipe_free(st->pass);
 	free(st->key);
+	free(st->plain);
+	free(st->holders);
+	free(st->limit_key);
+	free(st->hold_prefix);
+	free(st->slot_prefix);
+	free(st->slot_key);
 	free(st->fence_key);
 	free(st->chan);
 	free(st->ks_chan);
@@ -1228,6 +1487,44 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
 
+/* What an acquire script answered (r): {1, fence[, slot]} granted, {0,
+ * pttl} busy, {2, limit} held with another limit.  ours: the read back
+ * behind it found the grant ours. */
+static enum lr_status acquired(struct lr_store *st, const redisReply *r,
+			       int ours, struct lr_grant *g,
+			       struct lr_err *err)
+{
+	const redisReply *f;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "redis at %s: acquire: unexpected reply",
+			   st->where);
+		return LR_ERROR;
+	}
+	if (r->element[0]->integer == 2) {
+		lr_err_limit(err, st->req, (unsigned)r->element[1]->integer);
+		return LR_ERROR;
+	}
+	if (r->element[0]->integer != 1)
+		return LR_BUSY;
+	f = r->element[1];
+	g->fence = f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10)
+						 : (uint64_t)f->integer;
+	g->ttl_ms = 0;
+	g->slot = 0;
+	if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER &&
+	    st->req->limit > 1) {
+		st->slot = (unsigned)r->element[2]->integer;
+		snprintf(st->slot_key, strlen(st->slot_prefix) + 12, "%s%u",
+			 st->slot_prefix, st->slot);
+		g->slot = st->slot;
+	}
+	/* Taken away before the watch was on: the command must not start,
+	 * and there is nothing of ours to give back. */
+	return ours ? LR_OK : LR_BUSY;
+}
+
 /* One try, with the guards in the first one's round trip and the watch
  * armed behind the script. */
 static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
@@ -1236,13 +1533,18 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	const struct lr_store_req *req = st->req;
 	const char *mem[2] = { "INFO", "memory" };
 	const char *per[2] = { "INFO", "persistence" };
-	char ttl[24], pid[24], since[24];
-	const char *kv[9] = { st->key,	   st->fence_key,
-			      st->waiters, req->token,
-			      ttl,	   pid,
-			      since,	   req->host && *req->host ? req->host
-								   : "?",
-			      st->aux ? "1" : "0" };
+	char ttl[24], pid[24], since[24], lim[16], tail[400];
+	const char *host = req->host && *req->host ? req->host : "?";
+	const char *queue = st->aux ? "1" : "0";
+	const char *kv[11] = { st->plain,   st->fence_key, st->waiters,
+			       st->holders, st->limit_key, req->token,
+			       ttl,	    pid,	   since,
+			       host,	    queue };
+	const char *mkv[13] = { st->plain,     st->fence_key,	st->waiters,
+				st->holders,   st->limit_key,	st->key,
+				req->token,    ttl,		tail,
+				queue,	       lim,		st->slot_prefix,
+				st->wake_prefix };
 	struct cmd cmds[MAX_CMDS];
 	struct watch_cmds w;
 	struct lr_err gerr = { "" };
@@ -1253,14 +1555,20 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
 	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
+	snprintf(lim, sizeof(lim), "%u", req->limit);
+	snprintf(tail, sizeof(tail), "%s %s %.300s", pid, since, host);
 	if (guards) {
 		cmds[n++] = (struct cmd){ 2, mem, NULL };
 		cmds[n++] = (struct cmd){ 2, per, NULL };
 	}
 	si = n++;
 	n = watch_add(st, &w, cmds, n);
-	s = run_script(st, &acquire_lua, 3, 6, kv, cmds, n, si, deadline,
-		       err);
+	if (st->multi)
+		s = run_script(st, &acquire_multi_lua, 6, 7, mkv, cmds, n, si,
+			       deadline, err);
+	else
+		s = run_script(st, &acquire_lua, 5, 6, kv, cmds, n, si,
+			       deadline, err);
 	if (s != LR_OK)
 		return s;
 	if (guards) {
@@ -1274,24 +1582,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	}
 	ours = watch_check(st, &w, cmds);
 	r = cmds[si].r;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER) {
-		lr_err_set(err, "redis at %s: acquire: unexpected reply",
-			   st->where);
-		s = LR_ERROR;
-	} else if (r->element[0]->integer == 1) {
-		const redisReply *f = r->element[1];
-
-		g->fence = f->type == REDIS_REPLY_STRING
-				   ? strtoull(f->str, NULL, 10)
-				   : (uint64_t)f->integer;
-		g->ttl_ms = 0;
-		/* Taken away before the watch was on: the command must not
-		 * start, and there is nothing of ours to give back. */
-		s = ours ? LR_OK : LR_BUSY;
-	} else {
-		s = LR_BUSY;
-	}
+	s = acquired(st, r, ours, g, err);
 	cmds_free(cmds, n);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
@@ -1531,7 +1822,20 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	enum lr_status s;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
-	s = run_script(st, &renew_lua, 1, 2, kv, cmds, 1, 0, deadline, err);
+	if (st->multi) {
+		const int slot = st->req->limit > 1;
+		const char *mkv[7] = { st->key,	  st->holders,
+				       st->limit_key,
+				       slot ? st->slot_key : st->key,
+				       st->req->token, ttl,
+				       slot ? "1" : "0" };
+
+		s = run_script(st, &renew_multi_lua, 4, 3, mkv, cmds, 1, 0,
+			       deadline, err);
+	} else {
+		s = run_script(st, &renew_lua, 1, 2, kv, cmds, 1, 0, deadline,
+			       err);
+	}
 	if (s != LR_OK)
 		return s;
 	r = cmds[0].r;
@@ -1560,8 +1864,20 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 
 	st->held = 0;
 	drop_aux(st);
-	s = run_script(st, &release_lua, 2, 3, kv, cmds, 1, 0, deadline,
-		       err);
+	if (st->multi) {
+		const int slot = st->req->limit > 1;
+		const char *mkv[9] = { st->key,	     st->waiters,
+				       slot ? st->slot_key : st->key,
+				       st->holders,  st->limit_key,
+				       st->req->token, st->chan,
+				       st->wake_prefix, slot ? "1" : "0" };
+
+		s = run_script(st, &release_multi_lua, 5, 4, mkv, cmds, 1, 0,
+			       deadline, err);
+	} else {
+		s = run_script(st, &release_lua, 2, 3, kv, cmds, 1, 0,
+			       deadline, err);
+	}
 	if (s != LR_OK)
 		return s;
 	r = cmds[0].r;
@@ -1579,61 +1895,88 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
-				struct lr_info *info, struct lr_err *err)
+/* A grant's value, "TOKEN FENCE PID SINCE HOST", and its PTTL, as a
+ * holder in slot (-1: shared) of info. */
+static enum lr_status add_holder(struct lr_info *info, const redisReply *v,
+				 const redisReply *pttl, long long slot,
+				 struct lr_err *err)
 {
-	const char *get[2] = { "GET", st->key }, *pttl[2] = { "PTTL", st->key };
-	struct cmd cmds[2] = { { 2, get, NULL }, { 2, pttl, NULL } };
-	const redisReply *v, *r;
-	enum lr_status s;
+	struct lr_holder *h;
 	char tok[128];
 	unsigned long long fence;
 	long pid;
 	long long since;
 	int pos = 0;
-	struct lr_holder *h;
 
-	s = round_trip(st, cmds, 2, deadline, "GET", err);
+	if (v->type != REDIS_REPLY_STRING || !v->len)
+		return LR_OK;
+	if (!(h = lr_info_add(info))) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	h->shared = slot < 0;
+	h->slot = slot > 0 ? (unsigned)slot : 0;
+	if (pttl->type == REDIS_REPLY_INTEGER && pttl->integer >= 0)
+		h->ttl_left_ms = pttl->integer;
+	if (sscanf(v->str, "%127s %llu %ld %lld %n", tok, &fence, &pid, &since,
+		   &pos) == 4 &&
+	    pos > 0) {
+		h->fence = fence;
+		h->pid = pid;
+		h->since_ms = since;
+		snprintf(h->host, sizeof(h->host), "%s", v->str + pos);
+	}
+	return LR_OK;
+}
+
+static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
+				struct lr_info *info, struct lr_err *err)
+{
+	const char *kv[5] = { st->plain, st->holders, st->limit_key,
+			      st->hold_prefix, st->slot_prefix };
+	struct cmd cmds[1];
+	const redisReply *r;
+	enum lr_status s;
+	size_t i;
+
+	s = run_script(st, &inspect_lua, 3, 2, kv, cmds, 1, 0, deadline, err);
 	if (s != LR_OK)
 		return s;
-	v = cmds[0].r;
-	r = cmds[1].r;
-	if (v->type == REDIS_REPLY_ERROR) {
-		lr_err_set(err, "redis at %s: GET %s: %.120s", st->where,
-			   st->key, v->str);
+	r = cmds[0].r;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+	    r->elements % 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "redis at %s: inspect: unexpected reply",
+			   st->where);
 		s = LR_ERROR;
-	} else if (v->type == REDIS_REPLY_STRING &&
-		   r->type == REDIS_REPLY_INTEGER && r->integer != -2) {
-		if (!(h = lr_info_add(info))) {
-			lr_err_set(err, "out of memory");
-			s = LR_ERROR;
-			goto out;
-		}
-		if (r->integer >= 0)
-			h->ttl_left_ms = r->integer;
-		if (sscanf(v->str, "%127s %llu %ld %lld %n", tok, &fence,
-			   &pid, &since, &pos) == 4 &&
-		    pos > 0) {
-			h->fence = fence;
-			h->pid = pid;
-			h->since_ms = since;
-			snprintf(h->host, sizeof(h->host), "%s", v->str + pos);
-		}
+		goto out;
 	}
+	info->limit = (unsigned)r->element[0]->integer;
+	s = add_holder(info, r->element[1], r->element[2], 0, err);
+	if (s == LR_OK && info->n)
+		info->limit = 1;
+	for (i = 3; s == LR_OK && i < r->elements; i += 3)
+		s = add_holder(info, r->element[i], r->element[i + 1],
+			       r->element[i + 2]->type == REDIS_REPLY_INTEGER
+				       ? r->element[i + 2]->integer
+				       : -1,
+			       err);
 out:
-	cmds_free(cmds, 2);
+	cmds_free(cmds, 1);
 	return s;
 }
 
 static enum lr_status r_brk(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
-	const char *kv[5] = { st->key, st->waiters, "-", st->chan,
-			      st->wake_prefix };
+	char k[16];
+	const char *kv[9] = { st->plain,	 st->waiters,	  st->holders,
+			      st->limit_key, k,		  st->chan,
+			      st->wake_prefix, st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];
 	enum lr_status s;
 
-	s = run_script(st, &break_lua, 2, 3, kv, cmds, 1, 0, deadline, err);
+	snprintf(k, sizeof(k), "%d", slot);
+	s = run_script(st, &break_lua, 4, 5, kv, cmds, 1, 0, deadline, err);
 	if (s == LR_OK)
 		cmds_free(cmds, 1);
 	return s;
@@ -1646,7 +1989,7 @@ const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "redis",
 	.schemes = schemes,
-	.caps = LR_CAP_TTL | LR_CAP_BREAK,
+	.caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = secret_env,
 	.open = r_open,
 	.acquire = r_acquire,
