@@ -29,6 +29,21 @@
  *      just before its own (first come, first served, no herd), and keeps
  *      its lease alive meanwhile (every TTL/3) so it keeps its place.
  *
+ * Shared holders and semaphores use the same queue, with keys that say
+ * what they are: PREFIX/NAME/s-<ID hex> for a shared run, which holds
+ * when no exclusive key (the plain <ID hex>) was created before it and
+ * waits watching the last exclusive key before it (etcd's read/write
+ * lock recipe); PREFIX/NAME/n<N>-<ID hex> for a run of a semaphore of N
+ * slots, queued among those keys alone.  The first of them in the queue
+ * claims a free slot with a transaction that creates
+ * PREFIX/NAME/n<N>-slot-<K> (bound to its lease) if it does not exist and
+ * deletes its queue key, so the next run in the queue, which watches it,
+ * becomes the first; the slot key is then its lock, and its create
+ * revision the fence.  When every slot is taken, the first run watches
+ * the slot keys for a delete (it alone: no herd).  Every key carries its
+ * limit, so a run finds any key of another limit in its first listing
+ * and is refused.
+ *
  * The grant, the transaction and the watch on our own key go out together
  * (one round trip; a transaction that etcd applies before the grant, in
  * about one acquire in fifteen here, fails "lease not found" and is sent
@@ -105,6 +120,7 @@ struct endpoint {
 struct watch {
 	int64_t id; /* our watch_id; 0: none */
 	char *key;
+	char *end;	     /* a range [key, end) of keys; NULL: key alone */
 	int64_t start;	     /* the revision asked for; 0: "now" */
 	int created;	     /* etcd confirmed it ... */
 	int64_t created_rev; /* ... at this store revision */
@@ -151,6 +167,8 @@ struct lr_store {
 	char *mykey;
 	int64_t my_crev;
 	int64_t rev; /* the latest revision at which our key was ours */
+	unsigned slot;	  /* a semaphore's: the slot we hold ... */
+	int slot_claimed; /* ... since we claimed it */
 };
 
 /* ---- messages ------------------------------------------------------------ */
@@ -282,8 +300,10 @@ struct extras {
 static void drain(struct lr_store *st);
 static enum lr_status authenticate(struct lr_store *st, int64_t deadline,
 				   struct lr_err *err);
-static void watch_create(struct lr_store *st, struct watch *w, const char *key,
-			 int64_t start);
+static void watch_create_range(struct lr_store *st, struct watch *w,
+			       const char *key, const char *end, int64_t start);
+#define watch_create(st, w, key, start) \
+	watch_create_range(st, w, key, NULL, start)
 static int keepalive_send(struct lr_store *st);
 
 /* ---- the connection ------------------------------------------------------ */
@@ -291,6 +311,7 @@ static int keepalive_send(struct lr_store *st);
 static void watch_forget(struct watch *w)
 {
 	free(w->key);
+	free(w->end);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -636,9 +657,10 @@ static int keepalive_send(struct lr_store *st)
 	return 0;
 }
 
-/* Sets up watch w on key (its deletions only) from revision start on. */
-static void watch_create(struct lr_store *st, struct watch *w, const char *key,
-			 int64_t start)
+/* Sets up watch w on key, or on the keys in [key, end) if end is not
+ * NULL (their deletions only), from revision start on. */
+static void watch_create_range(struct lr_store *st, struct watch *w,
+			       const char *key, const char *end, int64_t start)
 {
 	LrEtcd__WatchCreateRequest__FilterType noput =
 	    LR_ETCD__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
@@ -649,11 +671,14 @@ static void watch_create(struct lr_store *st, struct watch *w, const char *key,
 	struct lr_err e;
 
 	watch_forget(w);
-	if (!st->conn || !(w->key = strdup(key)))
+	if (!st->conn || !(w->key = strdup(key)) ||
+	    (end && !(w->end = strdup(end))))
 		goto fail;
 	w->id = ++st->next_wid;
 	w->start = start;
 	c.key = bytes(key);
+	if (end)
+		c.range_end = bytes(end);
 	c.start_revision = start;
 	c.n_filters = 1;
 	c.filters = &noput;
@@ -721,7 +746,7 @@ static void watch_response(struct lr_store *st, const LrEtcd__WatchResponse *r)
 		const LrEtcd__Event *ev = r->events[i];
 
 		if (ev->type == LR_ETCD__EVENT__EVENT_TYPE__DELETE && ev->kv &&
-		    bytes_eq(ev->kv->key, w->key) &&
+		    (w->end || bytes_eq(ev->kv->key, w->key)) &&
 		    ev->kv->mod_revision > w->deleted)
 			w->deleted = ev->kv->mod_revision;
 	}
@@ -869,14 +894,22 @@ static int new_lease(struct lr_store *st, struct lr_err *err)
 	st->lease_ttl_s = 0;
 	st->ka_lost = 0;
 	free(st->mykey);
-	st->mykey = malloc(strlen(st->dir) + 17);
+	st->mykey = malloc(strlen(st->dir) + 40);
 	if (!st->mykey) {
 		lr_err_set(err, "out of memory");
 		return -1;
 	}
-	sprintf(st->mykey, "%s%" PRIx64, st->dir, (uint64_t)st->lease);
+	if (st->req->shared)
+		sprintf(st->mykey, "%ss-%" PRIx64, st->dir,
+			(uint64_t)st->lease);
+	else if (st->req->limit > 1)
+		sprintf(st->mykey, "%sn%u-%" PRIx64, st->dir, st->req->limit,
+			(uint64_t)st->lease);
+	else
+		sprintf(st->mykey, "%s%" PRIx64, st->dir, (uint64_t)st->lease);
 	st->my_crev = 0;
 	st->rev = 0;
+	st->slot_claimed = 0;
 	watch_cancel(st, &st->own);
 	return 0;
 }
@@ -958,11 +991,79 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 	return rc;
 }
 
+/* What a key under our directory is, from its name. */
+enum kind {
+	K_EXCL,	  /* <ID hex>: an exclusive run's (the plain lease) */
+	K_SHARED, /* s-<ID hex>: a shared run's */
+	K_QUEUE,  /* n<N>-<ID hex>: a semaphore's run, queued or first */
+	K_SLOT,	  /* n<N>-slot-<K>: the holder of its slot K */
+};
+
+/* The kind of key k (under dir), with its limit and, for K_SLOT, its
+ * slot. */
+static enum kind key_kind(const char *dir, ProtobufCBinaryData k,
+			  unsigned *limit, unsigned *slot)
+{
+	size_t d = strlen(dir), i;
+	const char *p = (const char *)k.data + d;
+	size_t len = k.len > d ? k.len - d : 0;
+	unsigned long n = 0;
+
+	*limit = 1;
+	*slot = 0;
+	if (len >= 2 && p[0] == 's' && p[1] == '-')
+		return K_SHARED;
+	if (len < 3 || p[0] != 'n' || p[1] < '0' || p[1] > '9')
+		return K_EXCL;
+	for (i = 1; i < len && p[i] >= '0' && p[i] <= '9' && n < 1000000; i++)
+		n = n * 10 + (unsigned long)(p[i] - '0');
+	if (i == len || p[i] != '-')
+		return K_EXCL;
+	*limit = (unsigned)n;
+	i++;
+	if (len - i < 6 || memcmp(p + i, "slot-", 5) != 0)
+		return K_QUEUE;
+	for (i += 5, n = 0; i < len && p[i] >= '0' && p[i] <= '9' && n < 1000000;
+	     i++)
+		n = n * 10 + (unsigned long)(p[i] - '0');
+	*slot = (unsigned)n;
+	return K_SLOT;
+}
+
 /* Where we stand in the queue, from the transaction's listing. */
 struct scan {
 	int64_t mine, low, pred;
-	char *pred_key; /* owned */
+	char *pred_key;	 /* owned */
+	unsigned other;	 /* the limit of a key that disagrees with ours */
+	int64_t xpred;	 /* shared: the last exclusive key before ours */
+	char *xpred_key; /* owned */
+	unsigned char used[LR_LIMIT_MAX]; /* a semaphore's slots taken */
 };
+
+/* Does key kv count in the queue we stand in?  A semaphore's runs queue
+ * among themselves; the plain lease and shared runs among each other. */
+static int in_queue(const struct lr_store *st, const LrEtcd__KeyValue *kv,
+		    struct scan *sc)
+{
+	unsigned lim, slot;
+	enum kind k = key_kind(st->dir, kv->key, &lim, &slot);
+
+	if (lim != st->req->limit)
+		sc->other = lim;
+	if (k == K_SLOT && lim == st->req->limit && slot < lim)
+		sc->used[slot] = 1;
+	if (st->req->limit > 1)
+		return k == K_QUEUE;
+	return k == K_EXCL || k == K_SHARED;
+}
+
+/* *key becomes a copy of kv's key; -1 out of memory. */
+static int take_key(char **key, const LrEtcd__KeyValue *kv)
+{
+	free(*key);
+	*key = bytes_dup(kv->key);
+	return *key ? 0 : -1;
+}
 
 static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
 		      struct scan *sc)
@@ -982,6 +1083,8 @@ static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
 	for (i = 0; i < rr->n_kvs; i++) {
 		const LrEtcd__KeyValue *kv = rr->kvs[i];
 
+		if (!in_queue(st, kv, sc))
+			continue;
 		if (!sc->low || kv->create_revision < sc->low)
 			sc->low = kv->create_revision;
 		if (bytes_eq(kv->key, st->mykey))
@@ -991,17 +1094,148 @@ static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
 		return -1;
 	for (i = 0; i < rr->n_kvs; i++) {
 		const LrEtcd__KeyValue *kv = rr->kvs[i];
+		struct scan ignored;
+		unsigned lim, slot;
 
-		if (kv->create_revision < sc->mine &&
-		    kv->create_revision > sc->pred) {
-			free(sc->pred_key);
-			sc->pred_key = bytes_dup(kv->key);
-			if (!sc->pred_key)
+		if (!in_queue(st, kv, &ignored) ||
+		    kv->create_revision >= sc->mine)
+			continue;
+		if (kv->create_revision > sc->pred) {
+			if (take_key(&sc->pred_key, kv) < 0)
 				return -1;
 			sc->pred = kv->create_revision;
 		}
+		if (key_kind(st->dir, kv->key, &lim, &slot) == K_EXCL &&
+		    kv->create_revision > sc->xpred) {
+			if (take_key(&sc->xpred_key, kv) < 0)
+				return -1;
+			sc->xpred = kv->create_revision;
+		}
 	}
 	return 0;
+}
+
+/* A semaphore's slot key: PREFIX/NAME/n<N>-slot-<K>; K -1 gives the
+ * prefix of them all.  NULL out of memory. */
+static char *slot_key(const struct lr_store *st, int k)
+{
+	char *key = malloc(strlen(st->dir) + 48);
+
+	if (key && k < 0)
+		sprintf(key, "%sn%u-slot-", st->dir, st->req->limit);
+	else if (key)
+		sprintf(key, "%sn%u-slot-%d", st->dir, st->req->limit, k);
+	return key;
+}
+
+/* Watches w (our predecessor, or the slots) on key, or [key, end), from
+ * after the listing, unless it watches that already and nothing
+ * happened to it. */
+static void watch_ahead(struct lr_store *st, const char *key, const char *end)
+{
+	struct watch *w = &st->pred;
+
+	if (w->id && !w->canceled && !w->deleted && !strcmp(w->key, key) &&
+	    !end == !w->end && (!end || !strcmp(w->end, end)))
+		return;
+	watch_cancel(st, w);
+	watch_create_range(st, w, key, end, st->rev + 1);
+}
+
+/*
+ * The first run of a semaphore's queue: claims the lowest free slot, in a
+ * transaction that creates the slot key bound to our lease (if it does
+ * not exist) and deletes our queue key (if it is still ours).  LR_OK: our
+ * key is now the slot key, its create revision our fence.  LR_BUSY:
+ * every slot is taken; we watch them.  LR_LOST: the transaction failed
+ * (a slot taken meanwhile, our key gone): look again.
+ */
+static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
+				 int64_t deadline, struct lr_err *err)
+{
+	LrEtcd__Compare c1 = LR_ETCD__COMPARE__INIT, c2 = LR_ETCD__COMPARE__INIT;
+	LrEtcd__Compare *cmps[2] = {&c1, &c2};
+	LrEtcd__PutRequest put = LR_ETCD__PUT_REQUEST__INIT;
+	LrEtcd__DeleteRangeRequest del = LR_ETCD__DELETE_RANGE_REQUEST__INIT;
+	LrEtcd__RequestOp op_put = LR_ETCD__REQUEST_OP__INIT,
+			  op_del = LR_ETCD__REQUEST_OP__INIT;
+	LrEtcd__RequestOp *succ[2] = {&op_put, &op_del};
+	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
+	const LrEtcd__TxnResponse *t;
+	char value[400], *key, *end;
+	enum lr_status s;
+	struct rpc r;
+	unsigned k;
+
+	for (k = 0; k < st->req->limit && sc->used[k]; k++)
+		;
+	if (k == st->req->limit) {
+		key = slot_key(st, -1);
+		end = key ? prefix_end(key) : NULL;
+		if (!key || !end) {
+			free(key);
+			lr_err_set(err, "out of memory");
+			return LR_ERROR;
+		}
+		watch_ahead(st, key, end);
+		free(key);
+		free(end);
+		return LR_BUSY;
+	}
+	if (!(key = slot_key(st, (int)k))) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	snprintf(value, sizeof(value), "%s %ld %" PRId64,
+		 st->req->host ? st->req->host : "?", st->req->pid,
+		 st->req->since_ms);
+	c1.result = c2.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	c1.target = c2.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	c1.target_union_case = c2.target_union_case =
+	    LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	c1.key = bytes(key);
+	c1.create_revision = 0;
+	c2.key = bytes(st->mykey);
+	c2.create_revision = st->my_crev;
+	put.key = bytes(key);
+	put.value = bytes(value);
+	put.lease = st->lease;
+	del.key = bytes(st->mykey);
+	op_put.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op_put.request_put = &put;
+	op_del.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+	op_del.request_delete_range = &del;
+	q.n_compare = 2;
+	q.compare = cmps;
+	q.n_success = 2;
+	q.success = succ;
+	if (rpc_init(&r, "slot transaction", M_TXN, &q.base,
+		     &lr_etcd__txn_response__descriptor) < 0) {
+		free(key);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	/* Our queue key goes: its watch must not call that a loss. */
+	watch_cancel(st, &st->own);
+	s = call1(st, &r, deadline, err);
+	t = s == LR_OK ? (const LrEtcd__TxnResponse *)r.reply : NULL;
+	if (t && !t->succeeded) {
+		s = LR_LOST;
+	} else if (t) {
+		free(st->mykey);
+		st->mykey = key;
+		key = NULL;
+		st->my_crev = st->rev = t->header ? t->header->revision : 0;
+		st->slot = k;
+		st->slot_claimed = 1;
+		if (!st->my_crev) {
+			lr_err_set(err, "etcd slot transaction: no revision");
+			s = LR_ERROR;
+		}
+	}
+	rpc_clear(&r);
+	free(key);
+	return s;
 }
 
 /*
@@ -1026,7 +1260,8 @@ again:
 	for (i = 0; i < MAX_RPCS; i++)
 		rpc_clear(&r[i]);
 	free(sc.pred_key);
-	sc.pred_key = NULL;
+	free(sc.xpred_key);
+	sc.pred_key = sc.xpred_key = NULL;
 	if (++rounds > 4) {
 		if (!err->msg[0])
 			lr_err_set(err, "etcd: our key %s keeps going away",
@@ -1120,8 +1355,27 @@ again:
 			st->my_crev = sc.mine;
 		}
 	}
-	if (sc.mine == sc.low) {
+	if (sc.other) {
+		lr_err_limit(err, st->req, sc.other);
+		s = LR_ERROR;
+		goto out;
+	}
+	if (st->req->limit > 1 && sc.mine == sc.low) {
+		/* First in the queue: a free slot, or wait for one. */
+		s = claim_slot(st, &sc, deadline, err);
+		if (s == LR_LOST)
+			goto again;
+		if (s == LR_BUSY)
+			goto wait;
+		if (s != LR_OK)
+			goto out;
+	}
+	if (st->req->limit > 1 ? st->slot_claimed
+	    : st->req->shared  ? !sc.xpred
+			       : sc.mine == sc.low) {
 		s = own_settle(st, deadline, err);
+		if (s == LR_LOST && st->slot_claimed)
+			st->ka_lost = st->lease; /* a new key, queued again */
 		if (s == LR_LOST)
 			goto again; /* deleted at once: queue it again */
 		if (s != LR_OK)
@@ -1133,22 +1387,26 @@ again:
 		g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
 				? st->lease_ttl_s * 1000
 				: 0;
+		g->slot = st->req->limit > 1 ? st->slot : 0;
 		s = LR_OK;
 		goto out;
 	}
-	/* Someone is ahead: keep our place, watch the one just before us. */
-	st->hold = H_WAITING;
+	/* Someone is ahead: keep our place, watch the one just before us
+	 * (a shared run: the last exclusive one before us). */
+	if (st->req->shared) {
+		free(sc.pred_key);
+		sc.pred_key = sc.xpred_key;
+		sc.xpred_key = NULL;
+	}
 	if (!sc.pred_key) {
 		lr_err_set(err, "etcd: cannot tell who is ahead in %s",
 			   st->dir);
 		s = LR_ERROR;
 		goto out;
 	}
-	if (!(st->pred.id && !st->pred.canceled && !st->pred.deleted &&
-	      strcmp(st->pred.key, sc.pred_key) == 0)) {
-		watch_cancel(st, &st->pred);
-		watch_create(st, &st->pred, sc.pred_key, st->rev + 1);
-	}
+	watch_ahead(st, sc.pred_key, NULL);
+wait:
+	st->hold = H_WAITING;
 	lr_grpc_pump(st->conn);
 	st->ka_at = st->last_ka + st->req->ttl_ms / 3;
 	lr_err_set(err, "held by another client (create revision %" PRId64 ")",
@@ -1162,6 +1420,7 @@ out:
 	for (i = 0; i < MAX_RPCS; i++)
 		rpc_clear(&r[i]);
 	free(sc.pred_key);
+	free(sc.xpred_key);
 	return s;
 }
 
@@ -1366,112 +1625,190 @@ static enum lr_status st_release(struct lr_store *st, int64_t deadline,
 	st->lease = 0;
 	st->hold = H_IDLE;
 	st->ka_at = -1;
+	st->slot_claimed = 0;
 	return s;
 }
 
-/* The holder: the key under our directory with the lowest create
- * revision.  *r keeps the reply; *kv is NULL when the lock is free. */
-static enum lr_status read_holder(struct lr_store *st, int64_t deadline,
-				  struct rpc *r, const LrEtcd__KeyValue **kv,
-				  struct lr_err *err)
+static int by_crev(const void *a, const void *b)
 {
+	const LrEtcd__KeyValue *x = *(const LrEtcd__KeyValue *const *)a;
+	const LrEtcd__KeyValue *y = *(const LrEtcd__KeyValue *const *)b;
+
+	return (x->create_revision > y->create_revision) -
+	       (x->create_revision < y->create_revision);
+}
+
+/* The holders: the listing of our directory (kept in *r) judged as the
+ * runs do.  A semaphore's are its slot keys; else, in create order, the
+ * first key if it is an exclusive run's, or the shared runs' keys before
+ * the first exclusive one.  *kvs (n of them, the caller frees the array)
+ * point into *r; *limit is the name's limit, 0 when nothing is there. */
+static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
+				   struct rpc *r, const LrEtcd__KeyValue ***kvs,
+				   size_t *n, unsigned *limit,
+				   struct lr_err *err)
+{
+	const LrEtcd__RangeResponse *rr;
 	char *end = prefix_end(st->dir);
 	enum lr_status s;
+	size_t i, m = 0;
+	int open = 1;
 
-	*kv = NULL;
-	if (!end || range_rpc(r, "range", st->dir, end, 1) < 0) {
+	*kvs = NULL;
+	*n = 0;
+	*limit = 0;
+	if (!end || range_rpc(r, "range", st->dir, end, 0) < 0) {
 		free(end);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
 	free(end);
 	s = call1(st, r, deadline, err);
-	if (s == LR_OK && ((LrEtcd__RangeResponse *)r->reply)->n_kvs)
-		*kv = ((LrEtcd__RangeResponse *)r->reply)->kvs[0];
+	if (s != LR_OK)
+		return s;
+	rr = (const LrEtcd__RangeResponse *)r->reply;
+	if (!rr->n_kvs)
+		return LR_OK;
+	*kvs = malloc(rr->n_kvs * sizeof(**kvs));
+	if (!*kvs) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	for (i = 0; i < rr->n_kvs; i++)
+		(*kvs)[i] = rr->kvs[i];
+	qsort(*kvs, rr->n_kvs, sizeof(**kvs), by_crev);
+	for (i = 0; i < rr->n_kvs; i++) {
+		unsigned lim, slot;
+		enum kind k = key_kind(st->dir, (*kvs)[i]->key, &lim, &slot);
+
+		if (!*limit || lim > 1)
+			*limit = lim;
+		if (k == K_SLOT || (k == K_EXCL && i == 0) ||
+		    (k == K_SHARED && open))
+			(*kvs)[m++] = (*kvs)[i];
+		if (k == K_EXCL)
+			open = 0; /* no shared run behind it holds */
+	}
+	if (*limit > 1) {
+		/* Only the slot keys hold; the shared rule kept none of a
+		 * semaphore's queue keys. */
+		size_t j = 0;
+
+		for (i = 0; i < m; i++) {
+			unsigned lim, slot;
+
+			if (key_kind(st->dir, (*kvs)[i]->key, &lim, &slot) ==
+			    K_SLOT)
+				(*kvs)[j++] = (*kvs)[i];
+		}
+		m = j;
+	}
+	*n = m;
+	return LR_OK;
+}
+
+/* The time left of lease id into *ms (unknown: left as it is). */
+static enum lr_status lease_left(struct lr_store *st, int64_t id,
+				 int64_t deadline, int64_t *ms,
+				 struct lr_err *err)
+{
+	LrEtcd__LeaseTimeToLiveRequest q =
+	    LR_ETCD__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+	enum lr_status s;
+	struct rpc t;
+
+	q.id = id;
+	if (rpc_init(&t, "lease timetolive", M_TTL, &q.base,
+		     &lr_etcd__lease_time_to_live_response__descriptor) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = call1(st, &t, deadline, err);
+	if (s == LR_OK &&
+	    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl >= 0)
+		*ms = ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl * 1000;
+	rpc_clear(&t);
 	return s;
 }
 
 static enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 				 struct lr_info *info, struct lr_err *err)
 {
-	const LrEtcd__KeyValue *kv;
-	LrEtcd__LeaseTimeToLiveRequest q =
-	    LR_ETCD__LEASE_TIME_TO_LIVE_REQUEST__INIT;
-	struct lr_holder *h;
-	struct rpc r, t;
+	const LrEtcd__KeyValue **kvs;
 	enum lr_status s;
+	struct rpc r;
+	size_t i, n;
 
-	memset(&t, 0, sizeof(t));
-	s = read_holder(st, deadline, &r, &kv, err);
-	if (s != LR_OK || !kv)
-		goto out;
-	if (!(h = lr_info_add(info))) {
-		lr_err_set(err, "out of memory");
-		s = LR_ERROR;
-		goto out;
-	}
-	h->fence = (uint64_t)kv->create_revision;
-	{
+	s = list_holders(st, deadline, &r, &kvs, &n, &info->limit, err);
+	for (i = 0; s == LR_OK && i < n; i++) {
+		const LrEtcd__KeyValue *kv = kvs[i];
+		struct lr_holder *h = lr_info_add(info);
 		char *v = bytes_dup(kv->value), host[256];
+		unsigned lim, slot;
 		long pid;
 		long long since;
 
-		if (v && sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
+		if (!h || !v) {
+			free(v);
+			lr_err_set(err, "out of memory");
+			s = LR_ERROR;
+			break;
+		}
+		h->fence = (uint64_t)kv->create_revision;
+		h->shared = key_kind(st->dir, kv->key, &lim, &slot) == K_SHARED;
+		h->slot = slot;
+		if (sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
 			snprintf(h->host, sizeof(h->host), "%s", host);
 			h->pid = pid;
 			h->since_ms = since;
 		}
 		free(v);
+		if (kv->lease)
+			s = lease_left(st, kv->lease, deadline,
+				       &h->ttl_left_ms, err);
 	}
-	if (!kv->lease)
-		goto out;
-	q.id = kv->lease;
-	if (rpc_init(&t, "lease timetolive", M_TTL, &q.base,
-		     &lr_etcd__lease_time_to_live_response__descriptor) < 0) {
-		lr_err_set(err, "out of memory");
-		s = LR_ERROR;
-		goto out;
-	}
-	s = call1(st, &t, deadline, err);
-	if (s == LR_OK &&
-	    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl >= 0)
-		h->ttl_left_ms =
-		    ((LrEtcd__LeaseTimeToLiveResponse *)t.reply)->ttl * 1000;
-out:
+	free(kvs);
 	rpc_clear(&r);
-	rpc_clear(&t);
 	return s;
 }
 
-/* Deletes exactly the holder's key (not a newer one), then revokes its
- * lease, so a process that still thinks it holds learns at once. */
+/* Deletes exactly the holders' keys (not newer ones), all of them or
+ * slot's, then revokes their leases, so a process that still thinks it
+ * holds learns at once. */
 static enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
-	const LrEtcd__KeyValue *kv;
-	struct rpc r;
+	const LrEtcd__KeyValue **kvs;
 	enum lr_status s;
-	int64_t lease = 0, crev = 0;
-	char *key = NULL;
-	int done;
+	unsigned limit;
+	struct rpc r;
+	size_t i, n;
 
-	s = read_holder(st, deadline, &r, &kv, err);
-	if (s == LR_OK && kv) {
-		lease = kv->lease;
-		crev = kv->create_revision;
-		key = bytes_dup(kv->key);
+	s = list_holders(st, deadline, &r, &kvs, &n, &limit, err);
+	for (i = 0; s == LR_OK && i < n; i++) {
+		const LrEtcd__KeyValue *kv = kvs[i];
+		char *key = bytes_dup(kv->key);
+		unsigned lim, k;
+		int done;
+
+		key_kind(st->dir, kv->key, &lim, &k);
+		if (slot >= 0 && (unsigned)slot != k) {
+			free(key);
+			continue;
+		}
+		if (!key) {
+			lr_err_set(err, "out of memory");
+			s = LR_ERROR;
+			break;
+		}
+		s = delete_if(st, "break", key, kv->create_revision, deadline,
+			      &done, err);
+		free(key);
+		if (s == LR_OK && kv->lease)
+			lease_revoke(st, kv->lease, deadline);
 	}
+	free(kvs);
 	rpc_clear(&r);
-	if (s != LR_OK || !kv)
-		return s; /* nothing held: nothing to break */
-	if (!key) {
-		lr_err_set(err, "out of memory");
-		return LR_ERROR;
-	}
-	s = delete_if(st, "break", key, crev, deadline, &done, err);
-	free(key);
-	if (s == LR_OK && lease)
-		lease_revoke(st, lease, deadline);
 	return s;
 }
 
@@ -1647,7 +1984,7 @@ const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "etcd",
     .schemes = schemes,
-    .caps = LR_CAP_TTL | LR_CAP_BREAK,
+    .caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = secret_env,
     .open = st_open,
     .acquire = st_acquire,
