@@ -21,6 +21,18 @@
  *  - -n gives up at once: close() ends the session, which deletes our
  *    node in the same step; nothing is left behind.
  *
+ * Shared holders and semaphores use the same directory, with nodes named
+ * for what they are: read-TOKEN-SEQ for a shared run, which holds when no
+ * lock- node comes before it and watches the last lock- node before it
+ * (ZooKeeper's read/write lock recipe); semN-TOKEN-SEQ for a run of a
+ * semaphore of N slots, queued among those nodes alone.  The first of
+ * them creates slotN-K, an ephemeral node of its own, for the lowest free
+ * slot K (creating it fails if it exists), then deletes its queue node,
+ * which wakes the next run (it watches that node); the slot node is then
+ * its lock, and its czxid the fence.  With every slot taken, the first
+ * run alone watches the slot nodes.  Every node carries its limit, so a
+ * run finds a node of another limit in its first listing and is refused.
+ *
  * Session = lease.  The session timeout we ask for is the TTL; the grant
  * reports the timeout the server negotiated (zoo_recv_timeout()), so the
  * core's deadline follows what the server will really do.  Any request
@@ -90,6 +102,12 @@ struct lr_store {
 	unsigned gen;	 /* bumped whenever we let go of a node */
 	int64_t last_ok; /* when the last request that proved it was sent */
 	int guarded;	 /* the ACL guard ran */
+
+	/* a semaphore */
+	char *slotpfx;	  /* DIR/slotN- */
+	unsigned slot;	  /* ours, once held */
+	int slot_wait;	  /* first in the queue, watching the slot nodes */
+	char *queue_left; /* our queue node, still to delete after a claim */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -111,14 +129,71 @@ static const char *basename_of(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* "rest" of a lock node name: its sequence number, or -1. */
+/* What a node in the lease directory is, from its name. */
+enum kind {
+	K_NONE = -1, /* not ours */
+	K_EXCL,	     /* lock-TOKEN-SEQ: an exclusive run's (the plain lease) */
+	K_SHARED,    /* read-TOKEN-SEQ: a shared run's */
+	K_QUEUE,     /* semN-TOKEN-SEQ: a semaphore's run, queued or first */
+	K_SLOT,	     /* slotN-K: the holder of its slot K */
+};
+
+/* Reads the decimal number at *p (advancing it); -1 if there is none. */
+static long number(const char **p)
+{
+	long v = 0;
+
+	if (!isdigit((unsigned char)**p))
+		return -1;
+	while (isdigit((unsigned char)**p) && v < 1000000)
+		v = v * 10 + (*(*p)++ - '0');
+	return v;
+}
+
+/* The kind of node name, with its limit and, for K_SLOT, its slot. */
+static enum kind kid_kind(const char *name, unsigned *limit, unsigned *slot)
+{
+	const char *p;
+	long n, k;
+
+	*limit = 1;
+	*slot = 0;
+	if (strncmp(name, NODE_PREFIX, strlen(NODE_PREFIX)) == 0)
+		return K_EXCL;
+	if (strncmp(name, "read-", 5) == 0)
+		return K_SHARED;
+	if (strncmp(name, "sem", 3) == 0) {
+		p = name + 3;
+		n = number(&p);
+		if (n < 2 || *p != '-')
+			return K_NONE;
+		*limit = (unsigned)n;
+		return K_QUEUE;
+	}
+	if (strncmp(name, "slot", 4) == 0) {
+		p = name + 4;
+		n = number(&p);
+		if (n < 2 || *p++ != '-')
+			return K_NONE;
+		k = number(&p);
+		if (k < 0 || *p)
+			return K_NONE;
+		*limit = (unsigned)n;
+		*slot = (unsigned)k;
+		return K_SLOT;
+	}
+	return K_NONE;
+}
+
+/* "rest" of a queued node's name: its sequence number, or -1. */
 static int64_t node_seq(const char *name)
 {
 	size_t n = strlen(name), i;
 	int64_t v = 0;
+	unsigned lim, slot;
+	enum kind k = kid_kind(name, &lim, &slot);
 
-	if (strncmp(name, NODE_PREFIX, strlen(NODE_PREFIX)) != 0 ||
-	    n < strlen(NODE_PREFIX) + SEQ_DIGITS)
+	if (k == K_NONE || k == K_SLOT || n < SEQ_DIGITS + 2)
 		return -1;
 	for (i = n - SEQ_DIGITS; i < n; i++) {
 		if (!isdigit((unsigned char)name[i]))
@@ -185,6 +260,9 @@ static void on_node(void *ctx, int type, const char *path)
 		st->node_gone = 1;
 	if (st->pred && strcmp(path, st->pred) == 0)
 		st->pred_gone = 1;
+	if (st->slot_wait &&
+	    strncmp(path, st->slotpfx, strlen(st->slotpfx)) == 0)
+		st->pred_gone = 1;
 }
 
 static void forget_node(struct lr_store *st)
@@ -196,6 +274,7 @@ static void forget_node(struct lr_store *st)
 	free(st->pred);
 	st->pred = NULL;
 	st->pred_gone = st->node_gone = st->held = st->may_exist = 0;
+	st->slot_wait = 0;
 	st->czxid = 0;
 }
 
@@ -351,7 +430,19 @@ static enum lr_status set_prefix(struct lr_store *st, struct lr_err *err)
 		lr_err_set(err, "zk store: bad owner token");
 		return LR_ERROR;
 	}
-	st->prefix = join3(NODE_PREFIX, token, "-");
+	if (st->req->limit > 1) {
+		char kind[24], pfx[24];
+
+		snprintf(kind, sizeof(kind), "sem%u-", st->req->limit);
+		snprintf(pfx, sizeof(pfx), "/slot%u-", st->req->limit);
+		st->prefix = join3(kind, token, "-");
+		st->slotpfx = join3(st->dir, pfx, "");
+		if (!st->slotpfx)
+			return oom(err);
+	} else {
+		st->prefix = join3(st->req->shared ? "read-" : NODE_PREFIX,
+				   token, "-");
+	}
 	return st->prefix ? LR_OK : oom(err);
 }
 
@@ -387,10 +478,12 @@ static void z_close(struct lr_store *st)
 {
 	if (!st)
 		return;
-	lr_zk_close(st->zs, st->mine || st->may_exist);
+	lr_zk_close(st->zs, st->mine || st->may_exist || st->queue_left);
 	forget_node(st);
 	free(st->dir);
 	free(st->prefix);
+	free(st->slotpfx);
+	free(st->queue_left);
 	free(st);
 }
 
@@ -398,8 +491,10 @@ static void z_close(struct lr_store *st)
 static enum lr_status renew_session(struct lr_store *st, int64_t deadline,
 				    struct lr_err *err)
 {
-	lr_zk_end(st->zs, st->mine || st->may_exist);
+	lr_zk_end(st->zs, st->mine || st->may_exist || st->queue_left);
 	forget_node(st);
+	free(st->queue_left); /* went with the session */
+	st->queue_left = NULL;
 	return lr_zk_start(st->zs, deadline, err);
 }
 
@@ -575,30 +670,70 @@ static enum lr_status find_lost_create(struct lr_store *st,
 	return st->mine ? LR_OK : LR_ERROR;
 }
 
-/* Where our node stands among the listing kids (which this frees): *me is
- * its place in sequence order, or -1 if it is not there; st->pred becomes
- * the node just before it. */
+/* What a listing says about our place. */
+struct place {
+	int me;		 /* our place in our queue, or -1: not there */
+	unsigned other;	 /* the limit of a node that disagrees with ours */
+	unsigned char used[LR_LIMIT_MAX]; /* a semaphore's slots taken */
+};
+
+/* Is a node of kind k (limit lim) in the queue we stand in?  A
+ * semaphore's runs queue among themselves; the plain lease and shared
+ * runs among each other. */
+static int in_queue(const struct lr_store *st, enum kind k, unsigned lim)
+{
+	if (st->req->limit > 1)
+		return k == K_QUEUE && lim == st->req->limit;
+	return k == K_EXCL || k == K_SHARED;
+}
+
+/* Where our node stands among the listing kids (which this frees), into
+ * *pl; st->pred becomes the node we wait for: the one just before ours
+ * in our queue, or for a shared run the last lock- node before it (NULL:
+ * none, ours holds, or is first). */
 static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
-				 int *me, struct lr_err *err)
+				 struct place *pl, struct lr_err *err)
 {
 	enum lr_status s = LR_OK;
+	const char *pred = NULL;
+	unsigned lim, slot;
 	struct kid *k;
-	int n, i;
+	int n, i, q = 0;
 
-	*me = -1;
+	memset(pl, 0, sizeof(*pl));
+	pl->me = -1;
+	for (i = 0; i < kids->nnames; i++) {
+		enum kind kd = kid_kind(kids->names[i], &lim, &slot);
+
+		if (kd == K_NONE)
+			continue;
+		if (lim != st->req->limit)
+			pl->other = lim;
+		else if (kd == K_SLOT && slot < lim)
+			pl->used[slot] = 1;
+	}
 	k = sort_kids(kids, &n);
 	if (!k)
 		s = LR_ERROR;
 	else if (st->may_exist)
 		s = find_lost_create(st, k, n);
-	for (i = 0; s == LR_OK && st->mine && i < n; i++)
-		if (strcmp(k[i].name, basename_of(st->mine)) == 0)
-			*me = i;
-	if (*me >= 0) {
+	for (i = 0; s == LR_OK && st->mine && i < n; i++) {
+		enum kind kd = kid_kind(k[i].name, &lim, &slot);
+
+		if (!in_queue(st, kd, lim))
+			continue;
+		if (strcmp(k[i].name, basename_of(st->mine)) == 0) {
+			pl->me = q;
+			break;
+		}
+		q++;
+		if (!st->req->shared || kd == K_EXCL)
+			pred = k[i].name;
+	}
+	if (pl->me >= 0) {
 		free(st->pred);
-		st->pred =
-		    *me > 0 ? join3(st->dir, "/", k[*me - 1].name) : NULL;
-		if (*me > 0 && !st->pred)
+		st->pred = pred ? join3(st->dir, "/", pred) : NULL;
+		if (pred && !st->pred)
 			s = LR_ERROR;
 		else
 			st->pred_gone = 0;
@@ -663,6 +798,7 @@ static void fill_grant(const struct lr_store *st, struct lr_grant *g)
 {
 	g->fence = (uint64_t)st->czxid;
 	g->ttl_ms = lr_zk_timeout(st->zs);
+	g->slot = st->req->limit > 1 ? st->slot : 0;
 }
 
 /* Ours, proved by a request sent at t_sent. */
@@ -723,6 +859,142 @@ static int hold_lowest(struct lr_store *st, int64_t deadline,
 	return hold_found(st, deadline, g, err);
 }
 
+/* Deletes our queue node after a claim; one left behind (no answer in
+ * time) is deleted again at the next renew, while it keeps the next run
+ * waiting. */
+static void drop_queue_node(struct lr_store *st, int64_t deadline)
+{
+	struct lr_zk_op *op = lr_zk_op_new();
+	struct lr_err ignored;
+
+	if (!op || !st->queue_left ||
+	    lr_zk_send_delete(st->zs, op, st->queue_left) != ZOK) {
+		lr_zk_op_free(op);
+		return;
+	}
+	if (lr_zk_pump(st->zs, deadline, &op, 1, "delete", &ignored) ==
+		    LR_OK &&
+	    (op->rc == ZOK || op->rc == ZNONODE)) {
+		free(st->queue_left);
+		st->queue_left = NULL;
+	}
+	lr_zk_op_free(op);
+}
+
+/* First of a semaphore's queue, with every slot taken: watches the slot
+ * nodes that are there (a change to any is news).  LR_BUSY, or AGAIN if
+ * one went meanwhile. */
+static int watch_slots(struct lr_store *st, const struct place *pl,
+		       int64_t deadline, struct lr_err *err)
+{
+	struct lr_zk_op *ops[LR_LIMIT_MAX];
+	unsigned i, n = 0;
+	enum lr_status s = LR_OK;
+	int again = 0;
+	char path[32];
+
+	st->slot_wait = 1;
+	st->pred_gone = 0;
+	for (i = 0; i < st->req->limit && s == LR_OK; i++) {
+		char *p;
+
+		if (!pl->used[i])
+			continue;
+		snprintf(path, sizeof(path), "%u", i);
+		ops[n] = lr_zk_op_new();
+		p = join3(st->slotpfx, path, "");
+		if (!ops[n] || !p) {
+			free(p);
+			lr_zk_op_free(ops[n]);
+			s = oom(err);
+			break;
+		}
+		lr_zk_send_exists(st->zs, ops[n++], p);
+		free(p);
+	}
+	if (s == LR_OK)
+		s = lr_zk_pump(st->zs, deadline, ops, (int)n, "watch the slots",
+			       err);
+	for (i = 0; s == LR_OK && i < n; i++)
+		again |= ops[i]->rc != ZOK;
+	lr_zk_ops_free(ops, (int)n);
+	if (s != LR_OK)
+		return s == LR_LOST ? LR_ERROR : s;
+	return again || st->pred_gone ? AGAIN : LR_BUSY;
+}
+
+/*
+ * First of a semaphore's queue: creates the node of the lowest free slot
+ * (an ephemeral slotN-K holding "host pid since"; it fails if the slot is
+ * taken), and then deletes our queue node, which lets the next run be
+ * first.  The slot node is our lock from then on.
+ */
+static int claim_slot(struct lr_store *st, const struct place *pl,
+		      int64_t deadline, struct lr_grant *g, struct lr_err *err)
+{
+	struct lr_zk_session *zs = st->zs;
+	struct ACL buf[2];
+	char data[400], num[16], *path;
+	struct lr_zk_op *op;
+	int64_t t_send;
+	enum lr_status s;
+	unsigned k;
+	int rc;
+
+	for (k = 0; k < st->req->limit && pl->used[k]; k++)
+		;
+	if (k == st->req->limit)
+		return watch_slots(st, pl, deadline, err);
+	snprintf(num, sizeof(num), "%u", k);
+	snprintf(data, sizeof(data), "%s %ld %lld",
+		 st->req->host && *st->req->host ? st->req->host : "-",
+		 st->req->pid, (long long)st->req->since_ms);
+	path = join3(st->slotpfx, num, "");
+	op = lr_zk_op_new();
+	if (!path || !op) {
+		free(path);
+		lr_zk_op_free(op);
+		return oom(err);
+	}
+	t_send = lr_now_ms();
+	lr_zk_send_create(zs, op, path, data, lr_zk_acl(zs, 0, buf),
+			  ZOO_EPHEMERAL);
+	s = lr_zk_pump(zs, deadline, &op, 1, "create", err);
+	rc = s == LR_OK ? op->rc : ZOK;
+	if (s == LR_OK && rc == ZOK)
+		st->czxid = op->stat.czxid;
+	lr_zk_op_free(op);
+	if (s == LR_OK && lr_zk_retryable(rc)) {
+		/* The reply was lost: made by this session, it is ours. */
+		s = lr_zk_exists(zs, path, deadline, &op, "create", err);
+		if (s == LR_OK && op->rc == ZOK &&
+		    op->stat.ephemeralOwner == lr_zk_session_id(zs)) {
+			st->czxid = op->stat.czxid;
+			rc = ZOK;
+		}
+		lr_zk_op_free(op);
+	}
+	if (s != LR_OK || rc != ZOK) {
+		free(path);
+		if (s != LR_OK)
+			return s == LR_LOST ? LR_ERROR : s;
+		if (rc == ZNODEEXISTS || lr_zk_retryable(rc))
+			return AGAIN; /* taken meanwhile; or a lost reply */
+		lr_err_set(err, "ZooKeeper at %s: cannot create a node in "
+				"%s: %s",
+			   zs->where, st->dir, lr_zk_strerror(rc));
+		return LR_ERROR;
+	}
+	free(st->queue_left);
+	st->queue_left = st->mine;
+	st->mine = path;
+	st->slot = k;
+	st->own_watched = 0;
+	drop_queue_node(st, deadline);
+	watch_own_later(st);
+	return hold(st, t_send, g);
+}
+
 /* Before a round: a new session if ours died, and a new place in the
  * queue if our node was deleted (--break?) while we waited. */
 static enum lr_status revive(struct lr_store *st, int64_t deadline,
@@ -751,7 +1023,7 @@ static int acquire_round(struct lr_store *st, int64_t deadline,
 	struct lr_zk_op *kids = NULL;
 	int64_t t_round = lr_now_ms();
 	enum lr_status s;
-	int me;
+	struct place pl;
 
 	s = revive(st, deadline, err);
 	if (s != LR_OK)
@@ -768,16 +1040,22 @@ static int acquire_round(struct lr_store *st, int64_t deadline,
 		if (s != LR_OK)
 			return s;
 	}
-	s = find_place(st, kids, &me, err);
+	s = find_place(st, kids, &pl, err);
 	if (s != LR_OK)
 		return s;
-	if (me < 0) {
+	if (pl.other) {
+		lr_err_limit(err, st->req, pl.other);
+		return LR_ERROR;
+	}
+	if (pl.me < 0) {
 		/* Ours is not there (never made, or deleted). */
 		forget_node(st);
 		return AGAIN;
 	}
-	if (me > 0)
+	if (st->pred)
 		return wait_behind(st, deadline, err);
+	if (st->req->limit > 1)
+		return claim_slot(st, &pl, deadline, g, err);
 	return hold_lowest(st, deadline, t_round, g, err);
 }
 
@@ -797,8 +1075,8 @@ static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 	/* Waiting, with both watches in place and nothing changed: the
 	 * watches would have told us (after a reconnect too: the client
 	 * sets them again and the server reports what it missed). */
-	if (st->mine && st->pred && !st->pred_gone && !st->node_gone &&
-	    !lr_zk_dead(st->zs))
+	if (st->mine && (st->pred || st->slot_wait) && !st->pred_gone &&
+	    !st->node_gone && !lr_zk_dead(st->zs))
 		return LR_BUSY;
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		int r = acquire_round(st, deadline, g, err);
@@ -923,6 +1201,8 @@ static enum lr_status z_renew(struct lr_store *st, int64_t deadline,
 		lr_zk_unreachable(zs, "renew", err);
 		return LR_ERROR;
 	}
+	if (st->queue_left)
+		drop_queue_node(st, deadline);
 	t_send = lr_now_ms();
 	s = lr_zk_exists(zs, st->mine, deadline, &op, "renew", err);
 	if (s != LR_OK)
@@ -1050,36 +1330,55 @@ static enum lr_status z_release(struct lr_store *st, int64_t deadline,
 
 /* ---- status and break --------------------------------------------------- */
 
-/* The holder's node (the lowest), or NULL when the lease is free. */
-static enum lr_status lowest(struct lr_store *st, int64_t deadline, char **path,
-			     struct lr_err *err)
+/* The holders' node names, judged as the runs do: a semaphore's are its
+ * slot nodes; else, in sequence order, the first node if it is a lock-
+ * one, or the read- ones before the first lock- one.  *names (n of them,
+ * pointing into *kids, which the caller frees with the array) and the
+ * name's *limit (0: nothing there). */
+static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
+				   struct lr_zk_op **kids, const char ***names,
+				   int *n, unsigned *limit, struct lr_err *err)
 {
-	struct lr_zk_op *kids;
-	struct kid *k;
+	unsigned lim, slot;
 	enum lr_status s;
-	int n;
+	struct kid *k;
+	int i, m = 0, nk, open = 1;
 
-	*path = NULL;
-	s = lr_zk_list(st->zs, st->dir, deadline, &kids, err);
+	*names = NULL;
+	*n = 0;
+	*limit = 0;
+	s = lr_zk_list(st->zs, st->dir, deadline, kids, err);
 	if (s != LR_OK)
 		return s == LR_LOST ? LR_ERROR : s;
-	if (kids->rc == ZNONODE) {
-		lr_zk_op_free(kids);
+	if ((*kids)->rc == ZNONODE)
 		return LR_OK;
+	*names = calloc((size_t)(*kids)->nnames + 1, sizeof(**names));
+	k = sort_kids(*kids, &nk);
+	if (!*names || !k) {
+		free(k);
+		return oom(err);
 	}
-	k = sort_kids(kids, &n);
-	if (k && n > 0) {
-		*path = join3(st->dir, "/", k[0].name);
-		if (!*path)
-			s = LR_ERROR;
-	} else if (!k) {
-		s = LR_ERROR;
+	for (i = 0; i < (*kids)->nnames; i++) {
+		enum kind kd = kid_kind((*kids)->names[i], &lim, &slot);
+
+		if (kd == K_NONE)
+			continue;
+		if (!*limit || lim > 1)
+			*limit = lim;
+		if (kd == K_SLOT)
+			(*names)[m++] = (*kids)->names[i];
+	}
+	for (i = 0; *limit == 1 && i < nk; i++) {
+		enum kind kd = kid_kind(k[i].name, &lim, &slot);
+
+		if ((kd == K_EXCL && i == 0) || (kd == K_SHARED && open))
+			(*names)[m++] = k[i].name;
+		if (kd == K_EXCL)
+			open = 0; /* no shared run behind it holds */
 	}
 	free(k);
-	lr_zk_op_free(kids);
-	if (s != LR_OK)
-		lr_err_set(err, "out of memory");
-	return s;
+	*n = m;
+	return LR_OK;
 }
 
 /* The holder's node data, "host pid since", into info. */
@@ -1124,59 +1423,68 @@ static enum lr_status ask(struct lr_store *st,
 	return LR_OK;
 }
 
-/* Reads the holder's node path into info: an enum lr_status, or AGAIN
+/* Reads the holder's node name into info: an enum lr_status, or AGAIN
  * when it went meanwhile (released). */
-static int read_node(struct lr_store *st, const char *path, int64_t deadline,
+static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		     struct lr_info *info, struct lr_err *err)
 {
+	unsigned lim, slot;
+	enum kind kd = kid_kind(name, &lim, &slot);
+	char *path = join3(st->dir, "/", name);
 	struct lr_zk_op *op;
 	enum lr_status s;
 	int rc;
 
+	if (!path)
+		return oom(err);
 	s = ask(st, lr_zk_send_get, path, deadline, "status", &op, err);
-	if (s != LR_OK)
+	if (s != LR_OK) {
+		free(path);
 		return s;
+	}
 	rc = op->rc;
 	if (rc == ZOK) {
 		struct lr_holder *h = lr_info_add(info);
 
 		if (!h) {
+			free(path);
 			lr_zk_op_free(op);
 			return oom(err);
 		}
 		h->fence = (uint64_t)op->stat.czxid;
+		h->shared = kd == K_SHARED;
+		h->slot = kd == K_SLOT ? slot : 0;
 		read_holder(op->value, h);
 	} else if (rc != ZNONODE && !lr_zk_retryable(rc)) {
 		lr_err_set(err, "ZooKeeper at %s: get %s: %s", st->zs->where,
 			   path, lr_zk_strerror(rc));
 	}
+	free(path);
 	lr_zk_op_free(op);
 	if (rc == ZOK)
 		return LR_OK;
 	return rc == ZNONODE || lr_zk_retryable(rc) ? AGAIN : LR_ERROR;
 }
 
+/* (A holder gone between the listing and its read has released: it is
+ * left out.) */
 static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
 				struct lr_info *info, struct lr_err *err)
 {
-	int round;
+	struct lr_zk_op *kids = NULL;
+	const char **names;
+	enum lr_status s;
+	int i, n, r = LR_OK;
 
-	for (round = 0; round < MAX_ROUNDS; round++) {
-		char *path;
-		enum lr_status s;
-		int r;
-
-		s = lowest(st, deadline, &path, err);
-		if (s != LR_OK || !path)
-			return s;
-		r = read_node(st, path, deadline, info, err);
-		free(path);
-		if (r != AGAIN)
-			return (enum lr_status)r;
+	s = list_holders(st, deadline, &kids, &names, &n, &info->limit, err);
+	for (i = 0; s == LR_OK && i < n; i++) {
+		r = read_node(st, names[i], deadline, info, err);
+		if (r != AGAIN && r != LR_OK)
+			s = (enum lr_status)r;
 	}
-	lr_err_set(err, "ZooKeeper at %s: the lock nodes in %s keep changing",
-		   st->zs->where, st->dir);
-	return LR_ERROR;
+	free(names);
+	lr_zk_op_free(kids);
+	return s;
 }
 
 /* Deletes the holder's node path, whoever holds it. */
@@ -1202,15 +1510,29 @@ static enum lr_status delete_node(struct lr_store *st, const char *path,
 	return LR_ERROR;
 }
 
+/* Deletes the holders' nodes, all or slot's, whoever holds them. */
 static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
-	char *path;
-	enum lr_status s = lowest(st, deadline, &path, err);
+	struct lr_zk_op *kids = NULL;
+	const char **names;
+	enum lr_status s;
+	unsigned limit, lim, k;
+	int i, n;
 
-	if (s == LR_OK && path)
-		s = delete_node(st, path, deadline, err);
-	free(path);
+	s = list_holders(st, deadline, &kids, &names, &n, &limit, err);
+	for (i = 0; s == LR_OK && i < n; i++) {
+		char *path;
+
+		kid_kind(names[i], &lim, &k);
+		if (slot >= 0 && (unsigned)slot != k)
+			continue;
+		path = join3(st->dir, "/", names[i]);
+		s = path ? delete_node(st, path, deadline, err) : oom(err);
+		free(path);
+	}
+	free(names);
+	lr_zk_op_free(kids);
 	return s;
 }
 
@@ -1220,7 +1542,7 @@ const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
     .schemes = schemes,
-    .caps = LR_CAP_TTL | LR_CAP_BREAK,
+    .caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,
