@@ -68,6 +68,7 @@
 #include <libpq-fe.h>
 
 #include "backend.h"
+#include "waitset.h"
 
 /* The documented key expression; %s is the quoted name. */
 #define KEY_SQL \
@@ -89,6 +90,7 @@ enum q_kind {
 	Q_NONE = 0,
 	Q_TRY,   /* pg_try_advisory_lock + fence */
 	Q_WAIT,  /* pg_advisory_lock + fence (asynchronous) */
+	Q_GATE,  /* a semaphore's waiter: pg_advisory_lock of the gate */
 	Q_OTHER, /* anything whose late answer can be dropped */
 };
 
@@ -100,6 +102,21 @@ struct lr_store {
 	int64_t key;
 	char keystr[24];   /* the key as a SQL literal */
 	char locks_where[256]; /* pg_locks condition for our key */
+	/* Shared holders and semaphores.  Slot K of a semaphore of N slots
+	 * is the lock (hi, N << 16 | K), with hi the high 32 bits of the
+	 * key; (hi, 0) is its gate.  A lock query also asks other_sql: the
+	 * limit of another holder of the name that disagrees with ours. */
+	int32_t hi;
+	char name_where[320]; /* pg_locks condition for the name's holders */
+	char other_sql[640];
+	int other;         /* what other_sql found in a lock query, or 0 */
+	unsigned slot;     /* the slot this session holds or waits for */
+	int gated;         /* this session holds the gate */
+	struct lr_store **aux; /* first in a semaphore's queue: sessions
+				* waiting for slots 1..N-1 (this one waits
+				* for slot 0) */
+	unsigned naux;
+	struct lr_waitset ws; /* their sockets and ours, for wait_fd() */
 	enum q_kind inflight;
 	PGresult *res;     /* the answer so far to the query in flight */
 	int held;          /* we hold the lock (as far as we know) */
@@ -111,6 +128,8 @@ struct lr_store {
 	char where[160];   /* "host:port", for messages (no password) */
 	char appname[64];
 };
+
+static void name_sql(struct lr_store *st);
 
 static const char *const pg_schemes[] = { "postgres", "postgresql", NULL };
 static const char *const pg_secret_env[] = { "PGPASSWORD", NULL };
@@ -344,11 +363,15 @@ static int absorb_lock(struct lr_store *st, const PGresult *r)
 
 	if (!tuples(r, 3))
 		return 0;
+	if (PQnfields(r) > 6 && !PQgetisnull(r, 0, 6))
+		st->other = atoi(PQgetvalue(r, 0, 6));
 	l = PQgetvalue(r, 0, 0);
 	if (strcmp(l, "t") != 0)
 		return 0;
 	st->held = 1;
 	st->fence = strtoull(PQgetvalue(r, 0, 1), NULL, 10);
+	if (PQnfields(r) > 7)
+		st->slot = (unsigned)atoi(PQgetvalue(r, 0, 7));
 	if (atoi(PQgetvalue(r, 0, 2)) != st->pid)
 		return -1;
 	return 1;
@@ -368,6 +391,8 @@ static enum lr_status q_drain(struct lr_store *st, int64_t deadline,
 	s = q_wait(st, deadline, &r, err);
 	if (s == LR_OK && (kind == Q_TRY || kind == Q_WAIT))
 		absorb_lock(st, r);
+	if (s == LR_OK && kind == Q_GATE && tuples(r, 1))
+		st->gated = 1;
 	PQclear(r);
 	return s;
 }
@@ -589,6 +614,7 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 	st->res = NULL;
 	st->inflight = Q_NONE;
 	st->held = st->handed = st->want_wait = st->gone = 0;
+	st->gated = st->other = 0;
 	st->gone_why[0] = '\0';
 
 	s = connect_one(st, deadline, &st->conn, err);
@@ -648,6 +674,7 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 		 "l.locktype = 'advisory' AND l.classid = %" PRIu32
 		 " AND l.objid = %" PRIu32 " AND l.objsubid = 1 AND l.granted",
 		 (uint32_t)((uint64_t)st->key >> 32), (uint32_t)st->key);
+	name_sql(st);
 	if (st->version < PG_MIN_VERSION) {
 		lr_err_set(err,
 			   "PostgreSQL at %s is version %d.%d: leaserun needs "
@@ -677,6 +704,38 @@ out:
 	return s;
 }
 
+/* ---- shared holders and semaphores -------------------------------------- */
+
+/* The pg_locks conditions of the name, once the key is known: every
+ * granted lock of it (the plain lease's or shared holders' bigint key,
+ * the slots of a semaphore, not its gate), and another holder's limit
+ * that differs from ours, as a SQL expression (NULL: none). */
+static void name_sql(struct lr_store *st)
+{
+	uint32_t hi = (uint32_t)((uint64_t)st->key >> 32);
+
+	st->hi = (int32_t)hi;
+	snprintf(st->name_where, sizeof(st->name_where),
+		 "l.locktype = 'advisory' AND l.granted AND l.classid = %" PRIu32
+		 " AND ((l.objsubid = 1 AND l.objid = %" PRIu32 ") OR "
+		 "(l.objsubid = 2 AND l.objid >= 131072)) AND l.database = "
+		 "(SELECT oid FROM pg_database WHERE datname = "
+		 "current_database())",
+		 hi, (uint32_t)st->key);
+	snprintf(st->other_sql, sizeof(st->other_sql),
+		 "(SELECT max(CASE WHEN l.objsubid = 1 THEN 1 "
+		 "ELSE l.objid::bigint >> 16 END) FROM pg_locks l WHERE %s "
+		 "AND l.pid <> pg_backend_pid() AND CASE WHEN l.objsubid = 1 "
+		 "THEN 1 ELSE l.objid::bigint >> 16 END <> %u)",
+		 st->name_where, st->req->limit);
+}
+
+/* Slot k's lock, as its second key. */
+static uint32_t slot_key(const struct lr_store *st, unsigned k)
+{
+	return st->req->limit << 16 | k;
+}
+
 /* ---- the contract ------------------------------------------------------ */
 
 static enum lr_status pg_open(const struct lr_store_req *req, int64_t deadline,
@@ -690,6 +749,7 @@ static enum lr_status pg_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
+	lr_waitset_init(&st->ws);
 	snprintf(st->where, sizeof(st->where), "%s", "the default server");
 	make_appname(st);
 	return pg_connect(st, deadline, err);
@@ -740,12 +800,280 @@ static int app_sql(struct lr_store *st, char *buf, size_t len)
 	return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
-static enum lr_status grant(struct lr_store *st, struct lr_grant *g)
+/* The text of a lock statement into a new string (the caller frees it),
+ * or NULL.  Its columns: got (the condition that we got the lock),
+ * fence, pid, application_name set, the two of DURABLE_SQL, other_sql,
+ * then extra (", COLUMN..." or ""); from is its FROM clause. */
+static char *lock_sql(struct lr_store *st, const char *got, const char *from,
+		      const char *extra)
 {
+	char app[512], *sql;
+
+	if (app_sql(st, app, sizeof(app)) < 0)
+		snprintf(app, sizeof(app), "NULL");
+	if (asprintf(&sql,
+		     "SELECT %s, CASE WHEN %s THEN %s END, pg_backend_pid(), "
+		     "CASE WHEN %s THEN %s END, " DURABLE_SQL ", %s%s FROM %s",
+		     got, got, fence_sql(st), got, app, got, st->other_sql,
+		     extra, from) < 0)
+		return NULL;
+	return sql;
+}
+
+/* The statement that tries every slot of a semaphore without waiting,
+ * the lowest first (CASE takes the first that locks), giving the gate
+ * back if it got one.  Its eighth column is the slot, -1 for none. */
+static char *slots_try_sql(struct lr_store *st)
+{
+	size_t len = 64 + (size_t)st->req->limit * 64, n;
+	char *from = malloc(len), *sql, extra[96];
+	unsigned k;
+
+	if (!from)
+		return NULL;
+	n = (size_t)snprintf(from, len, "(SELECT CASE");
+	for (k = 0; k < st->req->limit; k++)
+		n += (size_t)snprintf(from + n, len - n,
+				      " WHEN pg_try_advisory_lock(%" PRId32
+				      ", %" PRIu32 ") THEN %u",
+				      st->hi, slot_key(st, k), k);
+	snprintf(from + n, len - n, " ELSE -1 END AS s OFFSET 0) AS x");
+	if (st->gated)
+		snprintf(extra, sizeof(extra),
+			 ", x.s, CASE WHEN x.s >= 0 THEN "
+			 "pg_advisory_unlock(%" PRId32 ", 0) END",
+			 st->hi);
+	else
+		snprintf(extra, sizeof(extra), ", x.s");
+	sql = lock_sql(st, "x.s >= 0", from, extra);
+	free(from);
+	return sql;
+}
+
+/* The try of the plain lease or of a shared one, without waiting. */
+static char *try_sql(struct lr_store *st)
+{
+	char from[96];
+
+	snprintf(from, sizeof(from), "pg_try_advisory_lock%s(%s) AS l",
+		 st->req->shared ? "_shared" : "", st->keystr);
+	return lock_sql(st, "l", from, "");
+}
+
+/* The wait for the plain lease, a shared one, or (on a semaphore's
+ * session) slot st->slot, giving the gate back once it has the slot. */
+static char *wait_sql(struct lr_store *st)
+{
+	char from[96], extra[64];
+
+	if (st->req->limit > 1) {
+		snprintf(from, sizeof(from),
+			 "pg_advisory_lock(%" PRId32 ", %" PRIu32 ") AS l",
+			 st->hi, slot_key(st, st->slot));
+		snprintf(extra, sizeof(extra), ", %u", st->slot);
+		if (st->gated)
+			snprintf(extra, sizeof(extra),
+				 ", %u, pg_advisory_unlock(%" PRId32 ", 0)",
+				 st->slot, st->hi);
+	} else {
+		snprintf(from, sizeof(from), "pg_advisory_lock%s(%s) AS l",
+			 st->req->shared ? "_shared" : "", st->keystr);
+		extra[0] = '\0';
+	}
+	return lock_sql(st, "true", from, extra);
+}
+
+/* Sends the wait statement on session st.  LR_OK or LR_ERROR. */
+static enum lr_status send_wait(struct lr_store *st, struct lr_err *err)
+{
+	char *sql = wait_sql(st);
+	enum lr_status s;
+
+	if (!sql) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = q_send(st, sql, Q_WAIT, err);
+	free(sql);
+	return s;
+}
+
+static void aux_close(struct lr_store *st)
+{
+	unsigned i;
+
+	for (i = 0; i < st->naux; i++) {
+		PQclear(st->aux[i]->res);
+		PQfinish(st->aux[i]->conn);
+		free(st->aux[i]);
+	}
+	free(st->aux);
+	st->aux = NULL;
+	st->naux = 0;
+	lr_waitset_close(&st->ws);
+}
+
+/* The connection state of two sessions of ours, traded: the one that got
+ * the slot becomes the store's own. */
+static void sess_swap(struct lr_store *a, struct lr_store *b)
+{
+	struct lr_store t = *a;
+
+	a->conn = b->conn;
+	a->pid = b->pid;
+	a->inflight = b->inflight;
+	a->res = b->res;
+	a->held = b->held;
+	a->handed = b->handed;
+	a->fence = b->fence;
+	a->gone = b->gone;
+	memcpy(a->gone_why, b->gone_why, sizeof(a->gone_why));
+	a->other = b->other;
+	a->slot = b->slot;
+	a->gated = b->gated;
+	b->conn = t.conn;
+	b->pid = t.pid;
+	b->inflight = t.inflight;
+	b->res = t.res;
+	b->held = t.held;
+	b->handed = t.handed;
+	b->fence = t.fence;
+	b->gone = t.gone;
+	memcpy(b->gone_why, t.gone_why, sizeof(b->gone_why));
+	b->other = t.other;
+	b->slot = t.slot;
+	b->gated = t.gated;
+}
+
+/*
+ * First in a semaphore's queue (the gate is ours) with every slot taken:
+ * waits for all of them at once, as PostgreSQL waits for one lock per
+ * session: this session for slot 0, and a session of its own for each
+ * other slot.  Whichever gets its slot first wins (acquire() makes it the
+ * store's session); the others are ended.
+ */
+static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
+				struct lr_err *err)
+{
+	unsigned n = st->req->limit - 1, i;
+	enum lr_status s;
+
+	st->slot = 0;
+	s = send_wait(st, err);
+	if (s != LR_OK)
+		return s;
+	st->aux = calloc(n, sizeof(*st->aux));
+	if (!st->aux || lr_waitset_open(&st->ws) < 0) {
+		lr_err_set(err, "cannot wait for the slots: %s",
+			   strerror(errno ? errno : ENOMEM));
+		return LR_ERROR;
+	}
+	for (i = 0; i < n; i++) {
+		struct lr_store *a = calloc(1, sizeof(*a));
+
+		if (!a) {
+			lr_err_set(err, "out of memory");
+			return LR_ERROR;
+		}
+		st->aux[st->naux++] = a;
+		a->req = st->req;
+		memcpy(a->where, st->where, sizeof(a->where));
+		memcpy(a->appname, st->appname, sizeof(a->appname));
+		lr_waitset_init(&a->ws);
+		s = pg_connect(a, deadline, err);
+		if (s != LR_OK)
+			return s;
+		a->slot = i + 1;
+		s = send_wait(a, err);
+		if (s != LR_OK)
+			return s;
+	}
+	return LR_OK;
+}
+
+/* Reads what session a has without waiting; a lock query that finished
+ * is understood (handed: it got the lock).  0, or -1 if it broke. */
+static int sess_poll(struct lr_store *a)
+{
+	if (!conn_ok(a) || a->gone || PQflush(a->conn) < 0 || consume(a) < 0)
+		return -1;
+	if (a->inflight != Q_NONE && collect(a)) {
+		enum q_kind kind = a->inflight;
+
+		a->inflight = Q_NONE;
+		if ((kind == Q_TRY || kind == Q_WAIT) && !a->held &&
+		    absorb_lock(a, a->res) != 0)
+			a->handed = 1;
+		if (kind == Q_GATE && tuples(a->res, 1))
+			a->gated = 1;
+		PQclear(a->res);
+		a->res = NULL;
+	}
+	return 0;
+}
+
+/* Ends the sessions that lost the race for a slot: their backends are
+ * terminated first, so that none holds a slot it got meanwhile for as
+ * long as it takes the server to see its client gone. */
+static void aux_end(struct lr_store *st, int64_t deadline)
+{
+	char *sql, *p;
+	struct lr_err ignored;
+	PGresult *r = NULL;
+	unsigned i;
+
+	sql = malloc(64 + st->naux * 16);
+	if (sql && st->naux) {
+		p = sql + sprintf(sql, "SELECT pg_terminate_backend(p) FROM "
+				       "unnest(ARRAY[");
+		for (i = 0; i < st->naux; i++)
+			p += sprintf(p, "%s%d", i ? "," : "", st->aux[i]->pid);
+		sprintf(p, "]) AS p");
+		q_run(st, sql, Q_OTHER, deadline, &r, &ignored);
+		PQclear(r);
+	}
+	free(sql);
+	aux_close(st);
+}
+
+/* A run whose limit differs from the holders': whatever it got goes
+ * back. */
+static enum lr_status refuse(struct lr_store *st, int64_t deadline,
+			     struct lr_err *err)
+{
+	PGresult *r = NULL;
+	struct lr_err ignored;
+	unsigned other = (unsigned)st->other;
+
+	if ((st->held || st->gated) && st->inflight == Q_NONE)
+		q_run(st, "SELECT pg_advisory_unlock_all()", Q_OTHER, deadline,
+		      &r, &ignored);
+	PQclear(r);
+	st->held = st->handed = st->want_wait = st->gated = 0;
+	st->other = 0;
+	lr_err_limit(err, st->req, other);
+	return LR_ERROR;
+}
+
+static enum lr_status grant(struct lr_store *st, int64_t deadline,
+			    struct lr_grant *g, struct lr_err *err)
+{
+	if (st->naux)
+		aux_end(st, deadline);
+	if (st->other)
+		return refuse(st, deadline, err);
+	if (st->req->limit > 1)
+		snprintf(st->locks_where, sizeof(st->locks_where),
+			 "l.locktype = 'advisory' AND l.classid = %" PRIu32
+			 " AND l.objid = %" PRIu32 " AND l.objsubid = 2 AND "
+			 "l.granted",
+			 (uint32_t)st->hi, slot_key(st, st->slot));
 	g->fence = st->fence;
 	g->ttl_ms = 0;
+	g->slot = st->req->limit > 1 ? st->slot : 0;
 	st->handed = 0;
 	st->want_wait = 0;
+	st->gated = 0;
 	return LR_OK;
 }
 
@@ -760,34 +1088,54 @@ static enum lr_status pooled(struct lr_store *st, int was, int now,
 	return LR_LOST;
 }
 
+/* Waiting for the slots on several sessions: a winner becomes the
+ * store's session and is granted; LR_BUSY while none has won. */
+static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
+				  struct lr_grant *g, struct lr_err *err)
+{
+	unsigned i;
+	int broke = sess_poll(st) < 0;
+
+	for (i = 0; !st->handed && i < st->naux; i++) {
+		struct lr_store *a = st->aux[i];
+
+		broke |= sess_poll(a) < 0;
+		if (a->handed)
+			sess_swap(st, a);
+	}
+	if (st->handed)
+		return grant(st, deadline, g, err);
+	if (broke) {
+		/* Start again from a try; a broken session of ours ended
+		 * what it held or waited for with it. */
+		aux_close(st);
+		st->gated = 0;
+		st->want_wait = 1;
+	}
+	return LR_BUSY;
+}
+
 static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 				 struct lr_grant *g, struct lr_err *err)
 {
-	char sql[1024], app[512];
 	PGresult *r = NULL;
 	enum lr_status s;
+	char *sql;
 	int got;
 
 	if (st->handed)
-		return grant(st, g);
-	if (st->inflight == Q_WAIT && conn_ok(st)) {
+		return grant(st, deadline, g, err);
+	if (st->naux)
+		return aux_acquire(st, deadline, g, err);
+	if ((st->inflight == Q_WAIT || st->inflight == Q_GATE) &&
+	    conn_ok(st)) {
 		/* The wait is running: look, without blocking. */
-		if (consume(st) == 0 && !collect(st))
+		if (sess_poll(st) < 0 || st->inflight != Q_NONE)
 			return LR_BUSY;
-		if (st->res) {
-			got = absorb_lock(st, st->res);
-			if (got < 0)
-				s = pooled(st, st->pid,
-					   atoi(PQgetvalue(st->res, 0, 2)), err);
-			PQclear(st->res);
-			st->res = NULL;
-			st->inflight = Q_NONE;
-			if (got < 0)
-				return s;
-			if (got > 0)
-				return grant(st, g);
-		}
-		st->inflight = Q_NONE;
+		if (st->handed)
+			return grant(st, deadline, g, err);
+		if (st->other)
+			return refuse(st, deadline, err);
 	}
 	if (!conn_ok(st) || st->gone) {
 		/* Not holding anything: a new session loses nothing. */
@@ -795,14 +1143,13 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 		if (s != LR_OK)
 			return s;
 	}
-	if (app_sql(st, app, sizeof(app)) < 0)
-		snprintf(app, sizeof(app), "NULL");
-	snprintf(sql, sizeof(sql),
-		 "SELECT l, CASE WHEN l THEN %s END, pg_backend_pid(), "
-		 "CASE WHEN l THEN %s END, " DURABLE_SQL " "
-		 "FROM pg_try_advisory_lock(%s) AS l",
-		 fence_sql(st), app, "l", st->keystr);
+	sql = st->req->limit > 1 ? slots_try_sql(st) : try_sql(st);
+	if (!sql) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
 	s = q_run(st, sql, Q_TRY, deadline, &r, err);
+	free(sql);
 	if (s != LR_OK)
 		goto out;
 	if (!tuples(r, 3)) {
@@ -813,8 +1160,12 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 	got = absorb_lock(st, r);
 	if (got < 0)
 		s = pooled(st, st->pid, atoi(PQgetvalue(r, 0, 2)), err);
+	else if (st->other)
+		s = refuse(st, deadline, err);
 	else if (got > 0)
-		s = grant(st, g);
+		s = grant(st, deadline, g, err);
+	else if (st->gated)
+		s = aux_start(st, deadline, err) == LR_OK ? LR_BUSY : LR_ERROR;
 	else {
 		st->want_wait = 1;
 		s = LR_BUSY;
@@ -824,24 +1175,45 @@ out:
 	return s;
 }
 
+/* (The waits start here, not in acquire(), so that a "-n" run never joins
+ * a lock queue.  A semaphore's run queues for the gate; acquire() then
+ * starts its wait for the slots.) */
 static int pg_wait_fd(struct lr_store *st, short *events)
 {
+	unsigned i;
+
 	if (!conn_ok(st) || st->gone)
 		return -1;
 	if (st->want_wait && !st->held && st->inflight == Q_NONE) {
-		char sql[1024], app[512];
+		char sql[64], *w = NULL;
+		enum lr_status s;
 
-		if (app_sql(st, app, sizeof(app)) < 0)
-			snprintf(app, sizeof(app), "NULL");
-		snprintf(sql, sizeof(sql),
-			 "SELECT true, %s, pg_backend_pid(), %s, " DURABLE_SQL
-			 " FROM pg_advisory_lock(%s)",
-			 fence_sql(st), app, "true", st->keystr);
 		st->want_wait = 0;
-		if (q_send(st, sql, Q_WAIT, NULL) != LR_OK)
+		if (st->req->limit > 1) {
+			snprintf(sql, sizeof(sql),
+				 "SELECT pg_advisory_lock(%" PRId32 ", 0)",
+				 st->hi);
+			s = q_send(st, sql, Q_GATE, NULL);
+		} else {
+			w = wait_sql(st);
+			s = w ? q_send(st, w, Q_WAIT, NULL) : LR_ERROR;
+			free(w);
+		}
+		if (s != LR_OK)
 			return -1;
 	}
-	if (st->inflight != Q_WAIT && !st->held)
+	if (st->naux) {
+		/* Every session's socket in one set. */
+		lr_waitset_watch(&st->ws, PQsocket(st->conn), EPOLLIN);
+		for (i = 0; i < st->naux; i++)
+			if (conn_ok(st->aux[i]))
+				lr_waitset_watch(&st->ws,
+						 PQsocket(st->aux[i]->conn),
+						 EPOLLIN);
+		*events = POLLIN;
+		return st->ws.ep;
+	}
+	if (st->inflight != Q_WAIT && st->inflight != Q_GATE && !st->held)
 		return -1;
 	*events = POLLIN;
 	if (PQflush(st->conn) == 1)
@@ -855,6 +1227,17 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 	char buf[200];
 	int done = 0;
 
+	(void)revents;
+	if (st->naux) {
+		/* Every session reads what it has; acquire() takes the
+		 * winner, or starts again if one broke. */
+		unsigned i;
+		int news = sess_poll(st) < 0 || st->handed;
+
+		for (i = 0; i < st->naux; i++)
+			news |= sess_poll(st->aux[i]) < 0 || st->aux[i]->handed;
+		return news ? LR_OK : LR_BUSY;
+	}
 	if (!st->conn)
 		return st->held ? LR_ERROR : LR_OK;
 	if (PQflush(st->conn) < 0 || consume(st) < 0) {
@@ -875,6 +1258,8 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 		if ((kind == Q_TRY || kind == Q_WAIT) && !st->held &&
 		    absorb_lock(st, st->res) != 0)
 			st->handed = 1;
+		if (kind == Q_GATE && tuples(st->res, 1))
+			st->gated = 1;
 		PQclear(st->res);
 		st->res = NULL;
 	}
@@ -883,7 +1268,7 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 			return lost_or_error(st, err);
 		return LR_OK;
 	}
-	if (st->inflight == Q_WAIT && !st->gone)
+	if ((st->inflight == Q_WAIT || st->inflight == Q_GATE) && !st->gone)
 		return LR_BUSY;
 	return LR_OK; /* handed over, or the wait ended: acquire() now */
 }
@@ -960,9 +1345,15 @@ static enum lr_status pg_release(struct lr_store *st, int64_t deadline,
 			   st->where);
 		return LR_ERROR;
 	}
-	snprintf(sql, sizeof(sql),
-		 "SELECT pg_advisory_unlock(%s), pg_backend_pid()",
-		 st->keystr);
+	if (st->req->limit > 1)
+		snprintf(sql, sizeof(sql),
+			 "SELECT pg_advisory_unlock(%" PRId32 ", %" PRIu32
+			 "), pg_backend_pid()",
+			 st->hi, slot_key(st, st->slot));
+	else
+		snprintf(sql, sizeof(sql),
+			 "SELECT pg_advisory_unlock%s(%s), pg_backend_pid()",
+			 st->req->shared ? "_shared" : "", st->keystr);
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
 	if (s == LR_ERROR && st->gone)
 		s = lost_or_error(st, err);
@@ -1008,6 +1399,21 @@ static int parse_appname(const char *app, char *host, size_t hlen, long *pid,
 	return 1;
 }
 
+/* Every holder of the name: the plain lease's or the shared holders'
+ * bigint key, or a semaphore's slots, from pg_locks (ordered by slot),
+ * with who they are from pg_stat_activity.  Columns: pid,
+ * application_name, client address, backend start (ms), slot (-1: the
+ * bigint key), limit, shared. */
+#define HOLDERS_SQL                                                         \
+	"SELECT l.pid, coalesce(a.application_name, ''), "                  \
+	"coalesce(host(a.client_addr), 'local'), "                          \
+	"coalesce((extract(epoch FROM a.backend_start) * 1000)::bigint, 0), " \
+	"CASE WHEN l.objsubid = 2 THEN l.objid::bigint & 65535 ELSE -1 END, " \
+	"CASE WHEN l.objsubid = 2 THEN l.objid::bigint >> 16 ELSE 1 END, "  \
+	"l.mode = 'ShareLock' "                                             \
+	"FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "    \
+	"WHERE %s ORDER BY 5, 1"
+
 static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 				 struct lr_info *info, struct lr_err *err)
 {
@@ -1015,63 +1421,69 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 	PGresult *r = NULL;
 	struct lr_holder *h;
 	enum lr_status s;
+	int i;
 
-	snprintf(sql, sizeof(sql),
-		 "SELECT l.pid, coalesce(a.application_name, ''), "
-		 "coalesce(host(a.client_addr), 'local'), "
-		 "coalesce((extract(epoch FROM a.backend_start) * 1000)"
-		 "::bigint, 0) "
-		 "FROM pg_locks l "
-		 "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
-		 "WHERE %s AND l.database = (SELECT oid FROM pg_database "
-		 "WHERE datname = current_database()) LIMIT 1",
-		 st->locks_where);
+	snprintf(sql, sizeof(sql), HOLDERS_SQL, st->name_where);
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
 	if (s != LR_OK)
 		goto out;
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQnfields(r) < 7) {
 		q_fail(st, r, "reading pg_locks", err);
 		s = LR_ERROR;
 		goto out;
 	}
-	if (PQntuples(r) == 0)
-		goto out;
-	if (!(h = lr_info_add(info))) {
-		lr_err_set(err, "out of memory");
-		s = LR_ERROR;
-		goto out;
-	}
-	h->since_ms = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
-	if (!parse_appname(PQgetvalue(r, 0, 1), h->host, sizeof(h->host),
-			   &h->pid, &h->fence)) {
-		/* Someone took the lock from SQL: say who. */
-		snprintf(h->host, sizeof(h->host),
-			 "%s (backend %s, application_name \"%.64s\")",
-			 PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 0),
-			 PQgetvalue(r, 0, 1));
+	for (i = 0; i < PQntuples(r); i++) {
+		if (!(h = lr_info_add(info))) {
+			lr_err_set(err, "out of memory");
+			s = LR_ERROR;
+			goto out;
+		}
+		/* (a session lock has no TTL) */
+		h->since_ms = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+		if (atoi(PQgetvalue(r, i, 4)) > 0)
+			h->slot = (unsigned)atoi(PQgetvalue(r, i, 4));
+		info->limit = (unsigned)atoi(PQgetvalue(r, i, 5));
+		h->shared = !strcmp(PQgetvalue(r, i, 6), "t");
+		if (!parse_appname(PQgetvalue(r, i, 1), h->host,
+				   sizeof(h->host), &h->pid, &h->fence)) {
+			/* Someone took the lock from SQL: say who. */
+			snprintf(h->host, sizeof(h->host),
+				 "%s (backend %s, application_name \"%.64s\")",
+				 PQgetvalue(r, i, 2), PQgetvalue(r, i, 0),
+				 PQgetvalue(r, i, 1));
+		}
 	}
 out:
 	PQclear(r);
 	return s;
 }
 
+/* Terminates the holders' backends: all of them, or slot's (slot 0 of
+ * the plain lease or of shared holders is all of them). */
 static enum lr_status pg_brk(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
-	char sql[1024], wait[32] = "";
+	char sql[1400], wait[32] = "", which[64] = "";
 	PGresult *r = NULL;
 	enum lr_status s;
 	int64_t left = deadline - lr_now_ms() - 100;
+	int i;
 
 	/* pg_terminate_backend(pid, timeout) waits for the backend to exit
 	 * (PostgreSQL 14 and later), so the lock is free when we return. */
 	if (st->version >= 140000 && left > 0)
 		snprintf(wait, sizeof(wait), ", %" PRId64, left);
+	if (slot > 0)
+		snprintf(which, sizeof(which),
+			 " AND l.objsubid = 2 AND l.objid::bigint & 65535 = %d",
+			 slot);
+	else if (slot == 0)
+		snprintf(which, sizeof(which),
+			 " AND (l.objsubid = 1 OR l.objid::bigint & 65535 = 0)");
 	snprintf(sql, sizeof(sql),
 		 "SELECT l.pid, pg_terminate_backend(l.pid%s) FROM pg_locks l "
-		 "WHERE %s AND l.database = (SELECT oid FROM pg_database "
-		 "WHERE datname = current_database())",
-		 wait, st->locks_where);
+		 "WHERE %s%s",
+		 wait, st->name_where, which);
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
 	if (s != LR_OK)
 		goto out;
@@ -1089,13 +1501,14 @@ static enum lr_status pg_brk(struct lr_store *st, int slot, int64_t deadline,
 		s = LR_ERROR;
 		goto out;
 	}
-	if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 1), "t") != 0) {
-		lr_err_set(err,
-			   "PostgreSQL at %s: the holder's backend %s did not "
-			   "exit in time",
-			   st->where, PQgetvalue(r, 0, 0));
-		s = LR_TIMEOUT;
-	}
+	for (i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 1), "t") != 0) {
+			lr_err_set(err,
+				   "PostgreSQL at %s: the holder's backend %s "
+				   "did not exit in time",
+				   st->where, PQgetvalue(r, i, 0));
+			s = LR_TIMEOUT;
+		}
 out:
 	PQclear(r);
 	return s;
@@ -1108,6 +1521,7 @@ static void pg_close(struct lr_store *st)
 	/* PQfinish() ends the session, which frees the lock; a wait still
 	 * queued is left by the server within
 	 * client_connection_check_interval. */
+	aux_close(st);
 	PQclear(st->res);
 	PQfinish(st->conn);
 	free(st);
@@ -1117,7 +1531,7 @@ const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "pg",
 	.schemes = pg_schemes,
-	.caps = LR_CAP_BREAK,
+	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = pg_secret_env,
 	.open = pg_open,
 	.acquire = pg_acquire,
