@@ -6,8 +6,9 @@ function __fish_leaserun_rest
     set -e tokens[1]
     argparse -s n/nonblock nb w/wait= timeout= E/conflict-exit-code= \
         c/command= U/url= url-file= t/ttl= renew= signal= warn-signal= \
-        k/kill-after= foreground v/verbose q/quiet log-format= syslog \
-        metrics-file= status break check json \
+        k/kill-after= foreground l/limit= s/shared x/exclusive \
+        v/verbose q/quiet log-format= syslog \
+        metrics-file= status break slot= check json \
         V/version h/help -- $tokens 2>/dev/null
     or return 1
     string join0 -- $argv
@@ -97,13 +98,17 @@ complete -c leaserun -n __fish_leaserun_before_name -l signal -x -a "$signals" -
 complete -c leaserun -n __fish_leaserun_before_name -l warn-signal -x -a "$signals" -d 'signal the command as soon as a renewal fails'
 complete -c leaserun -n __fish_leaserun_before_name -s k -l kill-after -x -d 'send --signal this long before the lease deadline'
 complete -c leaserun -n __fish_leaserun_before_name -l foreground -d 'keep the command in our process group'
+complete -c leaserun -n __fish_leaserun_before_name -s l -l limit -x -d 'let up to N hold NAME at once, each in a slot'
+complete -c leaserun -n __fish_leaserun_before_name -s s -l shared -d 'hold NAME with other shared holders'
+complete -c leaserun -n __fish_leaserun_before_name -s x -l exclusive -d 'hold NAME alone (the default)'
 complete -c leaserun -n __fish_leaserun_before_name -s v -l verbose -d 'log each lifecycle step (twice: more)'
 complete -c leaserun -n __fish_leaserun_before_name -s q -l quiet -d 'log only failures of leaserun itself'
 complete -c leaserun -n __fish_leaserun_before_name -l log-format -x -a 'text json' -d 'log line format'
 complete -c leaserun -n __fish_leaserun_before_name -l syslog -d 'log to syslog instead of stderr'
 complete -c leaserun -n __fish_leaserun_before_name -l metrics-file -r -F -d 'keep Prometheus counters in PATH'
 complete -c leaserun -n __fish_leaserun_before_name -l status -d 'show who holds NAME'
-complete -c leaserun -n __fish_leaserun_before_name -l break -d "remove the current holder's lease"
+complete -c leaserun -n __fish_leaserun_before_name -l break -d "remove the current holders' leases"
+complete -c leaserun -n __fish_leaserun_before_name -l slot -x -d 'with --break: only the holder of slot K'
 complete -c leaserun -n __fish_leaserun_before_name -l check -d 'from the command: is our lease still held?'
 complete -c leaserun -n __fish_leaserun_before_name -l json -d '--status and --check print JSON'
 complete -c leaserun -n __fish_leaserun_before_name -s V -l version -d 'show the version and stores'

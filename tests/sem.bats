@@ -332,6 +332,57 @@ status_and_break() {
 
 # --- the tests -----------------------------------------------------------------
 
+@test "cli: --limit takes 1 to 1000, and LEASERUN_LIMIT" {
+	use file
+	for bad in 0 1001 x -1 ''; do
+		run -125 "$LEASERUN" -l "$bad" "$N" true
+		assert_output --partial "invalid --limit '$bad': expected 1 to 1000"
+	done
+	LEASERUN_LIMIT=0 run -125 "$LEASERUN" "$N" true
+	assert_output --partial "invalid LEASERUN_LIMIT '0'"
+	LEASERUN_LIMIT=2 run -0 "$LEASERUN" "$N" sh -c 'echo "$LEASERUN_SLOT"'
+	assert_output 0
+	# The option wins over the variable.
+	holder a -l 3
+	running a
+	LEASERUN_LIMIT=2 run -0 "$LEASERUN" -n -l 3 "$N" sh -c 'echo "$LEASERUN_SLOT"'
+	assert_output 1
+	LEASERUN_LIMIT=3 run -0 "$LEASERUN" -n "$N" sh -c 'echo "$LEASERUN_SLOT"'
+	assert_output 1
+}
+
+@test "cli: --shared goes with --limit 1 only; -x undoes -s; --slot goes with --break" {
+	use file
+	run -125 "$LEASERUN" -s -l 3 "$N" true
+	assert_output --partial "--shared and --limit 3 exclude each other"
+	run -125 "$LEASERUN" --slot 1 "$N" true
+	assert_output --partial "--slot goes with --break"
+	run -125 "$LEASERUN" --break --slot 1000 "$N"
+	assert_output --partial "invalid --slot '1000'"
+	run -0 "$LEASERUN" -s -l 1 "$N" true
+	# Last one wins, as in flock: -s -x is exclusive.
+	holder a -s
+	running a
+	run -1 "$LEASERUN" -n -s -x "$N" true
+	run -0 "$LEASERUN" -n -x -s "$N" true
+}
+
+@test "cli: the command gets LEASERUN_SLOT, 0 for a plain lease, never an inherited one" {
+	use file
+	LEASERUN_SLOT=7 run -0 "$LEASERUN" "$N" sh -c 'echo "$LEASERUN_SLOT"; env | grep -c "^LEASERUN_SLOT="'
+	assert_output $'0\n1'
+}
+
+@test "cli: waiting and conflict lines name the first holder and how many more" {
+	use file
+	holder a -l 2
+	running a
+	holder b -l 2
+	running b
+	run -1 "$LEASERUN" -n -l 2 "$N" true
+	assert_output --regexp "held by $(hostname) pid [0-9]+ and 1 more; not waiting"
+}
+
 @test "file: 20 contenders with --limit 3 run at most 3 at once, and 3" { use file; twenty_contenders; }
 @test "file: kill -9 of a holder frees its slot" { use file; kill_frees_slot; }
 @test "file: a run with another limit than the holders' is refused (125)" { use file; limit_mismatch; }
@@ -347,6 +398,37 @@ status_and_break() {
 @test "redis: a waiting exclusive run is not passed by later shared ones" { use redis; writer_first; }
 @test "redis: util-linux's flock scenarios" { use redis; flock_scenarios; }
 @test "redis: --status lists the slots, --break --slot stops one" { use redis; status_and_break; }
+
+# The keys the man page names for shared holders and slots, as it prints
+# them: Pholder:{NAME}:TOKEN, ...
+man_multi_keys() {
+	mandoc -T ascii "$LR_SRCDIR/man/leaserun.1" | sed 's/.\x08//g' |
+		sed -n '/Shared holders and semaphores have keys of their own/,/Their waiters queue/p' |
+		sed -n 's/^ *\(P[^ ]*{NAME}[^ ]*\)$/\1/p'
+}
+
+@test "redis: the keys the man page names for slots and shared holders are the ones they use" {
+	use redis
+	local k p keys=()
+	mapfile -t keys < <(man_multi_keys)
+	printf '# %s\n' "${keys[@]}" >&3
+	assert_equal "${#keys[@]}" 4
+	holder a -l 2 -t 5s
+	running a
+	for k in "${keys[@]}"; do
+		p=leaserun:${k#P}
+		p=${p//\{NAME\}/\{$N\}}
+		p=${p//TOKEN/*}
+		p=${p//K/*}
+		[ -n "$(rcli --scan --pattern "$p")" ] || fail "no key $p"
+	done
+	kill -TERM "${HP[a]}"
+	wait "${HP[a]}" || true
+	# The last holder gone, nothing of them is left but the fence
+	# counter.
+	left=$(rcli --scan --pattern "leaserun:*{$N}*" | grep -v '^leaserun:fence:' || true)
+	[ -z "$left" ] || fail "left behind: $left"
+}
 
 @test "pg: 20 contenders with --limit 3 run at most 3 at once, and 3" { use pg; twenty_contenders; }
 @test "pg: kill -9 of a holder frees its slot within the TTL" { use pg; kill_frees_slot; }
