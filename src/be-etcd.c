@@ -944,6 +944,27 @@ static void lease_revoke(struct lr_store *st, int64_t lease, int64_t deadline)
 	rpc_clear(&r);
 }
 
+/* c becomes "key's create revision is rev" (0: key does not exist). */
+static void crev_is(LrEtcd__Compare *c, const char *key, int64_t rev)
+{
+	c->result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	c->target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
+	c->key = bytes(key);
+	c->target_union_case = LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+	c->create_revision = rev;
+}
+
+/* op becomes a put of value at key, bound to lease; put holds it. */
+static void put_op(LrEtcd__RequestOp *op, LrEtcd__PutRequest *put,
+		   const char *key, const char *value, int64_t lease)
+{
+	put->key = bytes(key);
+	put->value = bytes(value);
+	put->lease = lease;
+	op->request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op->request_put = put;
+}
+
 /* The transaction that queues us: create our key, bound to our lease and
  * holding "host pid since", if it does not exist; list the directory. */
 static int enqueue_rpc(struct lr_store *st, struct rpc *r)
@@ -964,19 +985,11 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 	snprintf(value, sizeof(value), "%s %ld %" PRId64,
 		 st->req->host ? st->req->host : "?", st->req->pid,
 		 st->req->since_ms);
-	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
-	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
-	cmp.key = bytes(st->mykey);
-	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
-	cmp.create_revision = 0;
-	put.key = bytes(st->mykey);
-	put.value = bytes(value);
-	put.lease = st->lease;
+	crev_is(&cmp, st->mykey, 0);
+	put_op(&op_put, &put, st->mykey, value, st->lease);
 	rr.key = bytes(st->dir);
 	rr.range_end = bytes(end);
 	rr.keys_only = 1;
-	op_put.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op_put.request_put = &put;
 	op_range.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
 	op_range.request_range = &rr;
 	q.n_compare = 1;
@@ -1189,20 +1202,10 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 	snprintf(value, sizeof(value), "%s %ld %" PRId64,
 		 st->req->host ? st->req->host : "?", st->req->pid,
 		 st->req->since_ms);
-	c1.result = c2.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
-	c1.target = c2.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
-	c1.target_union_case = c2.target_union_case =
-	    LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
-	c1.key = bytes(key);
-	c1.create_revision = 0;
-	c2.key = bytes(st->mykey);
-	c2.create_revision = st->my_crev;
-	put.key = bytes(key);
-	put.value = bytes(value);
-	put.lease = st->lease;
+	crev_is(&c1, key, 0);
+	crev_is(&c2, st->mykey, st->my_crev);
+	put_op(&op_put, &put, key, value, st->lease);
 	del.key = bytes(st->mykey);
-	op_put.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op_put.request_put = &put;
 	op_del.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 	op_del.request_delete_range = &del;
 	q.n_compare = 2;
@@ -1583,11 +1586,7 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 	struct rpc r;
 	enum lr_status s;
 
-	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
-	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
-	cmp.key = bytes(key);
-	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
-	cmp.create_revision = crev;
+	crev_is(&cmp, key, crev);
 	del.key = bytes(key);
 	op.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 	op.request_delete_range = &del;

@@ -126,20 +126,36 @@ holder() {
 # waits until holder ID runs its command
 running() { wait_until 20 exists "$D/$1.slot"; }
 
+# three_holders [options]: holders a, b and c, running.
+three_holders() {
+	local id
+	for id in a b c; do
+		holder "$id" "$@"
+		running "$id"
+	done
+}
+
+# all_succeed PIDS...: waits for the background runs; fails, showing their
+# stderr ($D/err), unless every one exited 0.
+all_succeed() {
+	local p fails=0
+	BG_PIDS="$BG_PIDS $*"
+	for p in "$@"; do wait "$p" || fails=$((fails + 1)); done
+	[ "$fails" = 0 ] || { cat "$D/err"; return 1; }
+}
+
 # --- the scenarios -----------------------------------------------------------
 
 # 20 contenders with --limit 3: never more than 3 commands at once, and 3
 # at some point; each slot is held by one at a time, its fences rising;
 # no fence is given twice.
 twenty_contenders() {
-	local log=$D/intervals pids= p fails=0 k
+	local log=$D/intervals pids=() k
 	for _ in $(seq 20); do
 		"$LEASERUN" -l 3 -w 120s "$N" sh -c "$(interval "$log" 0.3)" 2>>"$D/err" &
-		pids="$pids $!"
+		pids+=($!)
 	done
-	BG_PIDS=$pids
-	for p in $pids; do wait "$p" || fails=$((fails + 1)); done
-	[ "$fails" = 0 ] || { cat "$D/err"; return 1; }
+	all_succeed "${pids[@]}"
 	assert_equal "$(wc -l < "$log")" 20
 	run max_overlap "$log"
 	echo "# at most $output at once" >&3
@@ -156,11 +172,8 @@ twenty_contenders() {
 # kill -9 of a holder of one of 3 slots: a waiter gets that slot within
 # the TTL (3s) of the kill.
 kill_frees_slot() {
-	local id v t0 gap
-	for id in a b c; do
-		holder "$id" -l 3 -t 3s
-		running "$id"
-	done
+	local v t0 gap
+	three_holders -l 3 -t 3s
 	holder w -l 3 -t 3s -w 30s
 	sleep 0.5
 	[ ! -e "$D/w.slot" ]
@@ -211,24 +224,22 @@ limit_mismatch() {
 
 # Shared holders overlap; an exclusive one never overlaps anything.
 shared_exclusive() {
-	local log=$D/intervals pids= p fails=0
+	local log=$D/intervals pids=()
 	for _ in 1 2 3; do
 		"$LEASERUN" -s -w 60s "$N" sh -c "$(interval "$log" 0.8 s)" 2>>"$D/err" &
-		pids="$pids $!"
+		pids+=($!)
 	done
 	sleep 0.3
 	for _ in 1 2; do
 		"$LEASERUN" -x -w 60s "$N" sh -c "$(interval "$log" 0.3 x)" 2>>"$D/err" &
-		pids="$pids $!"
+		pids+=($!)
 	done
 	sleep 0.2
 	for _ in 1 2 3; do
 		"$LEASERUN" -s -w 60s "$N" sh -c "$(interval "$log" 0.5 s)" 2>>"$D/err" &
-		pids="$pids $!"
+		pids+=($!)
 	done
-	BG_PIDS=$pids
-	for p in $pids; do wait "$p" || fails=$((fails + 1)); done
-	[ "$fails" = 0 ] || { cat "$D/err"; return 1; }
+	all_succeed "${pids[@]}"
 	assert_equal "$(wc -l < "$log")" 8
 	exclusive_alone "$log"
 	grep ' s$' "$log" > "$D/shared"
@@ -288,10 +299,7 @@ flock_scenarios() {
 # stops only the holder of slot K (124); --break stops the rest.
 status_and_break() {
 	local id s f rc
-	for id in a b c; do
-		holder "$id" -l 3 -t 6s
-		running "$id"
-	done
+	three_holders -l 3 -t 6s
 	run --separate-stderr "$LEASERUN" --status --json "$N"
 	assert_success
 	echo "$output" >&3
