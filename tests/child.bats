@@ -123,7 +123,7 @@ forwards() {
 }
 
 @test "without /proc the child still gets every fd it was given, fd 300 too" {
-	[ "$(id -u)" = 0 ] || { echo "needs root to hide /proc" >&2; return 1; }
+	needs_root "to hide /proc"
 	# A sanitizer runtime reads its options and stops threads through
 	# /proc: such a build cannot run without it (the plain build's run of
 	# this file, which CI also makes, is the one that counts).

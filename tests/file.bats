@@ -87,7 +87,7 @@ free_counter() {
 @test "--status sees a lease held on btrfs, in a subvolume too" {
 	# stat() gives each btrfs subvolume a device of its own; /proc/locks
 	# names the file system's.  --status once said "free" there.
-	[ "$(id -u)" = 0 ] || { echo "needs root to mount a btrfs image" >&2; return 1; }
+	needs_root "to mount a btrfs image"
 	truncate -s 256M "$T/img"
 	mkfs.btrfs -q "$T/img" >/dev/null
 	mkdir "$T/btrfs"
