@@ -243,3 +243,19 @@ store_packages() {
 			fail "debian/control builds $p, which no store of --version names"
 	done
 }
+
+@test "the README's systemd units are the examples the package ships" {
+	local f n=0
+	for f in "$LR_SRCDIR"/debian/examples/*.service "$LR_SRCDIR"/debian/examples/*.timer; do
+		run awk -v first="$(head -n 1 "$f")" '
+			/^```/ { if (inb && take) exit; inb = !inb; top = 1; next }
+			inb && top { top = 0; take = ($0 == first) }
+			inb && take { print }' "$LR_SRCDIR/README"
+		assert_success
+		[ -n "$output" ] || fail "the README has no block that starts like $f"
+		diff -u --label "$f" --label README "$f" <(echo "$output") ||
+			fail "the README's copy of $(basename "$f") differs"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 2 ] || fail "found only $n units in debian/examples"
+}
