@@ -16,8 +16,11 @@ teardown() {
 		kill -KILL "$BTRFS_PID" 2>/dev/null || true
 		wait "$BTRFS_PID" 2>/dev/null || true
 	fi
+	# The group guard keeps leaserun's fds, the lock file on the image
+	# among them, until the command's group is gone: the mount is busy
+	# until the guard has exited.
 	if mountpoint -q "$T/btrfs" 2>/dev/null; then
-		umount "$T/btrfs"
+		wait_until 5 eval "umount '$T/btrfs' 2>/dev/null"
 	fi
 	if [ -n "${COUNTER_PID:-}" ]; then
 		timeout 2 sh -c 'echo go > "$1"' sh "$T/gate" || true
