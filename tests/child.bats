@@ -6,6 +6,13 @@ load helpers
 setup() {
 	lockdir_setup
 	T=$BATS_TEST_TMPDIR
+	LEFT=
+}
+
+# A test that fails half-way leaves nothing running (a stopped leaserun
+# would stay for ever).
+teardown() {
+	[ -z "$LEFT" ] || kill -KILL $LEFT 2>/dev/null || true
 }
 
 # A command that traps SIG in itself and in a grandchild, each writing a
@@ -183,14 +190,24 @@ $LOCKDIR/job.fence:0"
 }
 
 @test "^Z (TSTP) stops the command, not leaserun, which goes on renewing" {
-	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; while :; do sleep 0.05; done' &
+	"$LEASERUN" -v -t 1s job sh -c 'echo $$ > '"$T"'/pid; while :; do sleep 0.05; done' 2>"$T/log" 3>&- &
 	pid=$!
 	wait_until 5 exists "$T/pid"
 	child=$(cat "$T/pid")
+	LEFT="$pid $child"
 	kill -TSTP "$pid"
 	stopped() { [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" = T ]; }
+	renewals() { grep -c 'renewed' "$T/log" || true; }
 	wait_until 3 stopped "$child"
-	! stopped "$pid"
+	# (A "! stopped" line would never fail a bats test: errexit ignores
+	# a negated command.)
+	if stopped "$pid"; then
+		echo "leaserun stopped itself" >&2
+		return 1
+	fi
+	# It renews while the job is suspended.
+	n=$(renewals)
+	wait_until 3 eval '[ "$(renewals)" -gt '"$n"' ]'
 	kill -CONT "$pid"
 	wait_until 3 eval '! stopped '"$child"
 	kill -TERM "$pid"
