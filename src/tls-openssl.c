@@ -66,7 +66,8 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 	unsigned char ip[16];
 	int is_ip;
 
-	if (!t || !(t->alpn_need = strdup(conf->alpn_need))) {
+	if (!t || (conf->alpn_need &&
+		   !(t->alpn_need = strdup(conf->alpn_need)))) {
 		lr_err_set(err, "out of memory");
 		goto fail;
 	}
@@ -111,8 +112,8 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 		goto fail;
 	}
 	/* 0 is success here. */
-	if (SSL_set_alpn_protos(t->ssl, conf->alpn, (unsigned)conf->alpn_len) !=
-	    0) {
+	if (conf->alpn && SSL_set_alpn_protos(t->ssl, conf->alpn,
+					      (unsigned)conf->alpn_len) != 0) {
 		ssl_err(t, err, "cannot set up TLS");
 		goto fail;
 	}
@@ -160,6 +161,8 @@ static int tls_handshake(struct lr_tls *t, struct lr_err *err)
 	rc = SSL_do_handshake(t->ssl);
 	if (rc != 1)
 		return want(t, rc, err, "TLS handshake failed");
+	if (!t->alpn_need)
+		return 0;
 	SSL_get0_alpn_selected(t->ssl, &p, &n);
 	if (n != strlen(t->alpn_need) || memcmp(p, t->alpn_need, n) != 0) {
 		lr_err_set(err,
