@@ -18,7 +18,6 @@
 
 #include "backend.h"
 #include "be-file.h"
-#include "tls.h" /* LR_TLS_MODULE */
 
 /*
  * One row per URL scheme.  module: the module that serves it, PKGLIBDIR/
@@ -27,7 +26,7 @@
  * whoever lacks the module; NULL for a test-only module, which is never
  * installed nor listed.  helper: a module the store loads for this scheme
  * only, from the same directory and the same package (the etcd store's
- * tls.so for etcds://).
+ * etcd-tls.so for etcds://).
  */
 static const struct {
 	const char *scheme;
@@ -41,7 +40,7 @@ static const struct {
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },
 	{ "etcd", "etcd", "leaserun-etcd", NULL },
-	{ "etcds", "etcd", "leaserun-etcd", LR_TLS_MODULE },
+	{ "etcds", "etcd", "leaserun-etcd", "etcd-tls" },
 	{ "zk", "zk", "leaserun-zookeeper", NULL },
 	{ "fault", "fault", NULL, NULL }, /* test-only */
 };

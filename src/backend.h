@@ -128,7 +128,7 @@ const struct lr_store_ops *lr_store_find(const char *scheme,
 /* What --version says of a store: its name ("file" or its module's), the
  * package that installs it, whether its module file is there (always for
  * the built-in store), NULL or why it cannot be loaded, and NULL or what
- * else it needs for some of its schemes ("etcds:// with tls.so:
+ * else it needs for some of its schemes ("etcds:// with etcd-tls.so:
  * available").  The strings live until fn returns. */
 struct lr_store_avail {
 	const char *name;

@@ -3,7 +3,7 @@
  *
  * Layers, bottom up:
  *  - the socket: non-blocking connect to each address in turn; bytes move
- *    with read()/send() or, for TLS, through tls.so;
+ *    with read()/send() or, for TLS, through etcd-tls.so;
  *  - HTTP/2: libnghttp2 in its "mem" mode: we hand it what we read
  *    (nghttp2_session_mem_recv) and write what it gives us
  *    (nghttp2_session_mem_send) from a buffer of our own, so it never
@@ -61,7 +61,7 @@ struct lr_grpc {
 	size_t next_addr; /* the next address to try */
 	char *host, *authority;
 	int scheme_https;
-	/* TLS, through tls.so */
+	/* TLS, through etcd-tls.so */
 	const struct lr_tls_ops *tls_ops;
 	struct lr_tls *tls;
 	char *cacert, *cert, *key;

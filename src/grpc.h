@@ -2,7 +2,7 @@
  * grpc.h - gRPC calls over one HTTP/2 connection, never owning the loop.
  *
  * The transport of the etcd store: a TCP connection (cleartext HTTP/2
- * with prior knowledge, or TLS with ALPN "h2" through tls.so), HTTP/2 by
+ * with prior knowledge, or TLS with ALPN "h2" through etcd-tls.so), HTTP/2 by
  * libnghttp2, and gRPC's own framing (a 5-byte prefix per message,
  * grpc-status and grpc-message in the trailers) by hand.  It knows
  * nothing of etcd: messages are bytes, encoded by the caller.

@@ -219,7 +219,7 @@ enum lr_status lr_net_dial(const char *host, int port, const char *path,
 
 /*
  * OpenSSL is loaded only for a TLS URL.  It lives in a module of its own,
- * tls.so, next to the store module that uses this file, rather than
+ * STORE-tls.so, next to the store module that uses it, rather than
  * being dlopen()ed here symbol by symbol: the module is compiled against
  * OpenSSL's headers, so types are checked and the macros that wrap
  * SSL_ctrl() work, and the linker records the library's soname and
@@ -229,20 +229,23 @@ enum lr_status lr_net_dial(const char *host, int port, const char *path,
 const struct lr_tls_ops *lr_tls_load(struct lr_err *err)
 {
 	static const struct lr_tls_ops *ops;
-	char path[4096], *slash;
+	char path[4096];
 	Dl_info info;
+	size_t n;
 	void *h;
 
 	if (ops)
 		return ops;
+	/* STORE.so -> STORE-tls.so, beside it. */
 	if (!dladdr((void *)lr_tls_load, &info) || !info.dli_fname ||
-	    !(slash = strrchr(info.dli_fname, '/'))) {
+	    (n = strlen(info.dli_fname)) < 4 ||
+	    strcmp(info.dli_fname + n - 3, ".so") != 0) {
 		lr_err_set(err, "cannot find the TLS module: where is this "
 				"store module?");
 		return NULL;
 	}
-	snprintf(path, sizeof(path), "%.*s/" LR_TLS_MODULE ".so",
-		 (int)(slash - info.dli_fname), info.dli_fname);
+	snprintf(path, sizeof(path), "%.*s" LR_TLS_SUFFIX ".so",
+		 (int)(n - 3), info.dli_fname);
 	if (access(path, F_OK) != 0) {
 		lr_err_set(err,
 			   "this leaserun has no TLS support (%s is "

@@ -46,8 +46,8 @@ enum lr_status lr_net_dial(const char *host, int port, const char *path,
  * (or in error: the next read or write says which), 0 at the deadline. */
 int lr_net_wait(int fd, short events, int64_t deadline);
 
-/* Loads the TLS module (tls.so) from the directory of the store module
- * that calls this, once per process.  NULL with err filled when it is
+/* Loads the TLS module of the store module that calls this (STORE-tls.so
+ * beside STORE.so; see tls.h), once per process.  NULL with err filled when it is
  * not installed or was built for another leaserun. */
 struct lr_tls_ops;
 const struct lr_tls_ops *lr_tls_load(struct lr_err *err);

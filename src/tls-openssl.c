@@ -1,6 +1,7 @@
 /*
  * tls-openssl.c - TLS over a store's own non-blocking socket with OpenSSL,
- * the module tls.so (see tls.h for why it is a module of its own).
+ * built as each store's STORE-tls.so (see tls.h for why it is a module of
+ * its own).
  *
  * One SSL_CTX per session: a run makes one connection, or a few when it
  * fails over, so sharing a context would save nothing worth its state.

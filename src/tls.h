@@ -1,5 +1,6 @@
 /*
- * tls.h - TLS for a store's own socket, in a module of its own (tls.so).
+ * tls.h - TLS for a store's own socket, in a module of its own
+ * (STORE-tls.so).
  *
  * A store that speaks TLS only for some URLs (etcds:// but not etcd://,
  * rediss:// but not redis://) loads this module at the first TLS
@@ -7,7 +8,10 @@
  * OpenSSL's libssl and libcrypto cost about 1.5 ms and a megabyte of
  * memory per run.  The module exports one const struct lr_tls_ops named
  * LR_TLS_SYMBOL; lr_tls_load() (net.h) finds it next to the store module
- * that asks.
+ * that asks, named after it: etcd-tls.so for etcd.so, redis-tls.so for
+ * redis.so.  Each is built from the same source (tls-openssl.c): a
+ * store's package carries the modules it loads, and two packages cannot
+ * ship one file.
  *
  * The socket is the caller's, non-blocking, and stays the caller's: the
  * module never polls, sleeps or closes it.  Every call does what it can at
@@ -21,8 +25,8 @@
 
 #include "backend.h"
 
-/* The module's name (tls.so), for the loader and --version. */
-#define LR_TLS_MODULE "tls"
+/* STORE.so loads STORE LR_TLS_SUFFIX .so. */
+#define LR_TLS_SUFFIX "-tls"
 
 /* Bump when struct lr_tls_ops or anything it points to changes. */
 #define LR_TLS_ABI    1

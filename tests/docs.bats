@@ -229,14 +229,14 @@ store_packages() {
 		n=$((n + 1))
 	done < <(store_packages)
 	[ "$n" -ge 4 ] || fail "--version named only $n packages"
-	# A module that a store loads for some schemes (etcds://: tls.so)
-	# comes in the store's package.
+	# A module that a store loads for some schemes (etcds://:
+	# etcd-tls.so) comes in the store's package.
 	while read -r m h; do
 		p=$(store_packages | sed -n "s/^$m //p")
 		grep -qE "^usr/lib/[^ ]*/leaserun/$h\.so$" "$LR_SRCDIR/debian/$p.install" ||
 			fail "debian/$p.install does not install $h.so, which the $m store loads"
 	done < <("$LEASERUN" --version |
-		sed -nE 's/^  ([a-z]+) +available \([a-z]+:\/\/ with ([a-z]+)\.so: .*/\1 \2/p')
+		sed -nE 's/^  ([a-z]+) +available \([a-z+]+:\/\/ with ([a-z-]+)\.so: .*/\1 \2/p')
 	# And no module package that the table does not know.
 	for p in $(sed -n 's/^Package: \(leaserun-.*\)/\1/p' "$LR_SRCDIR/debian/control"); do
 		store_packages | grep -q " $p\$" ||

@@ -92,6 +92,6 @@ teardown_file() {
 	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt&key=$d/client.key" \
 		tls6 sh -c 'cat /proc/$PPID/maps >"$0"' "$maps"
 	assert_success
-	grep -q '/tls\.so$' "$maps"
+	grep -q '/etcd-tls\.so$' "$maps"
 	grep -q '/libssl\.so' "$maps"
 }
