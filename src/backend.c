@@ -36,6 +36,7 @@ static const struct {
 } schemes[] = {
 	{ "file", NULL, "leaserun", NULL },
 	{ "redis", "redis", "leaserun-redis", NULL },
+	{ "rediss", "redis", "leaserun-redis", "redis-tls" },
 	{ "redis+unix", "redis", "leaserun-redis", NULL },
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },

@@ -1,13 +1,15 @@
 /*
- * be-redis.c - the Redis store (hiredis), built as the module redis.so.
+ * be-redis.c - the Redis store, built as the module redis.so.
  *
  * URLs:
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]
+ *   rediss://...                       the same over TLS
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
- * persist=warn|refuse|ignore (the append-only file guard).  The password
+ * persist=warn|refuse|ignore (the append-only file guard); with TLS
+ * cacert=, cert=, key= (as the etcd store names them).  The password
  * comes from the URL, else from $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
@@ -64,7 +66,7 @@
  * to the core's loop; a message makes process() say "try now".  Tracking
  * notices (the holder's renewals) mean nothing to a waiter.
  *
- * Holding: wait_fd() hands the loop an epoll set of both sockets, so a
+ * Holding: wait_fd() hands the loop a wait set of both sockets, so a
  * server that closes the command connection (CLIENT KILL, restart) is
  * seen at once: process() drops it and says LR_ERROR, the core renews at
  * once, and the renew reconnects and finds the lease ours (OK) or not
@@ -76,28 +78,38 @@
  * Each warns, refuses (a lease it took is given back at once) or is
  * ignored, as the URL says.
  *
- * I/O: sockets are non-blocking and close-on-exec; every exchange polls
- * against min(deadline, now + timeout cap).  A connection that timed out
- * or failed is dropped (its late reply would be misread) and the next call
- * reconnects.  A call that finds a connection dead before any reply tries
- * a fresh one once, within the same deadline.
+ * Transport: hiredis (0.14 in Debian 12, which has no TLS) formats the
+ * commands and parses the replies; the bytes move on our own socket:
+ * non-blocking and close-on-exec, connected by lr_net_dial() (a host name
+ * is resolved within the deadline too), and for TLS through the module
+ * redis-tls.so (OpenSSL), loaded at the first TLS connection only, so that a
+ * plain URL maps no TLS library.  The server's certificate is verified
+ * against cacert= (else the system's CAs) and must name the host we
+ * connected to; the name goes out
+ * as SNI.  A read goes on until the socket (or OpenSSL) has nothing more
+ * for us, so nothing decrypted waits inside OpenSSL while the loop polls
+ * a socket that is not readable (SSL_pending).  Every exchange polls
+ * against min(deadline, now + timeout cap); a connection that timed out
+ * or failed is dropped (its late reply would be misread) and the next
+ * call reconnects.  A call that finds a connection dead before any reply
+ * tries a fresh one once, within the same deadline.
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "net.h"
+#include "tls.h"
+#include "waitset.h"
 
 #define DEFAULT_PREFIX "leaserun:"
 #define DEFAULT_PORT 6379
@@ -107,29 +119,46 @@
 /* What a guard does about a server that cannot keep its promise. */
 enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
 
+/* One connection: our socket, TLS on it or not, hiredis's reader for what
+ * comes in and a buffer of formatted commands for what goes out. */
+struct conn {
+	int fd;
+	struct lr_tls *tls;    /* NULL: plain */
+	redisReader *reader;
+	char *out;             /* formatted commands; may hold a password */
+	size_t len, off, cap;  /* bytes in out, written, allocated */
+	int eof;               /* the server closed its end */
+	int heard;             /* the server has said something */
+	int broken;            /* a command could not be queued */
+};
+
 struct lr_store {
 	const struct lr_store_req *req;
-	char *host;       /* TCP host, or NULL for a Unix socket */
+	char *host;       /* the data node's TCP host, or NULL for a socket */
 	int port;
 	char *sock;       /* Unix socket path, or NULL */
 	char where[300];  /* "127.0.0.1:6379" or the socket path, for errors */
+	char who[320];    /* "redis at WHERE" */
 	char *user;       /* ACL user, or NULL */
 	char *pass;       /* password, or NULL; wiped on close */
 	long db;
 	int64_t cap_ms;   /* per-exchange timeout cap */
 	enum guard_mode evict, persist;
+	/* TLS: rediss:// */
+	int use_tls;
+	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
+	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
 	char *key, *fence_key, *chan, *ks_chan;
 	char *waiters, *wake_prefix, *wake_chan;
-	redisContext *c;   /* commands */
-	redisContext *aux; /* subscriber (waiting) and watcher (holding) */
+	struct conn *c;    /* commands */
+	struct conn *aux;  /* subscriber (waiting) and watcher (holding) */
 	long long aux_id;  /* its CLIENT ID, or -1 */
 	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int guarded;       /* the guards have run */
-	int ep;            /* epoll set of c and aux while holding, or -1 */
-	int ep_fd[2];      /* fds registered in ep, or -1 */
+	struct lr_waitset ws; /* both sockets while holding */
 };
 
 /* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
@@ -201,6 +230,7 @@ static void sha1_hex(const char *msg, char out[41])
 	for (i = 0; i < 5; i++)
 		snprintf(out + 8 * i, 9, "%08x", (unsigned)s.h[i]);
 }
+
 
 /* ---- scripts ----------------------------------------------------------- */
 
@@ -308,14 +338,6 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-static void drop(redisContext **c)
-{
-	if (*c) {
-		redisFree(*c);
-		*c = NULL;
-	}
-}
-
 /* The absolute time an exchange starting now must end by. */
 static int64_t step_end(const struct lr_store *st, int64_t deadline)
 {
@@ -324,94 +346,334 @@ static int64_t step_end(const struct lr_store *st, int64_t deadline)
 	return cap < deadline ? cap : deadline;
 }
 
-/* Waits until fd is ready for events or end passes.  Returns 1 when
- * ready (or in error: the next read or write says which), 0 at end. */
-static int wait_io(int fd, short events, int64_t end)
+static void replies_free(redisReply **r, int n)
 {
-	struct pollfd p = { .fd = fd, .events = events };
+	int i;
 
+	for (i = 0; i < n; i++)
+		if (r[i]) {
+			freeReplyObject(r[i]);
+			r[i] = NULL;
+		}
+}
+
+/* Is r an error reply that starts with word (NOAUTH, READONLY, ...)? */
+static int is_error(const redisReply *r, const char *word)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, word, strlen(word)) == 0;
+}
+
+/* ---- transport: our socket, plain or TLS ------------------------------- */
+
+static void conn_free(struct lr_store *st, struct conn *k)
+{
+	if (!k)
+		return;
+	if (k->tls)
+		st->tls->free(k->tls);
+	if (k->fd >= 0)
+		close(k->fd);
+	if (k->reader)
+		redisReaderFree(k->reader);
+	if (k->out)
+		lr_wipe(k->out, k->cap);
+	free(k->out);
+	free(k);
+}
+
+/* Queues one command on k.  Out of memory, k is marked broken, and its
+ * next exchange fails. */
+static void conn_append(struct conn *k, int argc, const char **argv)
+{
+	size_t len[16];
+	char *cmd;
+	int i, n;
+
+	for (i = 0; i < argc; i++)
+		len[i] = strlen(argv[i]);
+	n = redisFormatCommandArgv(&cmd, argc, argv, len);
+	if (n < 0) {
+		k->broken = 1;
+		return;
+	}
+	if (k->len + (size_t)n > k->cap) {
+		/* Not realloc(): the old copy may hold a password. */
+		size_t cap = (k->len + (size_t)n) * 2;
+		char *p = malloc(cap);
+
+		if (!p) {
+			lr_wipe(cmd, (size_t)n);
+			free(cmd);
+			k->broken = 1;
+			return;
+		}
+		if (k->out) {
+			memcpy(p, k->out, k->len);
+			lr_wipe(k->out, k->cap);
+			free(k->out);
+		}
+		k->out = p;
+		k->cap = cap;
+	}
+	memcpy(k->out + k->len, cmd, (size_t)n);
+	k->len += (size_t)n;
+	lr_wipe(cmd, (size_t)n);
+	free(cmd);
+}
+
+/* Writes what is queued.  1 when all of it is out, 0 when the socket
+ * takes no more for now (*want: the readiness to wait for), -1 with the
+ * reason in err.  TLS retries a write with the same bytes, as OpenSSL
+ * asks: nothing is queued while a write is half done. */
+static int conn_flush(const struct lr_store *st, struct conn *k, short *want,
+		      struct lr_err *err)
+{
+	while (k->off < k->len) {
+		ssize_t n;
+
+		if (k->tls) {
+			n = st->tls->write(k->tls, k->out + k->off,
+					   k->len - k->off, err);
+			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
+				*want = n == LR_TLS_WANT_READ ? POLLIN
+							      : POLLOUT;
+				return 0;
+			}
+			if (n < 0)
+				return -1;
+		} else {
+			n = send(k->fd, k->out + k->off, k->len - k->off,
+				 MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				*want = POLLOUT;
+				return 0;
+			}
+			if (n < 0) {
+				lr_err_set(err, "%s", strerror(errno));
+				return -1;
+			}
+		}
+		k->off += (size_t)n;
+	}
+	lr_wipe(k->out, k->len);
+	k->off = k->len = 0;
+	return 1;
+}
+
+#define FILL_EOF (-2)
+
+/* Hands what the server sent to the reader: 1 if something came, 0 if
+ * nothing (*want: the readiness to wait for), FILL_EOF when the server
+ * closed the connection, -1 with the reason in err.  Over TLS it reads
+ * until OpenSSL wants the socket again, so no decrypted byte stays in
+ * OpenSSL's buffer where poll() cannot see it. */
+static int conn_fill(const struct lr_store *st, struct conn *k, short *want,
+		     struct lr_err *err)
+{
+	char buf[16384];
+	int got = 0;
+
+	if (k->eof)
+		return FILL_EOF;
 	for (;;) {
-		int64_t left = end - lr_now_ms();
-		int n;
+		ssize_t n;
 
-		if (left <= 0)
-			return 0;
-		n = poll(&p, 1, (int)left);
-		if (n > 0 || (n < 0 && errno != EINTR))
+		if (k->tls) {
+			n = st->tls->read(k->tls, buf, sizeof(buf), err);
+			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
+				*want = n == LR_TLS_WANT_READ ? POLLIN
+							      : POLLOUT;
+				return got;
+			}
+			if (n < 0)
+				return -1;
+		} else {
+			n = read(k->fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				*want = POLLIN;
+				return got;
+			}
+			if (n < 0) {
+				lr_err_set(err, "%s", strerror(errno));
+				return -1;
+			}
+		}
+		if (n == 0) {
+			k->eof = 1;
+			return got ? 1 : FILL_EOF;
+		}
+		if (redisReaderFeed(k->reader, buf, (size_t)n) != REDIS_OK) {
+			lr_err_set(err, "out of memory");
+			return -1;
+		}
+		got = k->heard = 1;
+		/* A plain socket keeps what we did not read where poll()
+		 * sees it: one read is enough. */
+		if (!k->tls) {
+			*want = POLLIN;
 			return 1;
+		}
 	}
 }
 
-/* Sends what is buffered in c and reads n replies into r[], all by end.
- * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
- * c).  *got counts the replies read, so a caller can tell a dead stale
- * connection (no reply at all) from a failure mid-way. */
-static enum lr_status exchange(struct lr_store *st, redisContext *c, int n,
-			       redisReply **r, int64_t end, int *got,
-			       const char *what, struct lr_err *err)
+/* The next reply already read, if any: 1 with *r, 0 if none yet, -1 on a
+ * protocol error (err). */
+static int conn_reply(struct conn *k, redisReply **r, struct lr_err *err)
 {
-	int done = 0, i;
+	void *rep = NULL;
+
+	if (redisReaderGetReply(k->reader, &rep) != REDIS_OK) {
+		lr_err_set(err, "protocol error: %s", k->reader->errstr);
+		return -1;
+	}
+	*r = rep;
+	return rep != NULL;
+}
+
+/* Sends what is queued on k and reads n replies into r[], all by end.
+ * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
+ * k).  who names the server ("redis at HOST:PORT"), what the exchange.
+ * *got counts the replies read, so a caller can tell a dead stale
+ * connection (no reply at all) from a failure mid-way. */
+static enum lr_status exchange(const struct lr_store *st, struct conn *k,
+			       int n, redisReply **r, int64_t end, int *got,
+			       const char *who, const char *what,
+			       struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	short want = POLLOUT;
+	int i, rc;
 
 	*got = 0;
 	for (i = 0; i < n; i++)
 		r[i] = NULL;
-	for (;;) {
-		if (redisBufferWrite(c, &done) != REDIS_OK)
-			goto ioerr;
-		if (done)
-			break;
-		if (wait_io(c->fd, POLLOUT, end) == 0)
-			goto timeout;
+	if (k->broken) {
+		lr_err_set(err, "%s: %s: out of memory", who, what);
+		return LR_ERROR;
 	}
+	while ((rc = conn_flush(st, k, &want, &e)) == 0)
+		if (!lr_net_wait(k->fd, want, end))
+			goto timeout;
+	if (rc < 0)
+		goto ioerr;
 	for (i = 0; i < n; i++) {
-		void *rep = NULL;
-
-		for (;;) {
-			if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
+		while ((rc = conn_reply(k, &r[i], &e)) == 0) {
+			rc = conn_fill(st, k, &want, &e);
+			if (rc == FILL_EOF) {
+				lr_err_set(err,
+					   "%s closed the connection (%s)%s",
+					   who, what,
+					   !k->heard && !k->tls
+						   ? "; does it want rediss:// "
+						     "(TLS)?"
+						   : "");
+				goto fail;
+			}
+			if (rc < 0)
 				goto ioerr;
-			if (rep)
-				break;
-			if (wait_io(c->fd, POLLIN, end) == 0)
+			if (rc == 0 && !lr_net_wait(k->fd, want, end))
 				goto timeout;
-			if (redisBufferRead(c) != REDIS_OK)
-				goto ioerr;
 		}
-		r[i] = rep;
+		if (rc < 0)
+			goto ioerr;
 		(*got)++;
 	}
 	return LR_OK;
 ioerr:
-	if (c->err == REDIS_ERR_EOF)
-		lr_err_set(err, "redis at %s closed the connection (%s)",
-			   st->where, what);
-	else if (c->err == REDIS_ERR_IO)
-		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
-			   strerror(errno));
-	else
-		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
-			   c->errstr);
-	for (i = 0; i < n; i++)
-		if (r[i])
-			freeReplyObject(r[i]);
+	if (k->tls) {
+		/* A server that refused us in the handshake's last step
+		 * (TLS 1.3: a client certificate it wants) said why in an
+		 * alert that may wait behind the failed write. */
+		char b[64];
+		struct lr_err a = { "" };
+
+		if (st->tls->read(k->tls, b, sizeof(b), &a) == LR_TLS_ERROR &&
+		    strstr(a.msg, "alert"))
+			e = a;
+	}
+	lr_err_set(err, "%s: %s: %s%s", who, what, e.msg,
+		   !k->heard && !k->tls ? "; does it want rediss:// (TLS)?"
+		   : strstr(e.msg, "certificate required") && !st->cert
+			   ? " (give cert= and key=)"
+			   : "");
+fail:
+	replies_free(r, n);
 	return LR_ERROR;
 timeout:
-	lr_err_set(err, "redis at %s: %s: no answer within %lldms", st->where,
-		   what, (long long)st->cap_ms);
-	for (i = 0; i < n; i++)
-		if (r[i])
-			freeReplyObject(r[i]);
+	lr_err_set(err, "%s: %s: no answer within %lldms", who, what,
+		   (long long)st->cap_ms);
+	replies_free(r, n);
 	return LR_TIMEOUT;
 }
 
-static void append(redisContext *c, int argc, const char **argv)
+/* Connects to host:port (or the socket path) by end and, for TLS, shakes
+ * hands and checks the certificate, without a word said yet.  On LR_OK
+ * *out is the connection. */
+static enum lr_status dial(struct lr_store *st, const char *host, int port,
+			   const char *path, int64_t end, const char *who,
+			   struct conn **out, struct lr_err *err)
 {
-	size_t len[16];
-	int i;
+	struct lr_tls_conf conf = { host, st->cacert, st->cert, st->certkey,
+				    NULL, 0, NULL };
+	struct lr_err e = { "" };
+	enum lr_status s;
+	struct conn *k;
+	int fd, rc;
 
-	for (i = 0; i < argc; i++)
-		len[i] = strlen(argv[i]);
-	redisAppendCommandArgv(c, argc, argv, len);
+	*out = NULL;
+	s = lr_net_dial(host, port, path, end, &fd, &e);
+	if (s != LR_OK) {
+		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		return s;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k || !(k->reader = redisReaderCreate())) {
+		close(fd);
+		free(k);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	k->fd = fd;
+	*out = k;
+	if (!st->use_tls)
+		return LR_OK;
+	if (!st->tls && !(st->tls = lr_tls_load(err)))
+		goto fail;
+	k->tls = st->tls->client(fd, &conf, &e);
+	if (!k->tls) {
+		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		goto fail;
+	}
+	while ((rc = st->tls->handshake(k->tls, &e)) != 0) {
+		if (rc != LR_TLS_WANT_READ && rc != LR_TLS_WANT_WRITE) {
+			lr_err_set(err, "cannot connect to %s: %s", who,
+				   e.msg);
+			goto fail;
+		}
+		if (!lr_net_wait(fd, rc == LR_TLS_WANT_READ ? POLLIN : POLLOUT,
+				 end)) {
+			lr_err_set(err, "cannot connect to %s: TLS handshake: "
+					"no answer in time (is TLS on at "
+					"this port?)",
+				   who);
+			conn_free(st, k);
+			*out = NULL;
+			return LR_TIMEOUT;
+		}
+	}
+	return LR_OK;
+fail:
+	conn_free(st, k);
+	*out = NULL;
+	return LR_ERROR;
 }
+
+/* ---- login --------------------------------------------------------------- */
 
 /* Says why AUTH (auth) or SELECT failed; never shows the password. */
 static void login_error(const struct lr_store *st, int auth, const char *why,
@@ -434,74 +696,32 @@ static void login_error(const struct lr_store *st, int auth, const char *why,
 			   st->where, st->db, why);
 }
 
-/* Connects, non-blocking and close-on-exec, without a word said yet.  On
- * LR_OK *out is the context. */
-static enum lr_status dial(struct lr_store *st, int64_t deadline,
-			   redisContext **out, struct lr_err *err)
+/* Queues AUTH [user] pass on k if there is a password; returns how many
+ * commands (0 or 1). */
+static int auth_append(struct conn *k, const char *user, const char *pass)
 {
-	int64_t left = step_end(st, deadline) - lr_now_ms();
-	struct timeval tv;
-	redisContext *c;
-	int fl;
+	const char *a[3] = { "AUTH", user, pass };
 
-	*out = NULL;
-	if (left <= 0) {
-		lr_err_set(err, "cannot connect to redis at %s: no time left",
-			   st->where);
-		return LR_TIMEOUT;
-	}
-	tv.tv_sec = left / 1000;
-	tv.tv_usec = (left % 1000) * 1000;
-	if (st->sock)
-		c = redisConnectUnixWithTimeout(st->sock, tv);
-	else
-		c = redisConnectWithTimeout(st->host, st->port, tv);
-	if (!c) {
-		lr_err_set(err, "cannot connect to redis at %s: out of memory",
-			   st->where);
-		return LR_ERROR;
-	}
-	if (c->err) {
-		int to = c->err == REDIS_ERR_IO && errno == ETIMEDOUT;
-
-		lr_err_set(err, "cannot connect to redis at %s: %s", st->where,
-			   c->errstr);
-		redisFree(c);
-		return to ? LR_TIMEOUT : LR_ERROR;
-	}
-	fcntl(c->fd, F_SETFD, FD_CLOEXEC);
-	fl = fcntl(c->fd, F_GETFL);
-	if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		lr_err_set(err, "redis at %s: cannot set up the socket: %s",
-			   st->where, strerror(errno));
-		redisFree(c);
-		return LR_ERROR;
-	}
-	c->flags &= ~REDIS_BLOCK;
-	*out = c;
-	return LR_OK;
+	if (!pass)
+		return 0;
+	if (!user)
+		a[1] = pass;
+	conn_append(k, user ? 3 : 2, a);
+	return 1;
 }
 
-/* Appends AUTH (if we have a password) and, if select, SELECT (if the
- * database is not 0) to c; returns how many. */
-static int login_append(struct lr_store *st, redisContext *c, int select)
+/* Queues AUTH (if we have a password) and, if select, SELECT (if the
+ * database is not 0) on k; returns how many. */
+static int login_append(struct lr_store *st, struct conn *k, int select)
 {
-	int n = 0;
+	int n = auth_append(k, st->user, st->pass);
 
-	if (st->pass) {
-		const char *a[3] = { "AUTH", st->user, st->pass };
-
-		if (!st->user)
-			a[1] = st->pass;
-		append(c, st->user ? 3 : 2, a);
-		n++;
-	}
 	if (select && st->db) {
 		char dbs[24];
 		const char *a[2] = { "SELECT", dbs };
 
 		snprintf(dbs, sizeof(dbs), "%ld", st->db);
-		append(c, 2, a);
+		conn_append(k, 2, a);
 		n++;
 	}
 	return n;
@@ -521,45 +741,6 @@ static enum lr_status login_check(const struct lr_store *st, redisReply **r,
 	return LR_OK;
 }
 
-static void replies_free(redisReply **r, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (r[i]) {
-			freeReplyObject(r[i]);
-			r[i] = NULL;
-		}
-}
-
-/* Connects and authenticates; selects the database.  On LR_OK *out is a
- * ready non-blocking close-on-exec context. */
-static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
-				 redisContext **out, struct lr_err *err)
-{
-	redisReply *r[2];
-	enum lr_status s;
-	int n, got;
-
-	s = dial(st, deadline, out, err);
-	if (s != LR_OK)
-		return s;
-	n = login_append(st, *out, 1);
-	if (n == 0)
-		return LR_OK;
-	s = exchange(st, *out, n, r, step_end(st, deadline), &got, "login",
-		     err);
-	if (s == LR_OK) {
-		s = login_check(st, r, n, err);
-		replies_free(r, n);
-	}
-	if (s != LR_OK)
-		drop(out);
-	return s;
-}
-
-static void drop_main(struct lr_store *st);
-
 /* One command of a round trip, and its reply (maybe an error reply). */
 struct cmd {
 	int argc;
@@ -577,6 +758,106 @@ static void cmds_free(struct cmd *cmds, int n)
 			cmds[i].r = NULL;
 		}
 }
+
+/* ---- INFO ---------------------------------------------------------------- */
+
+/* Puts the value of FIELD in r, the reply to INFO SECTION, into val.
+ * LR_ERROR (err filled) if the server wants a password; otherwise LR_OK,
+ * with val "" and msg saying why when the value cannot be had. */
+static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
+				const char *section, const char *field,
+				char *val, size_t vsize, char *msg,
+				size_t msize, struct lr_err *err)
+{
+	size_t fl = strlen(field), n;
+	const char *p;
+
+	val[0] = '\0';
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (is_error(r, "NOAUTH")) {
+			lr_err_set(err, "redis at %s: %.120s (give a password "
+					"in the URL or REDISCLI_AUTH)",
+				   st->where, r->str);
+			return LR_ERROR;
+		}
+		/* An ACL user may not run INFO. */
+		snprintf(msg, msize, "redis at %s: cannot check %s: %.120s",
+			 st->where, field, r->str);
+		return LR_OK;
+	}
+	for (p = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+	     p && (p = strstr(p, field)) != NULL; p += fl) {
+		if ((p != r->str && p[-1] != '\n') || p[fl] != ':')
+			continue;
+		p += fl + 1;
+		n = strcspn(p, "\r\n");
+		if (n >= vsize)
+			n = vsize - 1;
+		memcpy(val, p, n);
+		val[n] = '\0';
+		return LR_OK;
+	}
+	snprintf(msg, msize, "redis at %s: cannot check %s: not in INFO %s",
+		 st->where, field, section);
+	return LR_OK;
+}
+
+/* ---- connections to the data node ------------------------------------- */
+
+/* Makes host:port (host malloc()ed, now ours) the data node. */
+static void node_set(struct lr_store *st, char *host, int port)
+{
+	free(st->host);
+	st->host = host;
+	st->port = port;
+	lr_url_host_format(&(struct lr_url_host){ host, port }, st->where,
+			   sizeof(st->where));
+	snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
+}
+
+/*
+ * Opens a connection to the data node and logs in (AUTH, and SELECT if
+ * select: aux subscribes, and SUBSCRIBE knows no database), sending
+ * more[0..nmore) in the same round trip; their replies go to more[i].r
+ * (the caller frees them, cmds_free()).
+ */
+static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
+				 struct conn **out, int select,
+				 struct cmd *more, int nmore,
+				 struct lr_err *err)
+{
+	int64_t end = step_end(st, deadline);
+	redisReply *r[MAX_CMDS];
+	int nl, n, got, i;
+	enum lr_status s;
+
+	s = dial(st, st->host, st->port, st->sock, end, st->who, out, err);
+	if (s != LR_OK)
+		return s;
+	nl = login_append(st, *out, select);
+	for (i = 0; i < nmore; i++)
+		conn_append(*out, more[i].argc, more[i].argv);
+	n = nl + nmore;
+	if (n == 0)
+		return LR_OK;
+	s = exchange(st, *out, n, r, end, &got, st->who, "login", err);
+	if (s != LR_OK)
+		goto fail;
+	s = login_check(st, r, nl, err);
+	for (i = 0; s == LR_OK && i < nmore; i++) {
+		more[i].r = r[nl + i];
+		r[nl + i] = NULL;
+	}
+	replies_free(r, n);
+	if (s == LR_OK)
+		return LR_OK;
+fail:
+	conn_free(st, *out);
+	*out = NULL;
+	return s;
+}
+
+static void drop_main(struct lr_store *st);
 
 /* Sends the n commands on the command connection in one round trip,
  * connecting if needed, and fills in their replies.  A connection that
@@ -596,14 +877,14 @@ static enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 		int fresh = st->c == NULL;
 
 		if (fresh) {
-			s = connect_to(st, deadline, &st->c, err);
+			s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
 			if (s != LR_OK)
 				return s;
 		}
 		for (i = 0; i < n; i++)
-			append(st->c, cmds[i].argc, cmds[i].argv);
+			conn_append(st->c, cmds[i].argc, cmds[i].argv);
 		s = exchange(st, st->c, n, r, step_end(st, deadline), &got,
-			     what, err);
+			     st->who, what, err);
 		if (s == LR_OK) {
 			for (i = 0; i < n; i++)
 				cmds[i].r = r[i];
@@ -657,7 +938,7 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	if (s != LR_OK)
 		return s;
 	r = cmds[si].r;
-	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+	if (is_error(r, "NOSCRIPT")) {
 		cmds_free(cmds, n);
 		argv[0] = "EVAL";
 		argv[1] = sc->body;
@@ -669,7 +950,7 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
 			   sc->name, r->str,
-			   strncmp(r->str, "NOAUTH", 6) == 0
+			   is_error(r, "NOAUTH")
 				   ? " (give a password in the URL or "
 				     "REDISCLI_AUTH)"
 				   : "");
@@ -679,13 +960,24 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	return LR_OK;
 }
 
+
 /* ---- URL --------------------------------------------------------------- */
 
 /* The guards' choices, in the order of enum guard_mode. */
 static const char *const guard_modes[] = { "warn", "refuse", "ignore",
 					   NULL };
 
-enum { OPT_PREFIX, OPT_DB, OPT_TIMEOUT, OPT_EVICT, OPT_PERSIST, NOPTS };
+enum {
+	OPT_PREFIX,
+	OPT_DB,
+	OPT_TIMEOUT,
+	OPT_EVICT,
+	OPT_PERSIST,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	NOPTS
+};
 static const struct lr_url_opt url_opts[NOPTS] = {
 	[OPT_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
 	[OPT_DB] = { "db", LR_OPT_UINT, 0, 100000, NULL },
@@ -693,7 +985,12 @@ static const struct lr_url_opt url_opts[NOPTS] = {
 			  NULL },
 	[OPT_EVICT] = { "evict", LR_OPT_ENUM, 0, 0, guard_modes },
 	[OPT_PERSIST] = { "persist", LR_OPT_ENUM, 0, 0, guard_modes },
+	[OPT_CACERT] = { "cacert", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_CERT] = { "cert", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_KEY] = { "key", LR_OPT_PATH, 0, 0, NULL },
 };
+
+#define GIVEN(o) (given & (1U << (o)))
 
 /* redis+unix:///path.sock */
 static enum lr_status parse_unix(struct lr_store *st, const struct lr_url *u,
@@ -714,6 +1011,7 @@ static enum lr_status parse_unix(struct lr_store *st, const struct lr_url *u,
 		return LR_ERROR;
 	}
 	snprintf(st->where, sizeof(st->where), "%s", st->sock);
+	snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
 	return LR_OK;
 }
 
@@ -730,12 +1028,9 @@ static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
 		lr_url_hosts_free(h, n);
 		return LR_ERROR;
 	}
-	st->host = h[0].host;
-	st->port = h[0].port;
+	node_set(st, h[0].host, h[0].port);
 	h[0].host = NULL;
 	lr_url_hosts_free(h, n);
-	lr_url_host_format(&(struct lr_url_host){ st->host, st->port },
-			   st->where, sizeof(st->where));
 	if (*u->path && strcmp(u->path, "/") != 0) {
 		const char *p = u->path + 1;
 		int64_t v = -1;
@@ -753,6 +1048,33 @@ static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
 	return LR_OK;
 }
 
+/* Copies a secret (NULL or "" stays NULL); 0, or -1 out of memory. */
+static int secret_dup(const char *v, char **out)
+{
+	*out = NULL;
+	if (v && *v && !(*out = strdup(v)))
+		return -1;
+	return 0;
+}
+
+/* The options that need TLS, and go together. */
+static enum lr_status check_opts(const struct lr_store *st, unsigned given,
+				 struct lr_err *err)
+{
+	if (!st->use_tls && (GIVEN(OPT_CACERT) || GIVEN(OPT_CERT) ||
+			     GIVEN(OPT_KEY))) {
+		lr_err_set(err, "redis URL: cacert=, cert= and key= need TLS "
+				"(rediss://)");
+		return LR_ERROR;
+	}
+	if (!GIVEN(OPT_CERT) != !GIVEN(OPT_KEY)) {
+		lr_err_set(err, "redis URL: cert= and key= go together (the "
+				"client certificate and its key)");
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
 static enum lr_status parse_url(struct lr_store *st,
 				const struct lr_store_req *req,
 				struct lr_err *err)
@@ -764,6 +1086,9 @@ static enum lr_status parse_url(struct lr_store *st,
 		[OPT_TIMEOUT] = { .n = 0 },
 		[OPT_EVICT] = { .n = GUARD_WARN },
 		[OPT_PERSIST] = { .n = GUARD_WARN },
+		[OPT_CACERT] = { .s = NULL },
+		[OPT_CERT] = { .s = NULL },
+		[OPT_KEY] = { .s = NULL },
 	};
 	const char *v;
 	unsigned given;
@@ -772,20 +1097,24 @@ static enum lr_status parse_url(struct lr_store *st,
 	if (lr_url_opts(u, "redis", url_opts, NOPTS, val, &given, err->msg,
 			sizeof(err->msg)) < 0)
 		return LR_ERROR;
+	st->use_tls = strncmp(u->scheme, "rediss", 6) == 0;
 	/* ?db= wins over the path, as it comes later in the URL. */
 	if (strcmp(u->scheme, "redis+unix") == 0)
 		s = parse_unix(st, u, err);
 	else
-		s = parse_tcp(st, u, given & (1U << OPT_DB) ? NULL : &val[OPT_DB],
-			      err);
+		s = parse_tcp(st, u, GIVEN(OPT_DB) ? NULL : &val[OPT_DB], err);
+	if (s == LR_OK)
+		s = check_opts(st, given, err);
 	if (s != LR_OK)
 		return s;
 	st->db = (long)val[OPT_DB].n;
-	st->cap_ms = given & (1U << OPT_TIMEOUT)
-			     ? val[OPT_TIMEOUT].n
-			     : clamp64(req->ttl_ms / 3, 100, 2000);
+	st->cap_ms = GIVEN(OPT_TIMEOUT) ? val[OPT_TIMEOUT].n
+					: clamp64(req->ttl_ms / 3, 100, 2000);
 	st->evict = (enum guard_mode)val[OPT_EVICT].n;
 	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
+	st->cacert = val[OPT_CACERT].s;
+	st->cert = val[OPT_CERT].s;
+	st->certkey = val[OPT_KEY].s;
 	v = val[OPT_PREFIX].s;
 
 	if (u->user && *u->user) {
@@ -793,16 +1122,10 @@ static enum lr_status parse_url(struct lr_store *st,
 		if (!st->user)
 			goto oom;
 	}
-	{
-		const char *pw = u->password ? u->password
-					      : secure_getenv("REDISCLI_AUTH");
-
-		if (pw && *pw) {
-			st->pass = strdup(pw);
-			if (!st->pass)
-				goto oom;
-		}
-	}
+	if (secret_dup(u->password ? u->password
+				   : secure_getenv("REDISCLI_AUTH"),
+		       &st->pass) < 0)
+		goto oom;
 	if (st->user && !st->pass) {
 		lr_err_set(err, "redis URL names user '%s' but no password "
 				"(put it in the URL or REDISCLI_AUTH)",
@@ -842,47 +1165,6 @@ oom:
 }
 
 /* ---- guards ------------------------------------------------------------ */
-
-/* Puts the value of FIELD in r, the reply to INFO SECTION, into val.
- * LR_ERROR (err filled) if the server wants a password; otherwise LR_OK,
- * with val "" and msg saying why when the value cannot be had. */
-static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
-				const char *section, const char *field,
-				char *val, size_t vsize, char *msg,
-				size_t msize, struct lr_err *err)
-{
-	size_t fl = strlen(field), n;
-	const char *p;
-
-	val[0] = '\0';
-	if (r->type == REDIS_REPLY_ERROR) {
-		if (strncmp(r->str, "NOAUTH", 6) == 0) {
-			lr_err_set(err, "redis at %s: %.120s (give a password "
-					"in the URL or REDISCLI_AUTH)",
-				   st->where, r->str);
-			return LR_ERROR;
-		}
-		/* An ACL user may not run INFO. */
-		snprintf(msg, msize, "redis at %s: cannot check %s: %.120s",
-			 st->where, field, r->str);
-		return LR_OK;
-	}
-	for (p = r->type == REDIS_REPLY_STRING ? r->str : NULL;
-	     p && (p = strstr(p, field)) != NULL; p += fl) {
-		if ((p != r->str && p[-1] != '\n') || p[fl] != ':')
-			continue;
-		p += fl + 1;
-		n = strcspn(p, "\r\n");
-		if (n >= vsize)
-			n = vsize - 1;
-		memcpy(val, p, n);
-		val[n] = '\0';
-		return LR_OK;
-	}
-	snprintf(msg, msize, "redis at %s: cannot check %s: not in INFO %s",
-		 st->where, field, section);
-	return LR_OK;
-}
 
 /* The server may evict a held lease: policy is its maxmemory-policy. */
 static int evicts(const struct lr_store *st, const char *policy, char *msg,
@@ -944,26 +1226,24 @@ static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
 	return LR_OK;
 }
 
+
 /* ---- the store --------------------------------------------------------- */
 
-/* Drops the command or the auxiliary connection, and its place in ep. */
+/* Drops the command connection (closing a socket takes it out of the
+ * wait set too). */
 static void drop_main(struct lr_store *st)
 {
-	if (st->ep >= 0 && st->ep_fd[0] >= 0)
-		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[0], NULL);
-	st->ep_fd[0] = -1;
 	st->track_id = -1; /* a new connection tracks nothing */
-	drop(&st->c);
+	conn_free(st, st->c);
+	st->c = NULL;
 }
 
 /* (What c tracked for the old aux now goes nowhere: watching() says so.) */
 static void drop_aux(struct lr_store *st)
 {
-	if (st->ep >= 0 && st->ep_fd[1] >= 0)
-		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[1], NULL);
-	st->ep_fd[1] = -1;
 	st->aux_id = -1;
-	drop(&st->aux);
+	conn_free(st, st->aux);
+	st->aux = NULL;
 }
 
 /* Is every change to the key by another client reported to aux now? */
@@ -983,8 +1263,7 @@ static void watch_refused(struct lr_store *st, const char *what,
 	if (st->watch_off)
 		return;
 	st->watch_off = 1;
-	if (!st->req->warn || r->type != REDIS_REPLY_ERROR ||
-	    strncmp(r->str, "NOPERM", 6) != 0)
+	if (!st->req->warn || !is_error(r, "NOPERM"))
 		return;
 	snprintf(msg, sizeof(msg),
 		 "redis at %s: cannot watch the lease key (%s: %.200s); a "
@@ -1019,8 +1298,7 @@ static void r_close(struct lr_store *st)
 		return;
 	drop_main(st);
 	drop_aux(st);
-	if (st->ep >= 0)
-		close(st->ep);
+	lr_waitset_close(&st->ws);
 	free(st->host);
 	free(st->sock);
 	free(st->user);
@@ -1050,8 +1328,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->ep = -1;
-	st->ep_fd[0] = st->ep_fd[1] = -1;
+	lr_waitset_init(&st->ws);
 	st->aux_id = st->track_id = -1;
 	s = parse_url(st, req, err);
 	if (s != LR_OK)
@@ -1060,7 +1337,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		lr_err_set(err, "redis store: bad owner token");
 		return LR_ERROR;
 	}
-	s = connect_to(st, deadline, &st->c, err);
+	s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
 	if (s != LR_OK)
 		return s;
 	/* The guards go with the first acquire, in one round trip. */
@@ -1072,7 +1349,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		return s;
 	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s%s", st->where, r->str,
-			   strncmp(r->str, "NOAUTH", 6) == 0
+			   is_error(r, "NOAUTH")
 				   ? " (give a password in the URL or "
 				     "REDISCLI_AUTH)"
 				   : "");
@@ -1094,53 +1371,43 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 	const char *id[2] = { "CLIENT", "ID" };
 	const char *sub[4] = { "SUBSCRIBE", st->wake_chan, st->ks_chan,
 			       "__redis__:invalidate" };
-	int64_t end = step_end(st, deadline);
-	redisReply *r[6] = { NULL };
+	struct cmd more[2] = { { 2, id, NULL }, { 4, sub, NULL } };
+	redisReply *r[2] = { NULL, NULL };
 	enum lr_status s;
-	int nl, n, got;
+	int got;
 
-	s = dial(st, deadline, &st->aux, err);
+	s = connect_to(st, deadline, &st->aux, 0, more, 2, err);
 	if (s != LR_OK)
 		return s;
-	nl = login_append(st, st->aux, 0); /* SUBSCRIBE knows no database */
-	append(st->aux, 2, id);
-	append(st->aux, 4, sub);
-	n = nl + 2;
-	s = exchange(st, st->aux, n, r, end, &got, "SUBSCRIBE", err);
-	if (s == LR_OK)
-		s = login_check(st, r, nl, err);
-	if (s == LR_OK && r[nl]->type == REDIS_REPLY_ERROR &&
-	    strncmp(r[nl]->str, "NOAUTH", 6) == 0) {
+	if (is_error(more[0].r, "NOAUTH")) {
 		/* The first word the server says to a run without a
 		 * password. */
 		lr_err_set(err, "redis at %s: %.120s (give a password in the "
 				"URL or REDISCLI_AUTH)",
-			   st->where, r[nl]->str);
+			   st->where, more[0].r->str);
 		s = LR_ERROR;
-	}
-	if (s == LR_OK && r[nl + 1]->type != REDIS_REPLY_ARRAY) {
+	} else if (more[1].r->type != REDIS_REPLY_ARRAY) {
 		lr_err_set(err, "redis at %s: SUBSCRIBE: %.150s", st->where,
-			   r[nl + 1]->type == REDIS_REPLY_ERROR
-				   ? r[nl + 1]->str
+			   more[1].r->type == REDIS_REPLY_ERROR
+				   ? more[1].r->str
 				   : "unexpected reply");
-		watch_refused(st, "SUBSCRIBE", r[nl + 1]);
+		watch_refused(st, "SUBSCRIBE", more[1].r);
 		st->aux_denied = 1;
 		s = LR_ERROR;
-	}
-	if (s == LR_OK) {
+	} else {
 		/* The other two channels' confirmations. */
-		n += 2;
-		s = exchange(st, st->aux, 2, r + nl + 2, end, &got,
-			     "SUBSCRIBE", err);
+		s = exchange(st, st->aux, 2, r, step_end(st, deadline), &got,
+			     st->who, "SUBSCRIBE", err);
 	}
 	if (s == LR_OK) {
-		st->aux_id = r[nl]->type == REDIS_REPLY_INTEGER
-				     ? r[nl]->integer
+		st->aux_id = more[0].r->type == REDIS_REPLY_INTEGER
+				     ? more[0].r->integer
 				     : -1;
 		if (st->aux_id < 0)
-			watch_refused(st, "CLIENT ID", r[nl]);
+			watch_refused(st, "CLIENT ID", more[0].r);
 	}
-	replies_free(r, n);
+	cmds_free(more, 2);
+	replies_free(r, 2);
 	if (s != LR_OK)
 		drop_aux(st);
 	return s;
@@ -1155,7 +1422,8 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 struct watch_cmds {
 	char id[24];
 	const char *off[3], *on[9], *get[2];
-	int at; /* where the first is in the round trip, or -1: not sent */
+	int at;           /* where the first is in the round trip, or -1 */
+	long long aux_id; /* the aux they point at */
 };
 
 /* Appends the watch's commands to cmds[0..n) if the watch should be and
@@ -1172,6 +1440,7 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 	if (st->watch_off || !st->aux || st->aux_id < 0 || watching(st))
 		return n;
 	snprintf(w->id, sizeof(w->id), "%lld", st->aux_id);
+	w->aux_id = st->aux_id;
 	memcpy(w->off, off, sizeof(off));
 	memcpy(w->on, on, sizeof(on));
 	memcpy(w->get, get, sizeof(get));
@@ -1184,7 +1453,8 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 
 /* After the round trip: notes whether c now tracks the key for aux.
  * Returns 0 if the GET found the lease gone or another's, 1 if ours or
- * if nothing was sent. */
+ * if nothing was sent.  If aux was opened again meanwhile, the tracking
+ * points at the old one, and its answer means nothing. */
 static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		       const struct cmd *cmds)
 {
@@ -1193,7 +1463,9 @@ static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 	if (w->at < 0)
 		return 1;
 	on = cmds[w->at + 1].r;
-	if (on->type == REDIS_REPLY_ERROR)
+	if (!st->aux || st->aux_id != w->aux_id)
+		; /* not watching: the next renew arms it again */
+	else if (on->type == REDIS_REPLY_ERROR)
 		watch_refused(st, "CLIENT TRACKING", on);
 	else
 		st->track_id = st->aux_id;
@@ -1245,7 +1517,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 			      st->aux ? "1" : "0" };
 	struct cmd cmds[MAX_CMDS];
 	struct watch_cmds w;
-	struct lr_err gerr = { "" };
+	struct lr_err gerr = { "" }, ignored;
 	enum lr_status s, gs = LR_OK;
 	const redisReply *r;
 	int n = 0, si, guards = !st->guarded, ours;
@@ -1295,8 +1567,6 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	cmds_free(cmds, n);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
-			struct lr_err ignored;
-
 			st->held = 1;
 			r_release(st, deadline, &ignored);
 		}
@@ -1316,9 +1586,9 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	/* The second connection first: the watch needs its id, and a
-	 * waiter its subscription before the try, so that a release
-	 * cannot slip between the two.  Without SUBSCRIBE rights the
-	 * core's backoff timer retries, and renew alone checks the key. */
+	 * waiter its subscription before the try, so that a release cannot
+	 * slip between the two.  Without SUBSCRIBE rights the core's backoff
+	 * timer retries, and renew alone checks the key. */
 	if (!st->aux && !st->aux_denied) {
 		s = aux_open(st, deadline, err);
 		if (s != LR_OK && !st->aux_denied)
@@ -1330,46 +1600,18 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* Brings ep in line with what should be watched while holding. */
-static int ep_sync(struct lr_store *st)
-{
-	int fd[2] = { st->c ? st->c->fd : -1, st->aux ? st->aux->fd : -1 };
-	int i;
-
-	if (st->ep < 0) {
-		st->ep = epoll_create1(EPOLL_CLOEXEC);
-		if (st->ep < 0)
-			return -1;
-	}
-	for (i = 0; i < 2; i++) {
-		struct epoll_event e = { .events = EPOLLIN };
-
-		e.data.u32 = (uint32_t)i;
-		if (fd[i] == st->ep_fd[i])
-			continue;
-		if (st->ep_fd[i] >= 0)
-			epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[i], NULL);
-		st->ep_fd[i] = -1;
-		if (fd[i] < 0)
-			continue;
-		if (epoll_ctl(st->ep, EPOLL_CTL_ADD, fd[i], &e) < 0)
-			return -1;
-		st->ep_fd[i] = fd[i];
-	}
-	return st->ep;
-}
-
 static int r_wait_fd(struct lr_store *st, short *events)
 {
-	int fd;
-
 	*events = POLLIN;
 	if (!st->held)
 		return st->aux ? st->aux->fd : -1;
-	fd = ep_sync(st);
-	if (fd >= 0)
-		return fd;
-	/* No epoll: watch the watch's connection, which matters most. */
+	if (st->ws.ep < 0 && lr_waitset_open(&st->ws) < 0)
+		lr_waitset_close(&st->ws);
+	if (st->ws.ep >= 0 &&
+	    (!st->c || lr_waitset_watch(&st->ws, st->c->fd, EPOLLIN) == 0) &&
+	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->fd, EPOLLIN) == 0))
+		return st->ws.ep;
+	/* No wait set: watch the watch's connection, which matters most. */
 	return st->aux ? st->aux->fd : st->c ? st->c->fd : -1;
 }
 
@@ -1377,19 +1619,14 @@ static int r_wait_fd(struct lr_store *st, short *events)
  * release, or a change to our key), 0 if not, -1 if aux is gone. */
 static int aux_read(struct lr_store *st)
 {
-	int look = 0;
+	struct lr_err e;
+	redisReply *r;
+	short want;
+	int look = 0, rc;
 
-	if (redisBufferRead(st->aux) != REDIS_OK)
+	if (conn_fill(st, st->aux, &want, &e) < 0)
 		return -1;
-	for (;;) {
-		redisReply *r;
-		void *rep = NULL;
-
-		if (redisGetReplyFromReader(st->aux, &rep) != REDIS_OK)
-			return -1;
-		if (!rep)
-			break;
-		r = rep;
+	while ((rc = conn_reply(st->aux, &r, &e)) > 0) {
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0 &&
@@ -1409,6 +1646,8 @@ static int aux_read(struct lr_store *st)
 		}
 		freeReplyObject(r);
 	}
+	if (rc < 0)
+		return -1;
 	/* While holding, our own release message means nothing; while
 	 * waiting, neither do the holder's renewals, which every waiter
 	 * hears (its tracking went on with its first try). */
@@ -1456,6 +1695,35 @@ static int ready(const struct lr_store *st)
 	return mask;
 }
 
+/* The command connection is readable while nothing was asked: the server
+ * closed it, or broke the protocol (or TLS sent what is not ours to
+ * see: a session ticket, which is nothing).  LR_OK, or LR_ERROR having
+ * dropped it. */
+static enum lr_status main_read(struct lr_store *st, struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	redisReply *r = NULL;
+	short want;
+	int rc = conn_fill(st, st->c, &want, &e);
+
+	if (rc == FILL_EOF)
+		lr_err_set(err, "redis at %s closed the connection",
+			   st->where);
+	else if (rc < 0)
+		lr_err_set(err, "redis at %s: connection: %s", st->where,
+			   e.msg);
+	else if (conn_reply(st->c, &r, &e) != 0)
+		lr_err_set(err, "redis at %s: unexpected data on the "
+				"connection",
+			   st->where);
+	else
+		return LR_OK;
+	if (r)
+		freeReplyObject(r);
+	drop_main(st);
+	return LR_ERROR;
+}
+
 static enum lr_status r_process(struct lr_store *st, short revents,
 				int64_t deadline, struct lr_err *err)
 {
@@ -1478,32 +1746,8 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 	}
 
 	mask = ready(st);
-	if (mask & 1) {
-		void *rep = NULL;
-
-		/* Nothing should arrive unasked: a read means the server
-		 * closed the connection, or a protocol error. */
-		if (redisBufferRead(st->c) != REDIS_OK) {
-			if (st->c->err == REDIS_ERR_EOF)
-				lr_err_set(err, "redis at %s closed the "
-						"connection",
-					   st->where);
-			else
-				lr_err_set(err, "redis at %s: connection: %s",
-					   st->where, st->c->errstr);
-			drop_main(st);
-			s = LR_ERROR;
-		} else if (redisGetReplyFromReader(st->c, &rep) != REDIS_OK ||
-			   rep) {
-			if (rep)
-				freeReplyObject(rep);
-			lr_err_set(err, "redis at %s: unexpected data on the "
-					"connection",
-				   st->where);
-			drop_main(st);
-			s = LR_ERROR;
-		}
-	}
+	if (mask & 1)
+		s = main_read(st, err);
 	if (mask & 2) {
 		int look = aux_read(st);
 
@@ -1635,7 +1879,8 @@ static enum lr_status r_brk(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static const char *const schemes[] = { "redis", "redis+unix", NULL };
+static const char *const schemes[] = { "redis", "rediss", "redis+unix",
+				       NULL };
 static const char *const secret_env[] = { "REDISCLI_AUTH", NULL };
 
 const struct lr_store_ops lr_store_ops = {
