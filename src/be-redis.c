@@ -16,6 +16,7 @@
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
  *   Pfence:{NAME}      the fence counter: the last fence (no TTL)
  *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
+ *   Pdone:{NAME}:TOK   "released by TOK", for a minute after a release
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
  * A lease name cannot hold braces, so the names cannot collide; no other
@@ -28,7 +29,10 @@
  * them again.  Acquire sets the lease only if absent, takes the next fence
  * and stores our token in the same script; renew and release compare the
  * token first.  Acquire by a token that already holds the lease (a retry
- * after a lost reply) extends it and returns its fence.
+ * after a lost reply) extends it and returns its fence.  Release leaves
+ * Pdone:{NAME}:TOKEN behind, so that a release sent again after a lost
+ * reply learns that its first sending released the lease, rather than
+ * taking "not ours" for a loss (exit 124).
  *
  * Fences: the next fence is the larger of the counter plus one and the
  * server's clock in microseconds (TIME), and is stored back in the
@@ -115,6 +119,8 @@
 #define DEFAULT_PORT 6379
 /* The most commands sent in one round trip. */
 #define MAX_CMDS 8
+/* How long a release's "done" mark lives: far longer than any call. */
+#define DONE_TTL_MS "60000"
 
 /* What a guard does about a server that cannot keep its promise. */
 enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
@@ -148,7 +154,7 @@ struct lr_store {
 	int use_tls;
 	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
 	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
-	char *key, *fence_key, *chan, *ks_chan;
+	char *key, *fence_key, *chan, *ks_chan, *done_key;
 	char *waiters, *wake_prefix, *wake_chan;
 	struct conn *c;    /* commands */
 	struct conn *aux;  /* subscriber (waiting) and watcher (holding) */
@@ -296,17 +302,19 @@ static struct script renew_lua = {
 	"end\n"                                                           \
 	"redis.call('PUBLISH', ARGV[2], 'released')\n"
 
-/* KEYS: lease, waiters.  ARGV: token, release channel, wake prefix.
- * Returns 1 if deleted, 0 if not ours. */
+/* KEYS: lease, waiters, done mark.  ARGV: token, release channel, wake
+ * prefix.  Returns 1 if deleted, or if the done mark says that we did
+ * (this is a second sending, after a lost reply); 0 if not ours. */
 static struct script release_lua = {
 	"release",
 	"local v = redis.call('GET', KEYS[1])\n"
 	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
 	"  redis.call('DEL', KEYS[1])\n"
+	"  redis.call('SET', KEYS[3], '1', 'PX', " DONE_TTL_MS ")\n"
 	WAKE_LUA
 	"  return 1\n"
 	"end\n"
-	"return 0\n",
+	"return redis.call('EXISTS', KEYS[3])\n",
 	""
 };
 
@@ -1145,12 +1153,16 @@ static enum lr_status parse_url(struct lr_store *st,
 		st->wake_prefix = malloc(n);
 		m = n + (req->token ? strlen(req->token) : 0);
 		st->wake_chan = malloc(m);
+		st->done_key = malloc(m);
 		if (!st->key || !st->fence_key || !st->chan || !st->ks_chan ||
-		    !st->waiters || !st->wake_prefix || !st->wake_chan)
+		    !st->waiters || !st->wake_prefix || !st->wake_chan ||
+		    !st->done_key)
 			goto oom;
 		snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
 		snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
 		snprintf(st->wake_chan, m, "%s%s", st->wake_prefix,
+			 req->token ? req->token : "");
+		snprintf(st->done_key, m, "%sdone:{%s}:%s", v, req->name,
 			 req->token ? req->token : "");
 		snprintf(st->key, n, "%s{%s}", v, req->name);
 		snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
@@ -1307,6 +1319,7 @@ static void r_close(struct lr_store *st)
 	free(st->fence_key);
 	free(st->chan);
 	free(st->ks_chan);
+	free(st->done_key);
 	free(st->waiters);
 	free(st->wake_prefix);
 	free(st->wake_chan);
@@ -1796,15 +1809,15 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err)
 {
-	const char *kv[5] = { st->key, st->waiters, st->req->token, st->chan,
-			      st->wake_prefix };
+	const char *kv[6] = { st->key,	    st->waiters, st->done_key,
+			      st->req->token, st->chan,	 st->wake_prefix };
 	struct cmd cmds[1];
 	const redisReply *r;
 	enum lr_status s;
 
 	st->held = 0;
 	drop_aux(st);
-	s = run_script(st, &release_lua, 2, 3, kv, cmds, 1, 0, deadline,
+	s = run_script(st, &release_lua, 3, 3, kv, cmds, 1, 0, deadline,
 		       err);
 	if (s != LR_OK)
 		return s;

@@ -365,9 +365,9 @@ man_redis_names() {
 	d=$BATS_TEST_TMPDIR
 	mapfile -t names < <(man_redis_names)
 	printf '# %s\n' "${names[@]}" >&3
-	# The lease, the fence counter, the queue, the wake and release
-	# channels.
-	[ "${#names[@]}" = 5 ]
+	# The lease, the fence counter, the queue, the release's done mark,
+	# the wake and release channels.
+	[ "${#names[@]}" = 6 ]
 	# The README names none that the man page does not.
 	while read -r k; do
 		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
@@ -398,6 +398,10 @@ man_redis_names() {
 	kill "$BG"
 	wait_rc "$w"
 	[ "$RC" = 0 ]
+	# (The releases leave their done marks.)
+	for p in "${pats[@]}"; do
+		[ -z "$(rcli --scan --pattern "$p")" ] || keys="$keys$p "
+	done
 	# Each is a key that existed, or a channel that heard the release.
 	for p in "${pats[@]}"; do
 		[[ $keys == *" $p "* ]] && continue
@@ -610,5 +614,27 @@ guard_check() {
 	echo "$stderr" > "$d/err"
 	assert_failure 124
 	ops_loss_seen "$n" "$d/err" "$d/m.prom"
+	is_free "$n"
+}
+
+@test "a release whose reply is lost is sent again, and learns that its first sending released the lease: the command's status, not 124" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# (A run first, so that the server knows the release script: its
+	# first sending below runs, rather than ending in NOSCRIPT.)
+	lr "$n" true
+	# The proxy lets the release reach the server, loses its reply and
+	# closes the connection: leaserun sends the release again, on a
+	# new connection, and finds the key gone.
+	"$LR_BUILDDIR/tests/cutproxy" "$REDIS_PORT" "leaserun:released:{$n}" \
+		"$d/cut" >"$d/port" &
+	BG_PIDS=$!
+	wait_until 5 test -s "$d/port"
+	LEASERUN_URL="redis://:$REDIS_PASSWORD@127.0.0.1:$(cat "$d/port")" \
+		run --separate-stderr lr -v --log-format json "$n" sh -c 'exit 3'
+	[ -e "$d/cut" ]
+	assert_failure 3
+	jq -e -s 'any(.[]; .event == "released") and
+		all(.[]; .event != "lost")' <<<"$stderr"
 	is_free "$n"
 }
