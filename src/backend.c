@@ -38,6 +38,8 @@ static const struct {
 	{ "redis", "redis", "leaserun-redis", NULL },
 	{ "rediss", "redis", "leaserun-redis", "redis-tls" },
 	{ "redis+unix", "redis", "leaserun-redis", NULL },
+	{ "redis+sentinel", "redis", "leaserun-redis", NULL },
+	{ "rediss+sentinel", "redis", "leaserun-redis", "redis-tls" },
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },
 	{ "etcd", "etcd", "leaserun-etcd", NULL },

@@ -5,12 +5,16 @@
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]
  *   rediss://...                       the same over TLS
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
+ *   redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER
+ *   rediss+sentinel://...              sentinels and data nodes over TLS
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
  * persist=warn|refuse|ignore (the append-only file guard); with TLS
- * cacert=, cert=, key= (as the etcd store names them).  The password
- * comes from the URL, else from $REDISCLI_AUTH.
+ * cacert=, cert=, key= (as the etcd store names them); with Sentinel
+ * sentinel_user= and sentinel_password= (for the sentinels: the URL's
+ * user and password are the data nodes').  The password comes from the
+ * URL, else from $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
@@ -41,6 +45,16 @@
  * cannot repeat a fence, as long as the server's clock does not go back
  * across the loss; and fences stay below 2^53, exact in a double (Lua's
  * numbers, JSON).
+ *
+ * Sentinel: the sentinels (in the order given, starting with the last one
+ * that answered) are asked SENTINEL get-master-addr-by-name; the node
+ * named must say role:master (INFO replication, in the login's round
+ * trip).  A node that is not the master, cannot be reached or answers
+ * READONLY sends the next connect back to the sentinels.  While a
+ * failover is under way, open and acquire try again (every 100ms) until
+ * their deadlines; renew fails and the core retries it as for any store.
+ * The watch connection is dropped whenever the command connection lands
+ * on another node: a CLIENT ID means nothing on another server.
  *
  * The watch: while the lease is ours the server must tell us at once of
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
@@ -89,7 +103,7 @@
  * redis-tls.so (OpenSSL), loaded at the first TLS connection only, so that a
  * plain URL maps no TLS library.  The server's certificate is verified
  * against cacert= (else the system's CAs) and must name the host we
- * connected to; the name goes out
+ * connected to (a sentinel's answer, under Sentinel); the name goes out
  * as SNI.  A read goes on until the socket (or OpenSSL) has nothing more
  * for us, so nothing decrypted waits inside OpenSSL while the loop polls
  * a socket that is not readable (SSL_pending).  Every exchange polls
@@ -117,8 +131,12 @@
 
 #define DEFAULT_PREFIX "leaserun:"
 #define DEFAULT_PORT 6379
+#define DEFAULT_SENTINEL_PORT 26379
+#define MAX_SENTINELS 16
 /* The most commands sent in one round trip. */
 #define MAX_CMDS 8
+/* Between two tries while Sentinel moves the master. */
+#define RETRY_PAUSE_MS 100
 /* How long a release's "done" mark lives: far longer than any call. */
 #define DONE_TTL_MS "60000"
 
@@ -136,6 +154,7 @@ struct conn {
 	int eof;               /* the server closed its end */
 	int heard;             /* the server has said something */
 	int broken;            /* a command could not be queued */
+	unsigned gen;          /* the node it goes to (st->node_gen) */
 };
 
 struct lr_store {
@@ -145,15 +164,23 @@ struct lr_store {
 	char *sock;       /* Unix socket path, or NULL */
 	char where[300];  /* "127.0.0.1:6379" or the socket path, for errors */
 	char who[320];    /* "redis at WHERE" */
+	unsigned node_gen; /* bumped when host:port changes (Sentinel) */
 	char *user;       /* ACL user, or NULL */
 	char *pass;       /* password, or NULL; wiped on close */
 	long db;
 	int64_t cap_ms;   /* per-exchange timeout cap */
 	enum guard_mode evict, persist;
-	/* TLS: rediss:// */
+	/* TLS: rediss://, rediss+sentinel:// */
 	int use_tls;
 	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
 	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
+	/* Sentinel: master is NULL for the other schemes */
+	const char *master;
+	struct lr_url_host *sentinels;
+	size_t nsentinels, sentinel_at; /* sentinel_at answered last */
+	char *sentinel_user, *sentinel_pass; /* pass wiped on close */
+	int node_known;   /* host:port is the master, as far as we know */
+	int retry;        /* the last failure may pass: try again in time */
 	char *key, *fence_key, *chan, *ks_chan, *done_key;
 	char *waiters, *wake_prefix, *wake_chan;
 	struct conn *c;    /* commands */
@@ -647,6 +674,7 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 		return LR_ERROR;
 	}
 	k->fd = fd;
+	k->gen = st->node_gen;
 	*out = k;
 	if (!st->use_tls)
 		return LR_OK;
@@ -810,62 +838,249 @@ static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
 	return LR_OK;
 }
 
-/* ---- connections to the data node ------------------------------------- */
+/* ---- the data node ------------------------------------------------------ */
 
 /* Makes host:port (host malloc()ed, now ours) the data node. */
 static void node_set(struct lr_store *st, char *host, int port)
 {
-	free(st->host);
-	st->host = host;
-	st->port = port;
-	lr_url_host_format(&(struct lr_url_host){ host, port }, st->where,
-			   sizeof(st->where));
-	snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
+	if (st->host && strcmp(st->host, host) == 0 && st->port == port) {
+		free(host);
+	} else {
+		free(st->host);
+		st->host = host;
+		st->port = port;
+		st->node_gen++;
+		lr_url_host_format(&(struct lr_url_host){ host, port },
+				   st->where, sizeof(st->where));
+		if (st->master) {
+			size_t n = strlen(st->where);
+
+			snprintf(st->where + n, sizeof(st->where) - n,
+				 " (master %s)", st->master);
+		}
+		snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
+	}
+	st->node_known = 1;
 }
+
+/* The data node failed us.  Under Sentinel that may be a failover: the
+ * next connect asks the sentinels again, and open and acquire try again
+ * within their deadlines (st->retry). */
+static void node_suspect(struct lr_store *st)
+{
+	if (st->master) {
+		st->node_known = 0;
+		st->retry = 1;
+	}
+}
+
+/* ---- Sentinel ------------------------------------------------------------ */
+
+/* Asks the sentinel h where the master is: LR_OK with *host (malloc())
+ * and *port, else err says why. */
+static enum lr_status sentinel_one(struct lr_store *st,
+				   const struct lr_url_host *h,
+				   int64_t deadline, char **host, int *port,
+				   struct lr_err *err)
+{
+	const char *ask[3] = { "SENTINEL", "get-master-addr-by-name",
+			       st->master };
+	int64_t end = step_end(st, deadline);
+	char where[280], who[300];
+	redisReply *r[2], *a;
+	enum lr_status s;
+	struct conn *k;
+	int n, got;
+
+	lr_url_host_format(h, where, sizeof(where));
+	snprintf(who, sizeof(who), "sentinel at %s", where);
+	s = dial(st, h->host, h->port, NULL, end, who, &k, err);
+	if (s != LR_OK)
+		return s;
+	n = auth_append(k, st->sentinel_user, st->sentinel_pass);
+	conn_append(k, 3, ask);
+	s = exchange(st, k, n + 1, r, end, &got, who, "SENTINEL", err);
+	conn_free(st, k);
+	if (s != LR_OK)
+		return s;
+	a = r[n];
+	s = LR_ERROR;
+	if (n && r[0]->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "%s: authentication failed: %.120s", who,
+			   r[0]->str);
+	} else if (a->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "%s: %.120s%s", who, a->str,
+			   is_error(a, "NOAUTH")
+				   ? " (give sentinel_password= in the URL)"
+				   : "");
+	} else if (a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
+		   a->element[0]->type == REDIS_REPLY_STRING &&
+		   a->element[1]->type == REDIS_REPLY_STRING) {
+		char *end_p;
+		long p = strtol(a->element[1]->str, &end_p, 10);
+
+		*host = strdup(a->element[0]->str);
+		*port = (int)p;
+		if (!*host)
+			lr_err_set(err, "out of memory");
+		else if (*end_p || p < 1 || p > 65535 || !**host)
+			lr_err_set(err, "%s: a master at '%.60s:%.20s'?", who,
+				   a->element[0]->str, a->element[1]->str);
+		else
+			s = LR_OK;
+		if (s != LR_OK) {
+			free(*host);
+			*host = NULL;
+		}
+	} else {
+		lr_err_set(err, "%s knows no master named '%s'", who,
+			   st->master);
+	}
+	replies_free(r, n + 1);
+	return s;
+}
+
+/* Asks the sentinels, starting with the one that answered last, where
+ * the master is, and makes their answer the data node.  Fails (without
+ * st->retry: no failover explains it) when none can say. */
+static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	enum lr_status s = LR_ERROR;
+	size_t j;
+
+	for (j = 0; j < st->nsentinels; j++) {
+		size_t i = (st->sentinel_at + j) % st->nsentinels;
+		char *host = NULL;
+		int port = 0;
+
+		s = sentinel_one(st, &st->sentinels[i], deadline, &host,
+				 &port, &e);
+		if (s == LR_OK) {
+			st->sentinel_at = i;
+			node_set(st, host, port);
+			return LR_OK;
+		}
+		if (lr_now_ms() >= deadline)
+			break;
+	}
+	if (st->nsentinels == 1)
+		*err = e;
+	else
+		lr_err_set(err, "no sentinel can name master '%s'; the "
+				"last: %.180s",
+			   st->master, e.msg);
+	return s;
+}
+
+/* r is the reply to INFO replication from the node the sentinels named:
+ * LR_OK if it says it is the master. */
+static enum lr_status master_check(struct lr_store *st, const redisReply *r,
+				   struct lr_err *err)
+{
+	char role[32], msg[300];
+	enum lr_status s;
+
+	s = info_read(st, r, "replication", "role", role, sizeof(role), msg,
+		      sizeof(msg), err);
+	if (s != LR_OK)
+		return s;
+	if (!*role) {
+		lr_err_set(err, "%.200s: cannot tell it is the master (give "
+				"the user +info)",
+			   msg);
+		return LR_ERROR;
+	}
+	if (strcmp(role, "master") != 0) {
+		lr_err_set(err, "%s is not the master (role:%s): a failover "
+				"is under way",
+			   st->who, role);
+		node_suspect(st);
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+/* ---- connections to the data node ------------------------------------- */
 
 /*
  * Opens a connection to the data node and logs in (AUTH, and SELECT if
  * select: aux subscribes, and SUBSCRIBE knows no database), sending
  * more[0..nmore) in the same round trip; their replies go to more[i].r
- * (the caller frees them, cmds_free()).
+ * (the caller frees them, cmds_free()).  Under Sentinel it first asks the
+ * sentinels where the master is, unless that is known, and checks in the
+ * same round trip that the node says role:master; a failure that a
+ * failover explains forgets the node and sets st->retry.
  */
 static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 				 struct conn **out, int select,
 				 struct cmd *more, int nmore,
 				 struct lr_err *err)
 {
-	int64_t end = step_end(st, deadline);
+	const char *info[2] = { "INFO", "replication" };
 	redisReply *r[MAX_CMDS];
-	int nl, n, got, i;
+	int64_t end;
+	int nl, nr = 0, n, got, i;
 	enum lr_status s;
 
+	*out = NULL;
+	if (st->master && !st->node_known) {
+		s = sentinel_ask(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	end = step_end(st, deadline);
 	s = dial(st, st->host, st->port, st->sock, end, st->who, out, err);
 	if (s != LR_OK)
-		return s;
+		goto moved;
 	nl = login_append(st, *out, select);
+	if (st->master) {
+		conn_append(*out, 2, info);
+		nr = 1;
+	}
 	for (i = 0; i < nmore; i++)
 		conn_append(*out, more[i].argc, more[i].argv);
-	n = nl + nmore;
+	n = nl + nr + nmore;
 	if (n == 0)
 		return LR_OK;
 	s = exchange(st, *out, n, r, end, &got, st->who, "login", err);
 	if (s != LR_OK)
-		goto fail;
+		goto moved;
 	s = login_check(st, r, nl, err);
+	if (s == LR_OK && nr)
+		s = master_check(st, r[nl], err);
 	for (i = 0; s == LR_OK && i < nmore; i++) {
-		more[i].r = r[nl + i];
-		r[nl + i] = NULL;
+		more[i].r = r[nl + nr + i];
+		r[nl + nr + i] = NULL;
 	}
 	replies_free(r, n);
 	if (s == LR_OK)
 		return LR_OK;
-fail:
+	conn_free(st, *out);
+	*out = NULL;
+	return s;
+moved:
+	node_suspect(st);
 	conn_free(st, *out);
 	*out = NULL;
 	return s;
 }
 
 static void drop_main(struct lr_store *st);
+static void drop_aux(struct lr_store *st);
+
+/* Opens the command connection; a watch connection to another node (the
+ * master moved) goes. */
+static enum lr_status main_open(struct lr_store *st, int64_t deadline,
+				struct lr_err *err)
+{
+	enum lr_status s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
+
+	if (s == LR_OK && st->aux && st->aux->gen != st->c->gen)
+		drop_aux(st);
+	return s;
+}
 
 /* Sends the n commands on the command connection in one round trip,
  * connecting if needed, and fills in their replies.  A connection that
@@ -882,10 +1097,15 @@ static enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 	enum lr_status s;
 
 	for (;;) {
-		int fresh = st->c == NULL;
+		int fresh;
 
+		/* A connection to a node we no longer take for the master
+		 * (Sentinel) goes. */
+		if (st->c && st->c->gen != st->node_gen)
+			drop_main(st);
+		fresh = st->c == NULL;
 		if (fresh) {
-			s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
+			s = main_open(st, deadline, err);
 			if (s != LR_OK)
 				return s;
 		}
@@ -899,6 +1119,7 @@ static enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 			return LR_OK;
 		}
 		drop_main(st);
+		node_suspect(st);
 		if (fresh || s != LR_ERROR || tries++ > 0 ||
 		    lr_now_ms() >= deadline)
 			return s;
@@ -955,6 +1176,16 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 			return s;
 		r = cmds[si].r;
 	}
+	if (st->master && (is_error(r, "READONLY") || is_error(r, "LOADING") ||
+			   is_error(r, "MASTERDOWN"))) {
+		/* A replica now, or not ready: ask the sentinels again. */
+		lr_err_set(err, "%s: %s: %.100s (a failover?)", st->who,
+			   sc->name, r->str);
+		cmds_free(cmds, n);
+		drop_main(st);
+		node_suspect(st);
+		return LR_ERROR;
+	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
 			   sc->name, r->str,
@@ -984,6 +1215,8 @@ enum {
 	OPT_CACERT,
 	OPT_CERT,
 	OPT_KEY,
+	OPT_SENTINEL_USER,
+	OPT_SENTINEL_PASSWORD,
 	NOPTS
 };
 static const struct lr_url_opt url_opts[NOPTS] = {
@@ -996,6 +1229,9 @@ static const struct lr_url_opt url_opts[NOPTS] = {
 	[OPT_CACERT] = { "cacert", LR_OPT_PATH, 0, 0, NULL },
 	[OPT_CERT] = { "cert", LR_OPT_PATH, 0, 0, NULL },
 	[OPT_KEY] = { "key", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_SENTINEL_USER] = { "sentinel_user", LR_OPT_STRING, 0, 0, NULL },
+	[OPT_SENTINEL_PASSWORD] = { "sentinel_password", LR_OPT_STRING, 0, 0,
+				    NULL },
 };
 
 #define GIVEN(o) (given & (1U << (o)))
@@ -1056,6 +1292,29 @@ static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
 	return LR_OK;
 }
 
+/* redis+sentinel://host[:port][,host[:port]...]/MASTER: the sentinels
+ * (port 26379 unless given) and the master's name. */
+static enum lr_status parse_sentinel(struct lr_store *st,
+				     const struct lr_url *u,
+				     struct lr_err *err)
+{
+	if (lr_url_hosts(u, "redis+sentinel", NULL, DEFAULT_SENTINEL_PORT,
+			 MAX_SENTINELS, &st->sentinels, &st->nsentinels,
+			 err->msg, sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	if (!*u->path || strcmp(u->path, "/") == 0 ||
+	    strchr(u->path + 1, '/')) {
+		lr_err_set(err, "redis+sentinel URL: expected "
+				"redis+sentinel://HOST:PORT[,HOST:PORT...]/"
+				"MASTER");
+		return LR_ERROR;
+	}
+	st->master = u->path + 1;
+	snprintf(st->where, sizeof(st->where), "master %s", st->master);
+	snprintf(st->who, sizeof(st->who), "redis %s", st->where);
+	return LR_OK;
+}
+
 /* Copies a secret (NULL or "" stays NULL); 0, or -1 out of memory. */
 static int secret_dup(const char *v, char **out)
 {
@@ -1065,19 +1324,26 @@ static int secret_dup(const char *v, char **out)
 	return 0;
 }
 
-/* The options that need TLS, and go together. */
+/* The options that need TLS or Sentinel, and go together. */
 static enum lr_status check_opts(const struct lr_store *st, unsigned given,
 				 struct lr_err *err)
 {
 	if (!st->use_tls && (GIVEN(OPT_CACERT) || GIVEN(OPT_CERT) ||
 			     GIVEN(OPT_KEY))) {
 		lr_err_set(err, "redis URL: cacert=, cert= and key= need TLS "
-				"(rediss://)");
+				"(rediss:// or rediss+sentinel://)");
 		return LR_ERROR;
 	}
 	if (!GIVEN(OPT_CERT) != !GIVEN(OPT_KEY)) {
 		lr_err_set(err, "redis URL: cert= and key= go together (the "
 				"client certificate and its key)");
+		return LR_ERROR;
+	}
+	if (!st->master &&
+	    (GIVEN(OPT_SENTINEL_USER) || GIVEN(OPT_SENTINEL_PASSWORD))) {
+		lr_err_set(err, "redis URL: sentinel_user= and "
+				"sentinel_password= need redis+sentinel:// "
+				"(or rediss+sentinel://)");
 		return LR_ERROR;
 	}
 	return LR_OK;
@@ -1097,6 +1363,8 @@ static enum lr_status parse_url(struct lr_store *st,
 		[OPT_CACERT] = { .s = NULL },
 		[OPT_CERT] = { .s = NULL },
 		[OPT_KEY] = { .s = NULL },
+		[OPT_SENTINEL_USER] = { .s = NULL },
+		[OPT_SENTINEL_PASSWORD] = { .s = NULL },
 	};
 	const char *v;
 	unsigned given;
@@ -1109,6 +1377,8 @@ static enum lr_status parse_url(struct lr_store *st,
 	/* ?db= wins over the path, as it comes later in the URL. */
 	if (strcmp(u->scheme, "redis+unix") == 0)
 		s = parse_unix(st, u, err);
+	else if (strstr(u->scheme, "+sentinel"))
+		s = parse_sentinel(st, u, err);
 	else
 		s = parse_tcp(st, u, GIVEN(OPT_DB) ? NULL : &val[OPT_DB], err);
 	if (s == LR_OK)
@@ -1123,6 +1393,15 @@ static enum lr_status parse_url(struct lr_store *st,
 	st->cacert = val[OPT_CACERT].s;
 	st->cert = val[OPT_CERT].s;
 	st->certkey = val[OPT_KEY].s;
+	if (secret_dup(val[OPT_SENTINEL_USER].s, &st->sentinel_user) < 0 ||
+	    secret_dup(val[OPT_SENTINEL_PASSWORD].s, &st->sentinel_pass) < 0)
+		goto oom;
+	if (st->sentinel_user && !st->sentinel_pass) {
+		lr_err_set(err, "redis URL names sentinel_user '%s' but no "
+				"sentinel_password",
+			   st->sentinel_user);
+		return LR_ERROR;
+	}
 	v = val[OPT_PREFIX].s;
 
 	if (u->user && *u->user) {
@@ -1304,6 +1583,20 @@ static enum lr_status lost(struct lr_store *st, const char *why,
 	return LR_LOST;
 }
 
+/* After a failure s: 1 (having paused) if a failover may explain it
+ * (st->retry) and there is time to try again before deadline; else 0. */
+static int again(struct lr_store *st, enum lr_status s, int64_t deadline)
+{
+	int retry = st->retry;
+
+	st->retry = 0;
+	if ((s != LR_ERROR && s != LR_TIMEOUT) || !retry ||
+	    deadline - lr_now_ms() <= RETRY_PAUSE_MS)
+		return 0;
+	poll(NULL, 0, RETRY_PAUSE_MS);
+	return 1;
+}
+
 static void r_close(struct lr_store *st)
 {
 	if (!st)
@@ -1315,6 +1608,9 @@ static void r_close(struct lr_store *st)
 	free(st->sock);
 	free(st->user);
 	lr_wipe_free(st->pass);
+	lr_url_hosts_free(st->sentinels, st->nsentinels);
+	free(st->sentinel_user);
+	lr_wipe_free(st->sentinel_pass);
 	free(st->key);
 	free(st->fence_key);
 	free(st->chan);
@@ -1350,7 +1646,9 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		lr_err_set(err, "redis store: bad owner token");
 		return LR_ERROR;
 	}
-	s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
+	do
+		s = main_open(st, deadline, err);
+	while (again(st, s, deadline));
 	if (s != LR_OK)
 		return s;
 	/* The guards go with the first acquire, in one round trip. */
@@ -1436,7 +1734,8 @@ struct watch_cmds {
 	char id[24];
 	const char *off[3], *on[9], *get[2];
 	int at;           /* where the first is in the round trip, or -1 */
-	long long aux_id; /* the aux they point at */
+	long long aux_id; /* the aux they point at, and its node */
+	unsigned gen;
 };
 
 /* Appends the watch's commands to cmds[0..n) if the watch should be and
@@ -1454,6 +1753,7 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 		return n;
 	snprintf(w->id, sizeof(w->id), "%lld", st->aux_id);
 	w->aux_id = st->aux_id;
+	w->gen = st->aux->gen;
 	memcpy(w->off, off, sizeof(off));
 	memcpy(w->on, on, sizeof(on));
 	memcpy(w->get, get, sizeof(get));
@@ -1466,8 +1766,9 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 
 /* After the round trip: notes whether c now tracks the key for aux.
  * Returns 0 if the GET found the lease gone or another's, 1 if ours or
- * if nothing was sent.  If aux was opened again meanwhile, the tracking
- * points at the old one, and its answer means nothing. */
+ * if nothing was sent.  If the round trip went to another node than the
+ * aux the commands name (the master moved under it), the tracking there
+ * means nothing, and neither does its answer. */
 static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		       const struct cmd *cmds)
 {
@@ -1476,7 +1777,8 @@ static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 	if (w->at < 0)
 		return 1;
 	on = cmds[w->at + 1].r;
-	if (!st->aux || st->aux_id != w->aux_id)
+	if (!st->aux || st->aux_id != w->aux_id || !st->c ||
+	    st->c->gen != w->gen)
 		; /* not watching: the next renew arms it again */
 	else if (on->type == REDIS_REPLY_ERROR)
 		watch_refused(st, "CLIENT TRACKING", on);
@@ -1496,6 +1798,8 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 	struct watch_cmds w;
 	int n, ours;
 
+	if (st->aux && st->aux->gen != st->node_gen)
+		drop_aux(st);
 	if (!st->aux && !st->aux_denied &&
 	    aux_open(st, deadline, &ignored) != LR_OK)
 		return LR_OK;
@@ -1598,16 +1902,21 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "redis store: acquire without a token");
 		return LR_ERROR;
 	}
-	/* The second connection first: the watch needs its id, and a
-	 * waiter its subscription before the try, so that a release cannot
-	 * slip between the two.  Without SUBSCRIBE rights the core's backoff
-	 * timer retries, and renew alone checks the key. */
-	if (!st->aux && !st->aux_denied) {
-		s = aux_open(st, deadline, err);
-		if (s != LR_OK && !st->aux_denied)
-			return s;
-	}
-	s = try_acquire(st, deadline, g, err);
+	st->retry = 0;
+	do {
+		/* The second connection first: the watch needs its id,
+		 * and a waiter its subscription before the try, so that a
+		 * release cannot slip between the two.  Without SUBSCRIBE
+		 * rights the core's backoff timer retries, and renew alone
+		 * checks the key. */
+		s = LR_OK;
+		if (st->aux && st->aux->gen != st->node_gen)
+			drop_aux(st);
+		if (!st->aux && !st->aux_denied)
+			s = aux_open(st, deadline, err);
+		if (s == LR_OK || st->aux_denied)
+			s = try_acquire(st, deadline, g, err);
+	} while (again(st, s, deadline));
 	if (s == LR_OK)
 		st->held = 1;
 	return s;
@@ -1892,8 +2201,9 @@ static enum lr_status r_brk(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static const char *const schemes[] = { "redis", "rediss", "redis+unix",
-				       NULL };
+static const char *const schemes[] = { "redis",		 "rediss",
+				       "redis+unix",	 "redis+sentinel",
+				       "rediss+sentinel", NULL };
 static const char *const secret_env[] = { "REDISCLI_AUTH", NULL };
 
 const struct lr_store_ops lr_store_ops = {

@@ -86,7 +86,8 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 static int secret_key(const char *k, size_t n)
 {
 	static const char *const keys[] = { "password", "sslpassword",
-					    "pass", "token", "secret", NULL };
+					    "sentinel_password", "pass",
+					    "token", "secret", NULL };
 	const char *const *p;
 	char *key = lr_url_decode(k, n);
 	int secret = key == NULL;

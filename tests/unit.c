@@ -111,6 +111,8 @@ static void test_url_mask(void)
 {
 	CHECK(masked("redis://:pw@h:1/2", "redis://:**@h:1/2", 2));
 	CHECK(masked("redis://u:p@ss:w@h", "redis://u:******@h", 6));
+	CHECK(masked("redis+sentinel://s/m?sentinel_password=Sx",
+		     "redis+sentinel://s/m?sentinel_password=**", 2));
 	CHECK(masked("etcd://root:S3cret@a:1,b:2", "etcd://root:******@a:1,b:2",
 		     6));
 	CHECK(masked("zk://u:p%40w@h/chroot?root=/x",
@@ -173,6 +175,14 @@ static void test_urls(void)
 
 	CHECK(lr_url_parse("redis://h?password=x", &u, why, sizeof(why)) == 0);
 	CHECK(strcmp(u->redacted, "redis://h") == 0);
+	lr_url_free(u);
+
+	/* The sentinels' password is as secret as the data nodes'. */
+	CHECK(lr_url_parse("rediss+sentinel://:pw@s1:26379,s2/m?"
+			   "sentinel_password=Sx&db=2",
+			   &u, why, sizeof(why)) == 0);
+	CHECK(strcmp(u->redacted, "rediss+sentinel://s1:26379,s2/m?db=2") ==
+	      0);
 	lr_url_free(u);
 
 	CHECK(lr_url_parse("file:///var/lock/x", &u, why, sizeof(why)) == 0);
