@@ -10,11 +10,12 @@
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
- * persist=warn|refuse|ignore (the append-only file guard); with TLS
- * cacert=, cert=, key= (as the etcd store names them); with Sentinel
- * sentinel_user= and sentinel_password= (for the sentinels: the URL's
- * user and password are the data nodes').  The password comes from the
- * URL, else from $REDISCLI_AUTH.
+ * persist=warn|refuse|ignore (the append-only file guard),
+ * replicas=auto|all|N (durable grants, below); with TLS cacert=, cert=,
+ * key= (as the etcd store names them); with Sentinel sentinel_user= and
+ * sentinel_password= (for the sentinels: the URL's user and password are
+ * the data nodes').  The password comes from the URL, else from
+ * $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
@@ -45,6 +46,19 @@
  * cannot repeat a fence, as long as the server's clock does not go back
  * across the loss; and fences stay below 2^53, exact in a double (Lua's
  * numbers, JSON).
+ *
+ * Durable grants: replication is asynchronous, so a grant the master
+ * acknowledged can die with it and be missing on the replica that takes
+ * over, with its fence.  A grant (and a renewal) therefore counts only
+ * once WAIT says the replicas have it: replicas=N waits for N,
+ * replicas=all for every replica the master lists as online in INFO
+ * replication (asked in the same round trip as the script), and the
+ * default, replicas=auto, for a majority of the data nodes counting the
+ * master, so that one slow replica of two stops nothing.  WAIT is a round
+ * trip of its own after a granting script, bounded by the call's step; a
+ * grant the replicas do not acknowledge in time is given back and the
+ * acquire tried again within its deadline; a renewal they do not
+ * acknowledge is a failed renewal (the deadline does not move).
  *
  * Sentinel: the sentinels (in the order given, starting with the last one
  * that answered) are asked SENTINEL get-master-addr-by-name; the node
@@ -135,10 +149,17 @@
 #define MAX_SENTINELS 16
 /* The most commands sent in one round trip. */
 #define MAX_CMDS 8
-/* Between two tries while Sentinel moves the master. */
+/* Between two tries while Sentinel moves the master, and the least time
+ * worth another try (a round trip or two, and WAIT's 120ms): a shorter
+ * one would end in a timeout that says less than the failure before. */
 #define RETRY_PAUSE_MS 100
+#define RETRY_MIN_MS 300
 /* How long a release's "done" mark lives: far longer than any call. */
 #define DONE_TTL_MS "60000"
+
+/* replicas=auto (the default) and replicas=all. */
+#define REPLICAS_AUTO (-1)
+#define REPLICAS_ALL (-2)
 
 /* What a guard does about a server that cannot keep its promise. */
 enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
@@ -180,7 +201,11 @@ struct lr_store {
 	size_t nsentinels, sentinel_at; /* sentinel_at answered last */
 	char *sentinel_user, *sentinel_pass; /* pass wiped on close */
 	int node_known;   /* host:port is the master, as far as we know */
+	/* Durable grants */
+	int replicas_opt; /* replicas=N, REPLICAS_AUTO or REPLICAS_ALL */
+	int replicas;     /* online replicas, as INFO said last */
 	int retry;        /* the last failure may pass: try again in time */
+	int replicas_warned;
 	char *key, *fence_key, *chan, *ks_chan, *done_key;
 	char *waiters, *wake_prefix, *wake_chan;
 	struct conn *c;    /* commands */
@@ -838,6 +863,54 @@ static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
 	return LR_OK;
 }
 
+/* The replicas that r, the reply to INFO replication, lists as online
+ * ("slaveN:ip=...,state=online,..."), or -1 if it lists none at all
+ * because it is no such reply. */
+static int online_replicas(const redisReply *r)
+{
+	const char *p;
+	int n = 0;
+
+	if (r->type != REDIS_REPLY_STRING || !strstr(r->str, "role:"))
+		return -1;
+	for (p = r->str; (p = strstr(p, "slave")) != NULL; p += 5) {
+		size_t len = strcspn(p, "\r\n");
+		const char *on = strstr(p, ",state=online,");
+
+		if ((p == r->str || p[-1] == '\n') && p[5] >= '0' &&
+		    p[5] <= '9' && on && on < p + len)
+			n++;
+	}
+	return n;
+}
+
+/* Notes what r, the reply to INFO replication, says of the replicas
+ * (replicas=auto).  A server that will not say (ACL) is warned about
+ * once: its grants are not waited for. */
+static void replicas_seen(struct lr_store *st, const redisReply *r)
+{
+	char msg[640];
+	int n;
+
+	if (st->replicas_opt >= 0)
+		return;
+	n = online_replicas(r);
+	if (n >= 0) {
+		st->replicas = n;
+		return;
+	}
+	if (st->replicas_warned || !st->req->warn)
+		return;
+	st->replicas_warned = 1;
+	snprintf(msg, sizeof(msg),
+		 "redis at %s: cannot count the replicas (INFO replication: "
+		 "%.150s): grants are not waited for on replicas; give "
+		 "replicas=N",
+		 st->where,
+		 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
 /* ---- the data node ------------------------------------------------------ */
 
 /* Makes host:port (host malloc()ed, now ours) the data node. */
@@ -975,7 +1048,7 @@ static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
 }
 
 /* r is the reply to INFO replication from the node the sentinels named:
- * LR_OK if it says it is the master. */
+ * LR_OK if it says it is the master (noting its replicas). */
 static enum lr_status master_check(struct lr_store *st, const redisReply *r,
 				   struct lr_err *err)
 {
@@ -999,6 +1072,7 @@ static enum lr_status master_check(struct lr_store *st, const redisReply *r,
 		node_suspect(st);
 		return LR_ERROR;
 	}
+	replicas_seen(st, r);
 	return LR_OK;
 }
 
@@ -1199,12 +1273,80 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	return LR_OK;
 }
 
+/* Waits until need replicas have every write this connection made (the
+ * script just run), within the step: LR_OK, or LR_TIMEOUT (st->retry
+ * set) when fewer acknowledged in time.  Never on a new connection:
+ * there, WAIT would wait for nothing. */
+static enum lr_status durable(struct lr_store *st, int need, int64_t deadline,
+			      const char *what, struct lr_err *err)
+{
+	int64_t end = step_end(st, deadline), left = end - lr_now_ms();
+	/* The server answers a WAIT that timed out at its next tick (100ms
+	 * at the default hz 10): leave it that much. */
+	int64_t ms = left > 240 ? left - 120 : left / 2;
+	char ns[16], mss[24];
+	const char *w[3] = { "WAIT", ns, mss };
+	redisReply *r;
+	enum lr_status s;
+	int got;
+
+	if (!st->c) {
+		lr_err_set(err, "%s: %s: the connection is gone", st->who,
+			   what);
+		return LR_ERROR;
+	}
+	snprintf(ns, sizeof(ns), "%d", need);
+	/* WAIT 0 would wait for ever. */
+	snprintf(mss, sizeof(mss), "%lld", (long long)(ms > 0 ? ms : 1));
+	conn_append(st->c, 3, w);
+	s = exchange(st, st->c, 1, &r, end, &got, st->who, "WAIT", err);
+	if (s != LR_OK) {
+		drop_main(st);
+		node_suspect(st);
+		return s;
+	}
+	if (r->type == REDIS_REPLY_INTEGER && r->integer >= need) {
+		freeReplyObject(r);
+		return LR_OK;
+	}
+	if (r->type == REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "%s: the %s reached %lld of %d replicas in "
+				"%sms (replicas=%s)",
+			   st->who, what, r->integer, need, mss,
+			   st->replicas_opt >= 0 ? ns
+			   : st->replicas_opt == REPLICAS_ALL ? "all"
+							       : "auto");
+		st->retry = 1;
+		s = LR_TIMEOUT;
+	} else {
+		lr_err_set(err, "%s: WAIT: %.120s", st->who,
+			   r->type == REDIS_REPLY_ERROR ? r->str
+							: "unexpected reply");
+		s = LR_ERROR;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+/* How many replicas a grant or renewal must reach: replicas=N, all the
+ * online ones, or (auto) as many as make, with the master, a majority of
+ * the data nodes: 1 of 1 or 2, 2 of 3 or 4. */
+static int replicas_needed(const struct lr_store *st)
+{
+	if (st->replicas_opt >= 0)
+		return st->replicas_opt;
+	if (st->replicas_opt == REPLICAS_ALL)
+		return st->replicas;
+	return (st->replicas + 1) / 2;
+}
 
 /* ---- URL --------------------------------------------------------------- */
 
 /* The guards' choices, in the order of enum guard_mode. */
 static const char *const guard_modes[] = { "warn", "refuse", "ignore",
 					   NULL };
+/* replicas=: a number, or these (-1, -2: REPLICAS_AUTO, REPLICAS_ALL). */
+static const char *const replicas_words[] = { "auto", "all", NULL };
 
 enum {
 	OPT_PREFIX,
@@ -1212,6 +1354,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_EVICT,
 	OPT_PERSIST,
+	OPT_REPLICAS,
 	OPT_CACERT,
 	OPT_CERT,
 	OPT_KEY,
@@ -1226,6 +1369,7 @@ static const struct lr_url_opt url_opts[NOPTS] = {
 			  NULL },
 	[OPT_EVICT] = { "evict", LR_OPT_ENUM, 0, 0, guard_modes },
 	[OPT_PERSIST] = { "persist", LR_OPT_ENUM, 0, 0, guard_modes },
+	[OPT_REPLICAS] = { "replicas", LR_OPT_UINT, 0, 64, replicas_words },
 	[OPT_CACERT] = { "cacert", LR_OPT_PATH, 0, 0, NULL },
 	[OPT_CERT] = { "cert", LR_OPT_PATH, 0, 0, NULL },
 	[OPT_KEY] = { "key", LR_OPT_PATH, 0, 0, NULL },
@@ -1360,6 +1504,7 @@ static enum lr_status parse_url(struct lr_store *st,
 		[OPT_TIMEOUT] = { .n = 0 },
 		[OPT_EVICT] = { .n = GUARD_WARN },
 		[OPT_PERSIST] = { .n = GUARD_WARN },
+		[OPT_REPLICAS] = { .n = REPLICAS_AUTO },
 		[OPT_CACERT] = { .s = NULL },
 		[OPT_CERT] = { .s = NULL },
 		[OPT_KEY] = { .s = NULL },
@@ -1390,6 +1535,7 @@ static enum lr_status parse_url(struct lr_store *st,
 					: clamp64(req->ttl_ms / 3, 100, 2000);
 	st->evict = (enum guard_mode)val[OPT_EVICT].n;
 	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
+	st->replicas_opt = (int)val[OPT_REPLICAS].n;
 	st->cacert = val[OPT_CACERT].s;
 	st->cert = val[OPT_CERT].s;
 	st->certkey = val[OPT_KEY].s;
@@ -1583,15 +1729,16 @@ static enum lr_status lost(struct lr_store *st, const char *why,
 	return LR_LOST;
 }
 
-/* After a failure s: 1 (having paused) if a failover may explain it
- * (st->retry) and there is time to try again before deadline; else 0. */
+/* After a failure s: 1 (having paused) if a failover or slow replicas
+ * may explain it (st->retry) and there is time to try again before
+ * deadline; else 0. */
 static int again(struct lr_store *st, enum lr_status s, int64_t deadline)
 {
 	int retry = st->retry;
 
 	st->retry = 0;
 	if ((s != LR_ERROR && s != LR_TIMEOUT) || !retry ||
-	    deadline - lr_now_ms() <= RETRY_PAUSE_MS)
+	    deadline - lr_now_ms() < RETRY_PAUSE_MS + RETRY_MIN_MS)
 		return 0;
 	poll(NULL, 0, RETRY_PAUSE_MS);
 	return 1;
@@ -1817,14 +1964,16 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
 
-/* One try, with the guards in the first one's round trip and the watch
- * armed behind the script. */
+/* One try, with the guards in the first one's round trip, the replicas
+ * counted (replicas=auto) and the watch armed behind the script; a grant
+ * counts once the replicas have it. */
 static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	const struct lr_store_req *req = st->req;
 	const char *mem[2] = { "INFO", "memory" };
 	const char *per[2] = { "INFO", "persistence" };
+	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24], pid[24], since[24];
 	const char *kv[9] = { st->key,	   st->fence_key,
 			      st->waiters, req->token,
@@ -1837,7 +1986,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	struct lr_err gerr = { "" }, ignored;
 	enum lr_status s, gs = LR_OK;
 	const redisReply *r;
-	int n = 0, si, guards = !st->guarded, ours;
+	int n = 0, si, ri = -1, guards = !st->guarded, ours, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
@@ -1845,6 +1994,10 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	if (guards) {
 		cmds[n++] = (struct cmd){ 2, mem, NULL };
 		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	if (st->replicas_opt < 0) {
+		ri = n;
+		cmds[n++] = (struct cmd){ 2, rep, NULL };
 	}
 	si = n++;
 	n = watch_add(st, &w, cmds, n);
@@ -1861,6 +2014,8 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				   "persistence", "aof_enabled", forgets,
 				   &gerr);
 	}
+	if (ri >= 0)
+		replicas_seen(st, cmds[ri].r);
 	ours = watch_check(st, &w, cmds);
 	r = cmds[si].r;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -1882,12 +2037,15 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 		s = LR_BUSY;
 	}
 	cmds_free(cmds, n);
+	if (gs != LR_OK)
+		*err = gerr;
+	else if (s == LR_OK && (need = replicas_needed(st)) > 0)
+		gs = durable(st, need, deadline, "grant", err);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
 			st->held = 1;
 			r_release(st, deadline, &ignored);
 		}
-		*err = gerr;
 		return gs;
 	}
 	return s;
@@ -2090,17 +2248,24 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 			      struct lr_err *err)
 {
+	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	struct cmd cmds[1];
+	struct cmd cmds[2] = { { 2, rep, NULL } };
 	const redisReply *r;
 	enum lr_status s;
+	int n = 1, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
-	s = run_script(st, &renew_lua, 1, 2, kv, cmds, 1, 0, deadline, err);
+	if (st->replicas_opt < 0)
+		n = 2; /* count the replicas too */
+	s = run_script(st, &renew_lua, 1, 2, kv, cmds, n, n - 1, deadline,
+		       err);
 	if (s != LR_OK)
 		return s;
-	r = cmds[0].r;
+	if (n == 2)
+		replicas_seen(st, cmds[0].r);
+	r = cmds[n - 1].r;
 	if (r->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: renew: unexpected reply",
 			   st->where);
@@ -2108,7 +2273,10 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	} else if (r->integer != 1) {
 		s = lost(st, "is gone or held by another owner", err);
 	}
-	cmds_free(cmds, 1);
+	cmds_free(cmds, n);
+	/* A renewal that could die with the master does not count. */
+	if (s == LR_OK && (need = replicas_needed(st)) > 0)
+		s = durable(st, need, deadline, "renewal", err);
 	/* Reconnected (either connection): watch again, now. */
 	if (s == LR_OK && !st->watch_off && !watching(st))
 		s = watch_rearm(st, deadline, err);

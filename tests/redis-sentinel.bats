@@ -2,7 +2,7 @@
 # The Redis store under Sentinel (redis+sentinel://, rediss+sentinel://)
 # against real servers: a master, two replicas and three sentinels on
 # loopback (redis-sentinel.bash), failovers by kill -9 and SIGSTOP of the
-# master.
+# master, and durable grants (WAIT).
 
 load 'helpers'
 load 'certs'
@@ -55,9 +55,10 @@ done'
 
 # failover_under_load HOW: a holder whose command runs for 5s, three
 # waiters behind it, and HOW (kill or stop) done to the master a second
-# in.  The sentinels move the master; the holder renews there or is
-# stopped in time (124); the waiters move there and each get the lease.
-# No two commands overlap, and the fences increase.
+# in.  The sentinels move the master; the holder renews there (its grant
+# and renewals were on the replicas before they counted) or is stopped
+# in time (124); the waiters move there and each get the lease.  No two
+# commands overlap, and the fences increase.
 failover_under_load() {
 	local d=$BATS_TEST_TMPDIR n m h p pids= i
 	n=$(name)
@@ -116,6 +117,60 @@ failover_under_load() {
 	run "$LEASERUN" --status "$n"
 	assert_success
 	assert_output --partial "pid $BG"
+}
+
+@test "a grant and each renewal reach a majority before they count: WAIT 1 of 2 replicas, and the replicas have the key" {
+	n=$(name)
+	m=$(sn_master_port)
+	sn_cli "$m" config resetstat >/dev/null
+	start_holder "$n" -t 1500ms
+	for p in $SN_NODES; do
+		[ "$(sn_cli "$p" exists "$(keyof "$n")")" = 1 ]
+	done
+	sleep 1.2 # two renewals
+	kill "$BG"
+	wait_rc "$BG"
+	calls=$(sn_cli "$m" info commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')
+	echo "# $calls WAITs" >&3
+	((calls >= 3))
+	# replicas=all waits for both; replicas=0 for none.
+	sn_cli "$m" config resetstat >/dev/null
+	LEASERUN_URL="$SN_URL&replicas=all" run -0 "$LEASERUN" "$n" true
+	LEASERUN_URL="$SN_URL&replicas=0" run -0 "$LEASERUN" "$n" true
+	[ "$(sn_cli "$m" info commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')" = 1 ]
+}
+
+@test "a grant the replicas do not acknowledge is given back: 125 and one line, and the command does not run" {
+	n=$(name)
+	m=$(sn_master_port)
+	set -- $SN_NODES
+	r1=$1 r2=$2
+	[ "$r1" != "$m" ] || r1=$3
+	[ "$r2" != "$m" ] || r2=$3
+	# One replica stopped: the default (a majority: 1 of 2) goes on,
+	# replicas=all cannot.
+	kill -STOP "$(sn_node_pid "$r1")"
+	run --separate-stderr "$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	LEASERUN_URL="$SN_URL&replicas=all" run -125 --separate-stderr \
+		"$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	echo "# $stderr" >&3
+	[ -z "$output" ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"the grant reached 1 of 2 replicas"*"(replicas=all)"* ]]
+	[ "$(sn_cli "$m" exists "$(keyof "$n")")" = 0 ]
+	# Both stopped: a grant only the master has could die with it, and
+	# its command run twice after a failover.  None runs.
+	kill -STOP "$(sn_node_pid "$r2")"
+	run -125 --separate-stderr "$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	kill -CONT "$(sn_node_pid "$r1")" "$(sn_node_pid "$r2")"
+	echo "# $stderr" >&3
+	[ -z "$output" ]
+	[[ "$stderr" == *"the grant reached 0 of 1 replicas"*"(replicas=auto)"* ]]
+	[ "$(sn_cli "$m" exists "$(keyof "$n")")" = 0 ]
 }
 
 @test "the master killed (kill -9) while a command holds the lease and three wait: one command at a time, fences increase" {
