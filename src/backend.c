@@ -18,23 +18,34 @@
 
 #include "backend.h"
 #include "be-file.h"
-#include "tls.h" /* LR_TLS_MODULE */
 
+/*
+ * One row per URL scheme.  module: the module that serves it, PKGLIBDIR/
+ * MODULE.so, which configure builds with --with-MODULE (NULL: built in).
+ * package: the binary package (debian/control) that installs it, named to
+ * whoever lacks the module; NULL for a test-only module, which is never
+ * installed nor listed.  helper: a module the store loads for this scheme
+ * only, from the same directory and the same package (the etcd store's
+ * etcd-tls.so for etcds://).
+ */
 static const struct {
 	const char *scheme;
-	const char *module; /* NULL: built in */
-	const char *with;   /* configure switch */
-	const char *helper; /* a module the store loads for this scheme */
+	const char *module;
+	const char *package;
+	const char *helper;
 } schemes[] = {
-	{ "file", NULL, NULL, NULL },
-	{ "redis", "redis", "redis", NULL },
-	{ "redis+unix", "redis", "redis", NULL },
-	{ "postgres", "pg", "pg", NULL },
-	{ "postgresql", "pg", "pg", NULL },
-	{ "etcd", "etcd", "etcd", NULL },
-	{ "etcds", "etcd", "etcd", LR_TLS_MODULE },
-	{ "zk", "zk", "zk", NULL },
-	{ "fault", "fault", NULL, NULL }, /* test-only, never installed */
+	{ "file", NULL, "leaserun", NULL },
+	{ "redis", "redis", "leaserun-redis", NULL },
+	{ "rediss", "redis", "leaserun-redis", "redis-tls" },
+	{ "redis+unix", "redis", "leaserun-redis", NULL },
+	{ "redis+sentinel", "redis", "leaserun-redis", NULL },
+	{ "rediss+sentinel", "redis", "leaserun-redis", "redis-tls" },
+	{ "postgres", "pg", "leaserun-postgresql", NULL },
+	{ "postgresql", "pg", "leaserun-postgresql", NULL },
+	{ "etcd", "etcd", "leaserun-etcd", NULL },
+	{ "etcds", "etcd", "leaserun-etcd", "etcd-tls" },
+	{ "zk", "zk", "leaserun-zookeeper", NULL },
+	{ "fault", "fault", NULL, NULL }, /* test-only */
 };
 #define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
 
@@ -45,21 +56,27 @@ static const char *module_dir(void)
 	return d && *d ? d : PKGLIBDIR;
 }
 
-/* Loads module name; returns its ops or NULL with err filled. */
-static const struct lr_store_ops *load(const char *name, const char *with,
-				       struct lr_err *err)
+/* Fills path with the file of module name; returns 1 if it exists. */
+static int module_file(const char *name, char *path, size_t len)
 {
+	snprintf(path, len, "%s/%s.so", module_dir(), name);
+	return access(path, F_OK) == 0;
+}
+
+/* Loads the module of row i; returns its ops or NULL with err filled. */
+static const struct lr_store_ops *load(size_t i, struct lr_err *err)
+{
+	const char *name = schemes[i].module;
 	const struct lr_store_ops *ops;
 	char path[4096];
 	void *h;
 
-	snprintf(path, sizeof(path), "%s/%s.so", module_dir(), name);
-	if (access(path, F_OK) != 0) {
-		if (with)
+	if (!module_file(name, path, sizeof(path))) {
+		if (schemes[i].package)
 			lr_err_set(err,
-				   "this leaserun has no %s store: install it "
-				   "or build with --with-%s",
-				   name, with);
+				   "this leaserun has no %s store: install "
+				   "the %s package or build with --with-%s",
+				   name, schemes[i].package, name);
 		else
 			lr_err_set(err, "this leaserun has no %s store", name);
 		return NULL;
@@ -91,18 +108,21 @@ static const struct lr_store_ops *load(const char *name, const char *with,
 const struct lr_store_ops *lr_store_find(const char *scheme,
 					 struct lr_err *err)
 {
-	size_t i;
+	char known[256] = "";
+	size_t i, n = 0;
 
 	for (i = 0; i < NSCHEMES; i++) {
 		if (strcmp(schemes[i].scheme, scheme) != 0)
 			continue;
 		if (!schemes[i].module)
 			return &lr_file_ops;
-		return load(schemes[i].module, schemes[i].with, err);
+		return load(i, err);
 	}
-	lr_err_set(err, "unknown store '%s' (known: file, redis, redis+unix, "
-			"postgres, postgresql, etcd, etcds, zk)",
-		   scheme);
+	for (i = 0; i < NSCHEMES && n < sizeof(known); i++)
+		if (schemes[i].package)
+			n += snprintf(known + n, sizeof(known) - n, "%s%s",
+				      n ? ", " : "", schemes[i].scheme);
+	lr_err_set(err, "unknown store '%s' (known: %s)", scheme, known);
 	return NULL;
 }
 
@@ -117,22 +137,22 @@ static const char *helper_note(const char *m, char *buf, size_t len)
 		if (!schemes[i].helper || !schemes[i].module ||
 		    strcmp(schemes[i].module, m) != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s.so", module_dir(),
-			 schemes[i].helper);
 		snprintf(buf, len, "%s:// with %s.so: %s", schemes[i].scheme,
 			 schemes[i].helper,
-			 access(path, F_OK) == 0 ? "available"
-						 : "not installed");
+			 module_file(schemes[i].helper, path, sizeof(path))
+				 ? "available"
+				 : "not installed");
 		return buf;
 	}
 	return NULL;
 }
 
-void lr_store_each(void (*fn)(const char *name, int loadable,
-			      const char *note, void *ctx),
+void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
 		   void *ctx)
 {
+	struct lr_store_avail a;
 	const char *seen[NSCHEMES];
+	char path[4096];
 	size_t i, j, nseen = 0;
 	struct lr_err err;
 	char note[200];
@@ -140,19 +160,19 @@ void lr_store_each(void (*fn)(const char *name, int loadable,
 	for (i = 0; i < NSCHEMES; i++) {
 		const char *m = schemes[i].module;
 
-		if (!m) {
-			fn("file", 1, NULL, ctx);
-			continue;
-		}
-		if (!schemes[i].with)
+		if (!schemes[i].package)
 			continue; /* test-only stores are not advertised */
 		for (j = 0; j < nseen; j++)
-			if (strcmp(seen[j], m) == 0)
+			if (m && seen[j] && strcmp(seen[j], m) == 0)
 				break;
 		if (j < nseen)
 			continue;
 		seen[nseen++] = m;
-		fn(m, load(m, schemes[i].with, &err) != NULL,
-		   helper_note(m, note, sizeof(note)), ctx);
+		a.name = m ? m : schemes[i].scheme;
+		a.package = schemes[i].package;
+		a.installed = !m || module_file(m, path, sizeof(path));
+		a.error = m && !load(i, &err) ? err.msg : NULL;
+		a.note = m ? helper_note(m, note, sizeof(note)) : NULL;
+		fn(&a, ctx);
 	}
 }

@@ -162,11 +162,21 @@ struct lr_store_ops {
  * needed.  Returns NULL and fills err when there is none. */
 const struct lr_store_ops *lr_store_find(const char *scheme,
 					 struct lr_err *err);
-/* Calls fn for each store this binary can load, for --version; note, if
- * not NULL, says what else the store needs for some of its schemes
- * ("etcds:// (TLS module): not installed"). */
-void lr_store_each(void (*fn)(const char *name, int loadable,
-			      const char *note, void *ctx),
+/* What --version says of a store: its name ("file" or its module's), the
+ * package that installs it, whether its module file is there (always for
+ * the built-in store), NULL or why it cannot be loaded, and NULL or what
+ * else it needs for some of its schemes ("etcds:// with etcd-tls.so:
+ * available").  The strings live until fn returns. */
+struct lr_store_avail {
+	const char *name;
+	const char *package;
+	int installed;
+	const char *error;
+	const char *note;
+};
+/* Calls fn once per store a user can have (no test-only one), in the
+ * order of the scheme table. */
+void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
 		   void *ctx);
 
 /* Helpers for stores (util.c). */

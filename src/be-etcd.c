@@ -112,7 +112,7 @@ struct endpoint {
 	char *host; /* to resolve and to verify: "127.0.0.1", "::1" */
 	char *port;
 	char *label; /* "127.0.0.1:2379", "[::1]:2379": :authority, messages */
-	struct lr_grpc_addrs addrs;
+	struct lr_net_addrs addrs;
 	int resolved;
 };
 
@@ -352,7 +352,7 @@ static enum lr_status conn_up(struct lr_store *st, int64_t deadline,
 		return LR_OK;
 	conn_drop(st);
 	if (!ep->resolved) {
-		if (lr_grpc_resolve(ep->host, ep->port, deadline, &ep->addrs,
+		if (lr_net_resolve(ep->host, ep->port, deadline, &ep->addrs,
 				    err) < 0)
 			return LR_TIMEOUT; /* (or a bad name: next one) */
 		ep->resolved = 1;

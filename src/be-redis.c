@@ -1,19 +1,27 @@
 /*
- * be-redis.c - the Redis store (hiredis), built as the module redis.so.
+ * be-redis.c - the Redis store, built as the module redis.so.
  *
  * URLs:
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]
+ *   rediss://...                       the same over TLS
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
+ *   redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER
+ *   rediss+sentinel://...              sentinels and data nodes over TLS
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
- * persist=warn|refuse|ignore (the append-only file guard).  The password
- * comes from the URL, else from $REDISCLI_AUTH.
+ * persist=warn|refuse|ignore (the append-only file guard),
+ * replicas=auto|all|N (durable grants, below); with TLS cacert=, cert=,
+ * key= (as the etcd store names them); with Sentinel sentinel_user= and
+ * sentinel_password= (for the sentinels: the URL's user and password are
+ * the data nodes').  The password comes from the URL, else from
+ * $REDISCLI_AUTH.
  *
  * Keys for lease NAME under prefix P:
  *   P{NAME}            the lease: "TOKEN FENCE PID SINCE HOST", PX = TTL
  *   Pfence:{NAME}      the fence counter: the last fence (no TTL)
  *   Pwaiters:{NAME}    the waiters' queue: tokens by arrival (sorted set)
+ *   Pdone:{NAME}:TOK   "released by TOK", for a minute after a release
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
  * and for shared holders and the slots of a semaphore (--limit N):
@@ -33,7 +41,10 @@
  * them again.  Acquire sets the lease only if absent, takes the next fence
  * and stores our token in the same script; renew and release compare the
  * token first.  Acquire by a token that already holds the lease (a retry
- * after a lost reply) extends it and returns its fence.
+ * after a lost reply) extends it and returns its fence.  Release leaves
+ * Pdone:{NAME}:TOKEN behind, so that a release sent again after a lost
+ * reply learns that its first sending released the lease, rather than
+ * taking "not ours" for a loss (exit 124).
  *
  * Fences: the next fence is the larger of the counter plus one and the
  * server's clock in microseconds (TIME), and is stored back in the
@@ -42,6 +53,29 @@
  * cannot repeat a fence, as long as the server's clock does not go back
  * across the loss; and fences stay below 2^53, exact in a double (Lua's
  * numbers, JSON).
+ *
+ * Durable grants: replication is asynchronous, so a grant the master
+ * acknowledged can die with it and be missing on the replica that takes
+ * over, with its fence.  A grant (and a renewal) therefore counts only
+ * once WAIT says the replicas have it: replicas=N waits for N,
+ * replicas=all for every replica the master lists as online in INFO
+ * replication (asked in the same round trip as the script), and the
+ * default, replicas=auto, for a majority of the data nodes counting the
+ * master, so that one slow replica of two stops nothing.  WAIT is a round
+ * trip of its own after a granting script, bounded by the call's step; a
+ * grant the replicas do not acknowledge in time is given back and the
+ * acquire tried again within its deadline; a renewal they do not
+ * acknowledge is a failed renewal (the deadline does not move).
+ *
+ * Sentinel: the sentinels (in the order given, starting with the last one
+ * that answered) are asked SENTINEL get-master-addr-by-name; the node
+ * named must say role:master (INFO replication, in the login's round
+ * trip).  A node that is not the master, cannot be reached or answers
+ * READONLY sends the next connect back to the sentinels.  While a
+ * failover is under way, open and acquire try again (every 100ms) until
+ * their deadlines; renew fails and the core retries it as for any store.
+ * The watch connection is dropped whenever the command connection lands
+ * on another node: a CLIENT ID means nothing on another server.
  *
  * The watch: while the lease is ours the server must tell us at once of
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
@@ -71,7 +105,7 @@
  * to the core's loop; a message makes process() say "try now".  Tracking
  * notices (the holder's renewals) mean nothing to a waiter.
  *
- * Holding: wait_fd() hands the loop an epoll set of both sockets, so a
+ * Holding: wait_fd() hands the loop a wait set of both sockets, so a
  * server that closes the command connection (CLIENT KILL, restart) is
  * seen at once: process() drops it and says LR_ERROR, the core renews at
  * once, and the renew reconnects and finds the lease ours (OK) or not
@@ -83,49 +117,103 @@
  * Each warns, refuses (a lease it took is given back at once) or is
  * ignored, as the URL says.
  *
- * I/O: sockets are non-blocking and close-on-exec; every exchange polls
- * against min(deadline, now + timeout cap).  A connection that timed out
- * or failed is dropped (its late reply would be misread) and the next call
- * reconnects.  A call that finds a connection dead before any reply tries
- * a fresh one once, within the same deadline.
+ * Transport: hiredis (0.14 in Debian 12, which has no TLS) formats the
+ * commands and parses the replies; the bytes move on our own socket:
+ * non-blocking and close-on-exec, connected by lr_net_dial() (a host name
+ * is resolved within the deadline too), and for TLS through the module
+ * redis-tls.so (OpenSSL), loaded at the first TLS connection only, so that a
+ * plain URL maps no TLS library.  The server's certificate is verified
+ * against cacert= (else the system's CAs) and must name the host we
+ * connected to (a sentinel's answer, under Sentinel); the name goes out
+ * as SNI.  A read goes on until the socket (or OpenSSL) has nothing more
+ * for us, so nothing decrypted waits inside OpenSSL while the loop polls
+ * a socket that is not readable (SSL_pending).  Every exchange polls
+ * against min(deadline, now + timeout cap); a connection that timed out
+ * or failed is dropped (its late reply would be misread) and the next
+ * call reconnects.  A call that finds a connection dead before any reply
+ * tries a fresh one once, within the same deadline.
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "net.h"
+#include "tls.h"
+#include "waitset.h"
 
 #define DEFAULT_PREFIX "leaserun:"
 #define DEFAULT_PORT 6379
+#define DEFAULT_SENTINEL_PORT 26379
+#define MAX_SENTINELS 16
 /* The most commands sent in one round trip. */
 #define MAX_CMDS 8
+/* Between two tries while Sentinel moves the master, and the least time
+ * worth another try (a round trip or two, and WAIT's 120ms): a shorter
+ * one would end in a timeout that says less than the failure before. */
+#define RETRY_PAUSE_MS 100
+#define RETRY_MIN_MS 300
+/* How long a release's "done" mark lives: far longer than any call. */
+#define DONE_TTL_MS "60000"
+
+/* replicas=auto (the default) and replicas=all. */
+#define REPLICAS_AUTO (-1)
+#define REPLICAS_ALL (-2)
 
 /* What a guard does about a server that cannot keep its promise. */
 enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
 
+/* One connection: our socket, TLS on it or not, hiredis's reader for what
+ * comes in and a buffer of formatted commands for what goes out. */
+struct conn {
+	int fd;
+	struct lr_tls *tls;    /* NULL: plain */
+	redisReader *reader;
+	char *out;             /* formatted commands; may hold a password */
+	size_t len, off, cap;  /* bytes in out, written, allocated */
+	int eof;               /* the server closed its end */
+	int heard;             /* the server has said something */
+	int broken;            /* a command could not be queued */
+	unsigned gen;          /* the node it goes to (st->node_gen) */
+};
+
 struct lr_store {
 	const struct lr_store_req *req;
-	char *host;       /* TCP host, or NULL for a Unix socket */
+	char *host;       /* the data node's TCP host, or NULL for a socket */
 	int port;
 	char *sock;       /* Unix socket path, or NULL */
 	char where[300];  /* "127.0.0.1:6379" or the socket path, for errors */
+	char who[320];    /* "redis at WHERE" */
+	unsigned node_gen; /* bumped when host:port changes (Sentinel) */
 	char *user;       /* ACL user, or NULL */
 	char *pass;       /* password, or NULL; wiped on close */
 	long db;
 	int64_t cap_ms;   /* per-exchange timeout cap */
 	enum guard_mode evict, persist;
-	char *key, *fence_key, *chan, *ks_chan;
+	/* TLS: rediss://, rediss+sentinel:// */
+	int use_tls;
+	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
+	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
+	/* Sentinel: master is NULL for the other schemes */
+	const char *master;
+	struct lr_url_host *sentinels;
+	size_t nsentinels, sentinel_at; /* sentinel_at answered last */
+	char *sentinel_user, *sentinel_pass; /* pass wiped on close */
+	int node_known;   /* host:port is the master, as far as we know */
+	/* Durable grants */
+	int replicas_opt; /* replicas=N, REPLICAS_AUTO or REPLICAS_ALL */
+	int replicas;     /* online replicas, as INFO said last */
+	int retry;        /* the last failure may pass: try again in time */
+	int replicas_warned;
+	char *key, *fence_key, *chan, *ks_chan, *done_key;
 	char *waiters, *wake_prefix, *wake_chan;
 	/* Shared holders and slots: key is then our Pholder:{NAME}:TOK, and
 	 * plain the lease's key; slot_key our slot's, once granted. */
@@ -133,16 +221,15 @@ struct lr_store {
 	char *slot_key;
 	int multi;         /* shared, or a limit above 1 */
 	unsigned slot;     /* our slot, once granted */
-	redisContext *c;   /* commands */
-	redisContext *aux; /* subscriber (waiting) and watcher (holding) */
+	struct conn *c;    /* commands */
+	struct conn *aux;  /* subscriber (waiting) and watcher (holding) */
 	long long aux_id;  /* its CLIENT ID, or -1 */
 	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int guarded;       /* the guards have run */
-	int ep;            /* epoll set of c and aux while holding, or -1 */
-	int ep_fd[2];      /* fds registered in ep, or -1 */
+	struct lr_waitset ws; /* both sockets while holding */
 };
 
 /* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
@@ -214,6 +301,7 @@ static void sha1_hex(const char *msg, char out[41])
 	for (i = 0; i < 5; i++)
 		snprintf(out + 8 * i, 9, "%08x", (unsigned)s.h[i]);
 }
+
 
 /* ---- scripts ----------------------------------------------------------- */
 
@@ -291,17 +379,19 @@ static struct script renew_lua = {
 	"end\n"                                                           \
 	"redis.call('PUBLISH', ARGV[2], 'released')\n"
 
-/* KEYS: lease, waiters.  ARGV: token, release channel, wake prefix.
- * Returns 1 if deleted, 0 if not ours. */
+/* KEYS: lease, waiters, done mark.  ARGV: token, release channel, wake
+ * prefix.  Returns 1 if deleted, or if the done mark says that we did
+ * (this is a second sending, after a lost reply); 0 if not ours. */
 static struct script release_lua = {
 	"release",
 	"local v = redis.call('GET', KEYS[1])\n"
 	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
 	"  redis.call('DEL', KEYS[1])\n"
+	"  redis.call('SET', KEYS[3], '1', 'PX', " DONE_TTL_MS ")\n"
 	WAKE_LUA
 	"  return 1\n"
 	"end\n"
-	"return 0\n",
+	"return redis.call('EXISTS', KEYS[3])\n",
 	""
 };
 
@@ -466,8 +556,9 @@ static struct script renew_multi_lua = {
 };
 
 /* KEYS: our holder key, waiters, our slot key (or our holder key again),
- * holders, limit.  ARGV: token, release channel, wake prefix, "1" for a
- * slot.  Returns 1 if deleted, 0 if not ours. */
+ * holders, limit, done mark.  ARGV: token, release channel, wake prefix,
+ * "1" for a slot.  Returns 1 if deleted, or if the done mark says that
+ * we did (a second sending, after a lost reply); 0 if not ours. */
 static struct script release_multi_lua = {
 	"release",
 	"local v = redis.call('GET', KEYS[1])\n"
@@ -486,8 +577,11 @@ static struct script release_multi_lua = {
 	"  redis.call('DEL', KEYS[5])\n"
 	"end\n"
 	WAKE_LUA
-	"if ours then return 1 end\n"
-	"return 0\n",
+	"if ours then\n"
+	"  redis.call('SET', KEYS[6], '1', 'PX', " DONE_TTL_MS ")\n"
+	"  return 1\n"
+	"end\n"
+	"return redis.call('EXISTS', KEYS[6])\n",
 	""
 };
 
@@ -543,14 +637,6 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-static void drop(redisContext **c)
-{
-	if (*c) {
-		redisFree(*c);
-		*c = NULL;
-	}
-}
-
 /* The absolute time an exchange starting now must end by. */
 static int64_t step_end(const struct lr_store *st, int64_t deadline)
 {
@@ -559,94 +645,335 @@ static int64_t step_end(const struct lr_store *st, int64_t deadline)
 	return cap < deadline ? cap : deadline;
 }
 
-/* Waits until fd is ready for events or end passes.  Returns 1 when
- * ready (or in error: the next read or write says which), 0 at end. */
-static int wait_io(int fd, short events, int64_t end)
+static void replies_free(redisReply **r, int n)
 {
-	struct pollfd p = { .fd = fd, .events = events };
+	int i;
 
+	for (i = 0; i < n; i++)
+		if (r[i]) {
+			freeReplyObject(r[i]);
+			r[i] = NULL;
+		}
+}
+
+/* Is r an error reply that starts with word (NOAUTH, READONLY, ...)? */
+static int is_error(const redisReply *r, const char *word)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, word, strlen(word)) == 0;
+}
+
+/* ---- transport: our socket, plain or TLS ------------------------------- */
+
+static void conn_free(struct lr_store *st, struct conn *k)
+{
+	if (!k)
+		return;
+	if (k->tls)
+		st->tls->free(k->tls);
+	if (k->fd >= 0)
+		close(k->fd);
+	if (k->reader)
+		redisReaderFree(k->reader);
+	if (k->out)
+		lr_wipe(k->out, k->cap);
+	free(k->out);
+	free(k);
+}
+
+/* Queues one command on k.  Out of memory, k is marked broken, and its
+ * next exchange fails. */
+static void conn_append(struct conn *k, int argc, const char **argv)
+{
+	size_t len[16];
+	char *cmd;
+	int i, n;
+
+	for (i = 0; i < argc; i++)
+		len[i] = strlen(argv[i]);
+	n = redisFormatCommandArgv(&cmd, argc, argv, len);
+	if (n < 0) {
+		k->broken = 1;
+		return;
+	}
+	if (k->len + (size_t)n > k->cap) {
+		/* Not realloc(): the old copy may hold a password. */
+		size_t cap = (k->len + (size_t)n) * 2;
+		char *p = malloc(cap);
+
+		if (!p) {
+			lr_wipe(cmd, (size_t)n);
+			free(cmd);
+			k->broken = 1;
+			return;
+		}
+		if (k->out) {
+			memcpy(p, k->out, k->len);
+			lr_wipe(k->out, k->cap);
+			free(k->out);
+		}
+		k->out = p;
+		k->cap = cap;
+	}
+	memcpy(k->out + k->len, cmd, (size_t)n);
+	k->len += (size_t)n;
+	lr_wipe(cmd, (size_t)n);
+	free(cmd);
+}
+
+/* Writes what is queued.  1 when all of it is out, 0 when the socket
+ * takes no more for now (*want: the readiness to wait for), -1 with the
+ * reason in err.  TLS retries a write with the same bytes, as OpenSSL
+ * asks: nothing is queued while a write is half done. */
+static int conn_flush(const struct lr_store *st, struct conn *k, short *want,
+		      struct lr_err *err)
+{
+	while (k->off < k->len) {
+		ssize_t n;
+
+		if (k->tls) {
+			n = st->tls->write(k->tls, k->out + k->off,
+					   k->len - k->off, err);
+			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
+				*want = n == LR_TLS_WANT_READ ? POLLIN
+							      : POLLOUT;
+				return 0;
+			}
+			if (n < 0)
+				return -1;
+		} else {
+			n = send(k->fd, k->out + k->off, k->len - k->off,
+				 MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				*want = POLLOUT;
+				return 0;
+			}
+			if (n < 0) {
+				lr_err_set(err, "%s", strerror(errno));
+				return -1;
+			}
+		}
+		k->off += (size_t)n;
+	}
+	lr_wipe(k->out, k->len);
+	k->off = k->len = 0;
+	return 1;
+}
+
+#define FILL_EOF (-2)
+
+/* Hands what the server sent to the reader: 1 if something came, 0 if
+ * nothing (*want: the readiness to wait for), FILL_EOF when the server
+ * closed the connection, -1 with the reason in err.  Over TLS it reads
+ * until OpenSSL wants the socket again, so no decrypted byte stays in
+ * OpenSSL's buffer where poll() cannot see it. */
+static int conn_fill(const struct lr_store *st, struct conn *k, short *want,
+		     struct lr_err *err)
+{
+	char buf[16384];
+	int got = 0;
+
+	if (k->eof)
+		return FILL_EOF;
 	for (;;) {
-		int64_t left = end - lr_now_ms();
-		int n;
+		ssize_t n;
 
-		if (left <= 0)
-			return 0;
-		n = poll(&p, 1, (int)left);
-		if (n > 0 || (n < 0 && errno != EINTR))
+		if (k->tls) {
+			n = st->tls->read(k->tls, buf, sizeof(buf), err);
+			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
+				*want = n == LR_TLS_WANT_READ ? POLLIN
+							      : POLLOUT;
+				return got;
+			}
+			if (n < 0)
+				return -1;
+		} else {
+			n = read(k->fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				*want = POLLIN;
+				return got;
+			}
+			if (n < 0) {
+				lr_err_set(err, "%s", strerror(errno));
+				return -1;
+			}
+		}
+		if (n == 0) {
+			k->eof = 1;
+			return got ? 1 : FILL_EOF;
+		}
+		if (redisReaderFeed(k->reader, buf, (size_t)n) != REDIS_OK) {
+			lr_err_set(err, "out of memory");
+			return -1;
+		}
+		got = k->heard = 1;
+		/* A plain socket keeps what we did not read where poll()
+		 * sees it: one read is enough. */
+		if (!k->tls) {
+			*want = POLLIN;
 			return 1;
+		}
 	}
 }
 
-/* Sends what is buffered in c and reads n replies into r[], all by end.
- * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
- * c).  *got counts the replies read, so a caller can tell a dead stale
- * connection (no reply at all) from a failure mid-way. */
-static enum lr_status exchange(struct lr_store *st, redisContext *c, int n,
-			       redisReply **r, int64_t end, int *got,
-			       const char *what, struct lr_err *err)
+/* The next reply already read, if any: 1 with *r, 0 if none yet, -1 on a
+ * protocol error (err). */
+static int conn_reply(struct conn *k, redisReply **r, struct lr_err *err)
 {
-	int done = 0, i;
+	void *rep = NULL;
+
+	if (redisReaderGetReply(k->reader, &rep) != REDIS_OK) {
+		lr_err_set(err, "protocol error: %s", k->reader->errstr);
+		return -1;
+	}
+	*r = rep;
+	return rep != NULL;
+}
+
+/* Sends what is queued on k and reads n replies into r[], all by end.
+ * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
+ * k).  who names the server ("redis at HOST:PORT"), what the exchange.
+ * *got counts the replies read, so a caller can tell a dead stale
+ * connection (no reply at all) from a failure mid-way. */
+static enum lr_status exchange(const struct lr_store *st, struct conn *k,
+			       int n, redisReply **r, int64_t end, int *got,
+			       const char *who, const char *what,
+			       struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	short want = POLLOUT;
+	int i, rc;
 
 	*got = 0;
 	for (i = 0; i < n; i++)
 		r[i] = NULL;
-	for (;;) {
-		if (redisBufferWrite(c, &done) != REDIS_OK)
-			goto ioerr;
-		if (done)
-			break;
-		if (wait_io(c->fd, POLLOUT, end) == 0)
-			goto timeout;
+	if (k->broken) {
+		lr_err_set(err, "%s: %s: out of memory", who, what);
+		return LR_ERROR;
 	}
+	while ((rc = conn_flush(st, k, &want, &e)) == 0)
+		if (!lr_net_wait(k->fd, want, end))
+			goto timeout;
+	if (rc < 0)
+		goto ioerr;
 	for (i = 0; i < n; i++) {
-		void *rep = NULL;
-
-		for (;;) {
-			if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
+		while ((rc = conn_reply(k, &r[i], &e)) == 0) {
+			rc = conn_fill(st, k, &want, &e);
+			if (rc == FILL_EOF) {
+				lr_err_set(err,
+					   "%s closed the connection (%s)%s",
+					   who, what,
+					   !k->heard && !k->tls
+						   ? "; does it want rediss:// "
+						     "(TLS)?"
+						   : "");
+				goto fail;
+			}
+			if (rc < 0)
 				goto ioerr;
-			if (rep)
-				break;
-			if (wait_io(c->fd, POLLIN, end) == 0)
+			if (rc == 0 && !lr_net_wait(k->fd, want, end))
 				goto timeout;
-			if (redisBufferRead(c) != REDIS_OK)
-				goto ioerr;
 		}
-		r[i] = rep;
+		if (rc < 0)
+			goto ioerr;
 		(*got)++;
 	}
 	return LR_OK;
 ioerr:
-	if (c->err == REDIS_ERR_EOF)
-		lr_err_set(err, "redis at %s closed the connection (%s)",
-			   st->where, what);
-	else if (c->err == REDIS_ERR_IO)
-		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
-			   strerror(errno));
-	else
-		lr_err_set(err, "redis at %s: %s: %s", st->where, what,
-			   c->errstr);
-	for (i = 0; i < n; i++)
-		if (r[i])
-			freeReplyObject(r[i]);
+	if (k->tls) {
+		/* A server that refused us in the handshake's last step
+		 * (TLS 1.3: a client certificate it wants) said why in an
+		 * alert that may wait behind the failed write. */
+		char b[64];
+		struct lr_err a = { "" };
+
+		if (st->tls->read(k->tls, b, sizeof(b), &a) == LR_TLS_ERROR &&
+		    strstr(a.msg, "alert"))
+			e = a;
+	}
+	lr_err_set(err, "%s: %s: %s%s", who, what, e.msg,
+		   !k->heard && !k->tls ? "; does it want rediss:// (TLS)?"
+		   : strstr(e.msg, "certificate required") && !st->cert
+			   ? " (give cert= and key=)"
+			   : "");
+fail:
+	replies_free(r, n);
 	return LR_ERROR;
 timeout:
-	lr_err_set(err, "redis at %s: %s: no answer within %lldms", st->where,
-		   what, (long long)st->cap_ms);
-	for (i = 0; i < n; i++)
-		if (r[i])
-			freeReplyObject(r[i]);
+	lr_err_set(err, "%s: %s: no answer within %lldms", who, what,
+		   (long long)st->cap_ms);
+	replies_free(r, n);
 	return LR_TIMEOUT;
 }
 
-static void append(redisContext *c, int argc, const char **argv)
+/* Connects to host:port (or the socket path) by end and, for TLS, shakes
+ * hands and checks the certificate, without a word said yet.  On LR_OK
+ * *out is the connection. */
+static enum lr_status dial(struct lr_store *st, const char *host, int port,
+			   const char *path, int64_t end, const char *who,
+			   struct conn **out, struct lr_err *err)
 {
-	size_t len[16];
-	int i;
+	struct lr_tls_conf conf = { host, st->cacert, st->cert, st->certkey,
+				    NULL, 0, NULL };
+	struct lr_err e = { "" };
+	enum lr_status s;
+	struct conn *k;
+	int fd, rc;
 
-	for (i = 0; i < argc; i++)
-		len[i] = strlen(argv[i]);
-	redisAppendCommandArgv(c, argc, argv, len);
+	*out = NULL;
+	s = lr_net_dial(host, port, path, end, &fd, &e);
+	if (s != LR_OK) {
+		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		return s;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k || !(k->reader = redisReaderCreate())) {
+		close(fd);
+		free(k);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	k->fd = fd;
+	k->gen = st->node_gen;
+	*out = k;
+	if (!st->use_tls)
+		return LR_OK;
+	if (!st->tls && !(st->tls = lr_tls_load(err)))
+		goto fail;
+	k->tls = st->tls->client(fd, &conf, &e);
+	if (!k->tls) {
+		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		goto fail;
+	}
+	while ((rc = st->tls->handshake(k->tls, &e)) != 0) {
+		if (rc != LR_TLS_WANT_READ && rc != LR_TLS_WANT_WRITE) {
+			lr_err_set(err, "cannot connect to %s: %s", who,
+				   e.msg);
+			goto fail;
+		}
+		if (!lr_net_wait(fd, rc == LR_TLS_WANT_READ ? POLLIN : POLLOUT,
+				 end)) {
+			lr_err_set(err, "cannot connect to %s: TLS handshake: "
+					"no answer in time (is TLS on at "
+					"this port?)",
+				   who);
+			conn_free(st, k);
+			*out = NULL;
+			return LR_TIMEOUT;
+		}
+	}
+	return LR_OK;
+fail:
+	conn_free(st, k);
+	*out = NULL;
+	return LR_ERROR;
 }
+
+/* ---- login --------------------------------------------------------------- */
 
 /* Says why AUTH (auth) or SELECT failed; never shows the password. */
 static void login_error(const struct lr_store *st, int auth, const char *why,
@@ -669,74 +996,32 @@ static void login_error(const struct lr_store *st, int auth, const char *why,
 			   st->where, st->db, why);
 }
 
-/* Connects, non-blocking and close-on-exec, without a word said yet.  On
- * LR_OK *out is the context. */
-static enum lr_status dial(struct lr_store *st, int64_t deadline,
-			   redisContext **out, struct lr_err *err)
+/* Queues AUTH [user] pass on k if there is a password; returns how many
+ * commands (0 or 1). */
+static int auth_append(struct conn *k, const char *user, const char *pass)
 {
-	int64_t left = step_end(st, deadline) - lr_now_ms();
-	struct timeval tv;
-	redisContext *c;
-	int fl;
+	const char *a[3] = { "AUTH", user, pass };
 
-	*out = NULL;
-	if (left <= 0) {
-		lr_err_set(err, "cannot connect to redis at %s: no time left",
-			   st->where);
-		return LR_TIMEOUT;
-	}
-	tv.tv_sec = left / 1000;
-	tv.tv_usec = (left % 1000) * 1000;
-	if (st->sock)
-		c = redisConnectUnixWithTimeout(st->sock, tv);
-	else
-		c = redisConnectWithTimeout(st->host, st->port, tv);
-	if (!c) {
-		lr_err_set(err, "cannot connect to redis at %s: out of memory",
-			   st->where);
-		return LR_ERROR;
-	}
-	if (c->err) {
-		int to = c->err == REDIS_ERR_IO && errno == ETIMEDOUT;
-
-		lr_err_set(err, "cannot connect to redis at %s: %s", st->where,
-			   c->errstr);
-		redisFree(c);
-		return to ? LR_TIMEOUT : LR_ERROR;
-	}
-	fcntl(c->fd, F_SETFD, FD_CLOEXEC);
-	fl = fcntl(c->fd, F_GETFL);
-	if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		lr_err_set(err, "redis at %s: cannot set up the socket: %s",
-			   st->where, strerror(errno));
-		redisFree(c);
-		return LR_ERROR;
-	}
-	c->flags &= ~REDIS_BLOCK;
-	*out = c;
-	return LR_OK;
+	if (!pass)
+		return 0;
+	if (!user)
+		a[1] = pass;
+	conn_append(k, user ? 3 : 2, a);
+	return 1;
 }
 
-/* Appends AUTH (if we have a password) and, if select, SELECT (if the
- * database is not 0) to c; returns how many. */
-static int login_append(struct lr_store *st, redisContext *c, int select)
+/* Queues AUTH (if we have a password) and, if select, SELECT (if the
+ * database is not 0) on k; returns how many. */
+static int login_append(struct lr_store *st, struct conn *k, int select)
 {
-	int n = 0;
+	int n = auth_append(k, st->user, st->pass);
 
-	if (st->pass) {
-		const char *a[3] = { "AUTH", st->user, st->pass };
-
-		if (!st->user)
-			a[1] = st->pass;
-		append(c, st->user ? 3 : 2, a);
-		n++;
-	}
 	if (select && st->db) {
 		char dbs[24];
 		const char *a[2] = { "SELECT", dbs };
 
 		snprintf(dbs, sizeof(dbs), "%ld", st->db);
-		append(c, 2, a);
+		conn_append(k, 2, a);
 		n++;
 	}
 	return n;
@@ -756,45 +1041,6 @@ static enum lr_status login_check(const struct lr_store *st, redisReply **r,
 	return LR_OK;
 }
 
-static void replies_free(redisReply **r, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (r[i]) {
-			freeReplyObject(r[i]);
-			r[i] = NULL;
-		}
-}
-
-/* Connects and authenticates; selects the database.  On LR_OK *out is a
- * ready non-blocking close-on-exec context. */
-static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
-				 redisContext **out, struct lr_err *err)
-{
-	redisReply *r[2];
-	enum lr_status s;
-	int n, got;
-
-	s = dial(st, deadline, out, err);
-	if (s != LR_OK)
-		return s;
-	n = login_append(st, *out, 1);
-	if (n == 0)
-		return LR_OK;
-	s = exchange(st, *out, n, r, step_end(st, deadline), &got, "login",
-		     err);
-	if (s == LR_OK) {
-		s = login_check(st, r, n, err);
-		replies_free(r, n);
-	}
-	if (s != LR_OK)
-		drop(out);
-	return s;
-}
-
-static void drop_main(struct lr_store *st);
-
 /* One command of a round trip, and its reply (maybe an error reply). */
 struct cmd {
 	int argc;
@@ -813,6 +1059,342 @@ static void cmds_free(struct cmd *cmds, int n)
 		}
 }
 
+/* ---- INFO ---------------------------------------------------------------- */
+
+/* Puts the value of FIELD in r, the reply to INFO SECTION, into val.
+ * LR_ERROR (err filled) if the server wants a password; otherwise LR_OK,
+ * with val "" and msg saying why when the value cannot be had. */
+static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
+				const char *section, const char *field,
+				char *val, size_t vsize, char *msg,
+				size_t msize, struct lr_err *err)
+{
+	size_t fl = strlen(field), n;
+	const char *p;
+
+	val[0] = '\0';
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (is_error(r, "NOAUTH")) {
+			lr_err_set(err, "redis at %s: %.120s (give a password "
+					"in the URL or REDISCLI_AUTH)",
+				   st->where, r->str);
+			return LR_ERROR;
+		}
+		/* An ACL user may not run INFO. */
+		snprintf(msg, msize, "redis at %s: cannot check %s: %.120s",
+			 st->where, field, r->str);
+		return LR_OK;
+	}
+	for (p = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+	     p && (p = strstr(p, field)) != NULL; p += fl) {
+		if ((p != r->str && p[-1] != '\n') || p[fl] != ':')
+			continue;
+		p += fl + 1;
+		n = strcspn(p, "\r\n");
+		if (n >= vsize)
+			n = vsize - 1;
+		memcpy(val, p, n);
+		val[n] = '\0';
+		return LR_OK;
+	}
+	snprintf(msg, msize, "redis at %s: cannot check %s: not in INFO %s",
+		 st->where, field, section);
+	return LR_OK;
+}
+
+/* The replicas that r, the reply to INFO replication, lists as online
+ * ("slaveN:ip=...,state=online,..."), or -1 if it lists none at all
+ * because it is no such reply. */
+static int online_replicas(const redisReply *r)
+{
+	const char *p;
+	int n = 0;
+
+	if (r->type != REDIS_REPLY_STRING || !strstr(r->str, "role:"))
+		return -1;
+	for (p = r->str; (p = strstr(p, "slave")) != NULL; p += 5) {
+		size_t len = strcspn(p, "\r\n");
+		const char *on = strstr(p, ",state=online,");
+
+		if ((p == r->str || p[-1] == '\n') && p[5] >= '0' &&
+		    p[5] <= '9' && on && on < p + len)
+			n++;
+	}
+	return n;
+}
+
+/* Notes what r, the reply to INFO replication, says of the replicas
+ * (replicas=auto).  A server that will not say (ACL) is warned about
+ * once: its grants are not waited for. */
+static void replicas_seen(struct lr_store *st, const redisReply *r)
+{
+	char msg[640];
+	int n;
+
+	if (st->replicas_opt >= 0)
+		return;
+	n = online_replicas(r);
+	if (n >= 0) {
+		st->replicas = n;
+		return;
+	}
+	if (st->replicas_warned || !st->req->warn)
+		return;
+	st->replicas_warned = 1;
+	snprintf(msg, sizeof(msg),
+		 "redis at %s: cannot count the replicas (INFO replication: "
+		 "%.150s): grants are not waited for on replicas; give "
+		 "replicas=N",
+		 st->where,
+		 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
+/* ---- the data node ------------------------------------------------------ */
+
+/* Makes host:port (host malloc()ed, now ours) the data node. */
+static void node_set(struct lr_store *st, char *host, int port)
+{
+	if (st->host && strcmp(st->host, host) == 0 && st->port == port) {
+		free(host);
+	} else {
+		free(st->host);
+		st->host = host;
+		st->port = port;
+		st->node_gen++;
+		lr_url_host_format(&(struct lr_url_host){ host, port },
+				   st->where, sizeof(st->where));
+		if (st->master) {
+			size_t n = strlen(st->where);
+
+			snprintf(st->where + n, sizeof(st->where) - n,
+				 " (master %s)", st->master);
+		}
+		snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
+	}
+	st->node_known = 1;
+}
+
+/* The data node failed us.  Under Sentinel that may be a failover: the
+ * next connect asks the sentinels again, and open and acquire try again
+ * within their deadlines (st->retry). */
+static void node_suspect(struct lr_store *st)
+{
+	if (st->master) {
+		st->node_known = 0;
+		st->retry = 1;
+	}
+}
+
+/* ---- Sentinel ------------------------------------------------------------ */
+
+/* Asks the sentinel h where the master is: LR_OK with *host (malloc())
+ * and *port, else err says why. */
+static enum lr_status sentinel_one(struct lr_store *st,
+				   const struct lr_url_host *h,
+				   int64_t deadline, char **host, int *port,
+				   struct lr_err *err)
+{
+	const char *ask[3] = { "SENTINEL", "get-master-addr-by-name",
+			       st->master };
+	int64_t end = step_end(st, deadline);
+	char where[280], who[300];
+	redisReply *r[2], *a;
+	enum lr_status s;
+	struct conn *k;
+	int n, got;
+
+	lr_url_host_format(h, where, sizeof(where));
+	snprintf(who, sizeof(who), "sentinel at %s", where);
+	s = dial(st, h->host, h->port, NULL, end, who, &k, err);
+	if (s != LR_OK)
+		return s;
+	n = auth_append(k, st->sentinel_user, st->sentinel_pass);
+	conn_append(k, 3, ask);
+	s = exchange(st, k, n + 1, r, end, &got, who, "SENTINEL", err);
+	conn_free(st, k);
+	if (s != LR_OK)
+		return s;
+	a = r[n];
+	s = LR_ERROR;
+	if (n && r[0]->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "%s: authentication failed: %.120s", who,
+			   r[0]->str);
+	} else if (a->type == REDIS_REPLY_ERROR) {
+		lr_err_set(err, "%s: %.120s%s", who, a->str,
+			   is_error(a, "NOAUTH")
+				   ? " (give sentinel_password= in the URL)"
+				   : "");
+	} else if (a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
+		   a->element[0]->type == REDIS_REPLY_STRING &&
+		   a->element[1]->type == REDIS_REPLY_STRING) {
+		char *end_p;
+		long p = strtol(a->element[1]->str, &end_p, 10);
+
+		*host = strdup(a->element[0]->str);
+		*port = (int)p;
+		if (!*host)
+			lr_err_set(err, "out of memory");
+		else if (*end_p || p < 1 || p > 65535 || !**host)
+			lr_err_set(err, "%s: a master at '%.60s:%.20s'?", who,
+				   a->element[0]->str, a->element[1]->str);
+		else
+			s = LR_OK;
+		if (s != LR_OK) {
+			free(*host);
+			*host = NULL;
+		}
+	} else {
+		lr_err_set(err, "%s knows no master named '%s'", who,
+			   st->master);
+	}
+	replies_free(r, n + 1);
+	return s;
+}
+
+/* Asks the sentinels, starting with the one that answered last, where
+ * the master is, and makes their answer the data node.  Fails (without
+ * st->retry: no failover explains it) when none can say. */
+static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	enum lr_status s = LR_ERROR;
+	size_t j;
+
+	for (j = 0; j < st->nsentinels; j++) {
+		size_t i = (st->sentinel_at + j) % st->nsentinels;
+		char *host = NULL;
+		int port = 0;
+
+		s = sentinel_one(st, &st->sentinels[i], deadline, &host,
+				 &port, &e);
+		if (s == LR_OK) {
+			st->sentinel_at = i;
+			node_set(st, host, port);
+			return LR_OK;
+		}
+		if (lr_now_ms() >= deadline)
+			break;
+	}
+	if (st->nsentinels == 1)
+		*err = e;
+	else
+		lr_err_set(err, "no sentinel can name master '%s'; the "
+				"last: %.180s",
+			   st->master, e.msg);
+	return s;
+}
+
+/* r is the reply to INFO replication from the node the sentinels named:
+ * LR_OK if it says it is the master (noting its replicas). */
+static enum lr_status master_check(struct lr_store *st, const redisReply *r,
+				   struct lr_err *err)
+{
+	char role[32], msg[300];
+	enum lr_status s;
+
+	s = info_read(st, r, "replication", "role", role, sizeof(role), msg,
+		      sizeof(msg), err);
+	if (s != LR_OK)
+		return s;
+	if (!*role) {
+		lr_err_set(err, "%.200s: cannot tell it is the master (give "
+				"the user +info)",
+			   msg);
+		return LR_ERROR;
+	}
+	if (strcmp(role, "master") != 0) {
+		lr_err_set(err, "%s is not the master (role:%s): a failover "
+				"is under way",
+			   st->who, role);
+		node_suspect(st);
+		return LR_ERROR;
+	}
+	replicas_seen(st, r);
+	return LR_OK;
+}
+
+/* ---- connections to the data node ------------------------------------- */
+
+/*
+ * Opens a connection to the data node and logs in (AUTH, and SELECT if
+ * select: aux subscribes, and SUBSCRIBE knows no database), sending
+ * more[0..nmore) in the same round trip; their replies go to more[i].r
+ * (the caller frees them, cmds_free()).  Under Sentinel it first asks the
+ * sentinels where the master is, unless that is known, and checks in the
+ * same round trip that the node says role:master; a failure that a
+ * failover explains forgets the node and sets st->retry.
+ */
+static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
+				 struct conn **out, int select,
+				 struct cmd *more, int nmore,
+				 struct lr_err *err)
+{
+	const char *info[2] = { "INFO", "replication" };
+	redisReply *r[MAX_CMDS];
+	int64_t end;
+	int nl, nr = 0, n, got, i;
+	enum lr_status s;
+
+	*out = NULL;
+	if (st->master && !st->node_known) {
+		s = sentinel_ask(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	end = step_end(st, deadline);
+	s = dial(st, st->host, st->port, st->sock, end, st->who, out, err);
+	if (s != LR_OK)
+		goto moved;
+	nl = login_append(st, *out, select);
+	if (st->master) {
+		conn_append(*out, 2, info);
+		nr = 1;
+	}
+	for (i = 0; i < nmore; i++)
+		conn_append(*out, more[i].argc, more[i].argv);
+	n = nl + nr + nmore;
+	if (n == 0)
+		return LR_OK;
+	s = exchange(st, *out, n, r, end, &got, st->who, "login", err);
+	if (s != LR_OK)
+		goto moved;
+	s = login_check(st, r, nl, err);
+	if (s == LR_OK && nr)
+		s = master_check(st, r[nl], err);
+	for (i = 0; s == LR_OK && i < nmore; i++) {
+		more[i].r = r[nl + nr + i];
+		r[nl + nr + i] = NULL;
+	}
+	replies_free(r, n);
+	if (s == LR_OK)
+		return LR_OK;
+	conn_free(st, *out);
+	*out = NULL;
+	return s;
+moved:
+	node_suspect(st);
+	conn_free(st, *out);
+	*out = NULL;
+	return s;
+}
+
+static void drop_main(struct lr_store *st);
+static void drop_aux(struct lr_store *st);
+
+/* Opens the command connection; a watch connection to another node (the
+ * master moved) goes. */
+static enum lr_status main_open(struct lr_store *st, int64_t deadline,
+				struct lr_err *err)
+{
+	enum lr_status s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
+
+	if (s == LR_OK && st->aux && st->aux->gen != st->c->gen)
+		drop_aux(st);
+	return s;
+}
+
 /* Sends the n commands on the command connection in one round trip,
  * connecting if needed, and fills in their replies.  A connection that
  * was open before this call and fails is replaced once, and the whole
@@ -828,23 +1410,29 @@ static enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 	enum lr_status s;
 
 	for (;;) {
-		int fresh = st->c == NULL;
+		int fresh;
 
+		/* A connection to a node we no longer take for the master
+		 * (Sentinel) goes. */
+		if (st->c && st->c->gen != st->node_gen)
+			drop_main(st);
+		fresh = st->c == NULL;
 		if (fresh) {
-			s = connect_to(st, deadline, &st->c, err);
+			s = main_open(st, deadline, err);
 			if (s != LR_OK)
 				return s;
 		}
 		for (i = 0; i < n; i++)
-			append(st->c, cmds[i].argc, cmds[i].argv);
+			conn_append(st->c, cmds[i].argc, cmds[i].argv);
 		s = exchange(st, st->c, n, r, step_end(st, deadline), &got,
-			     what, err);
+			     st->who, what, err);
 		if (s == LR_OK) {
 			for (i = 0; i < n; i++)
 				cmds[i].r = r[i];
 			return LR_OK;
 		}
 		drop_main(st);
+		node_suspect(st);
 		if (fresh || s != LR_ERROR || tries++ > 0 ||
 		    lr_now_ms() >= deadline)
 			return s;
@@ -892,7 +1480,7 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	if (s != LR_OK)
 		return s;
 	r = cmds[si].r;
-	if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+	if (is_error(r, "NOSCRIPT")) {
 		cmds_free(cmds, n);
 		argv[0] = "EVAL";
 		argv[1] = sc->body;
@@ -901,10 +1489,20 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 			return s;
 		r = cmds[si].r;
 	}
+	if (st->master && (is_error(r, "READONLY") || is_error(r, "LOADING") ||
+			   is_error(r, "MASTERDOWN"))) {
+		/* A replica now, or not ready: ask the sentinels again. */
+		lr_err_set(err, "%s: %s: %.100s (a failover?)", st->who,
+			   sc->name, r->str);
+		cmds_free(cmds, n);
+		drop_main(st);
+		node_suspect(st);
+		return LR_ERROR;
+	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
 			   sc->name, r->str,
-			   strncmp(r->str, "NOAUTH", 6) == 0
+			   is_error(r, "NOAUTH")
 				   ? " (give a password in the URL or "
 				     "REDISCLI_AUTH)"
 				   : "");
@@ -914,13 +1512,95 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	return LR_OK;
 }
 
+/* Waits until need replicas have every write this connection made (the
+ * script just run), within the step: LR_OK, or LR_TIMEOUT (st->retry
+ * set) when fewer acknowledged in time.  Never on a new connection:
+ * there, WAIT would wait for nothing. */
+static enum lr_status durable(struct lr_store *st, int need, int64_t deadline,
+			      const char *what, struct lr_err *err)
+{
+	int64_t end = step_end(st, deadline), left = end - lr_now_ms();
+	/* The server answers a WAIT that timed out at its next tick (100ms
+	 * at the default hz 10): leave it that much. */
+	int64_t ms = left > 240 ? left - 120 : left / 2;
+	char ns[16], mss[24];
+	const char *w[3] = { "WAIT", ns, mss };
+	redisReply *r;
+	enum lr_status s;
+	int got;
+
+	if (!st->c) {
+		lr_err_set(err, "%s: %s: the connection is gone", st->who,
+			   what);
+		return LR_ERROR;
+	}
+	snprintf(ns, sizeof(ns), "%d", need);
+	/* WAIT 0 would wait for ever. */
+	snprintf(mss, sizeof(mss), "%lld", (long long)(ms > 0 ? ms : 1));
+	conn_append(st->c, 3, w);
+	s = exchange(st, st->c, 1, &r, end, &got, st->who, "WAIT", err);
+	if (s != LR_OK) {
+		drop_main(st);
+		node_suspect(st);
+		return s;
+	}
+	if (r->type == REDIS_REPLY_INTEGER && r->integer >= need) {
+		freeReplyObject(r);
+		return LR_OK;
+	}
+	if (r->type == REDIS_REPLY_INTEGER) {
+		lr_err_set(err, "%s: the %s reached %lld of %d replicas in "
+				"%sms (replicas=%s)",
+			   st->who, what, r->integer, need, mss,
+			   st->replicas_opt >= 0 ? ns
+			   : st->replicas_opt == REPLICAS_ALL ? "all"
+							       : "auto");
+		st->retry = 1;
+		s = LR_TIMEOUT;
+	} else {
+		lr_err_set(err, "%s: WAIT: %.120s", st->who,
+			   r->type == REDIS_REPLY_ERROR ? r->str
+							: "unexpected reply");
+		s = LR_ERROR;
+	}
+	freeReplyObject(r);
+	return s;
+}
+
+/* How many replicas a grant or renewal must reach: replicas=N, all the
+ * online ones, or (auto) as many as make, with the master, a majority of
+ * the data nodes: 1 of 1 or 2, 2 of 3 or 4. */
+static int replicas_needed(const struct lr_store *st)
+{
+	if (st->replicas_opt >= 0)
+		return st->replicas_opt;
+	if (st->replicas_opt == REPLICAS_ALL)
+		return st->replicas;
+	return (st->replicas + 1) / 2;
+}
+
 /* ---- URL --------------------------------------------------------------- */
 
 /* The guards' choices, in the order of enum guard_mode. */
 static const char *const guard_modes[] = { "warn", "refuse", "ignore",
 					   NULL };
+/* replicas=: a number, or these (-1, -2: REPLICAS_AUTO, REPLICAS_ALL). */
+static const char *const replicas_words[] = { "auto", "all", NULL };
 
-enum { OPT_PREFIX, OPT_DB, OPT_TIMEOUT, OPT_EVICT, OPT_PERSIST, NOPTS };
+enum {
+	OPT_PREFIX,
+	OPT_DB,
+	OPT_TIMEOUT,
+	OPT_EVICT,
+	OPT_PERSIST,
+	OPT_REPLICAS,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_SENTINEL_USER,
+	OPT_SENTINEL_PASSWORD,
+	NOPTS
+};
 static const struct lr_url_opt url_opts[NOPTS] = {
 	[OPT_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
 	[OPT_DB] = { "db", LR_OPT_UINT, 0, 100000, NULL },
@@ -928,7 +1608,16 @@ static const struct lr_url_opt url_opts[NOPTS] = {
 			  NULL },
 	[OPT_EVICT] = { "evict", LR_OPT_ENUM, 0, 0, guard_modes },
 	[OPT_PERSIST] = { "persist", LR_OPT_ENUM, 0, 0, guard_modes },
+	[OPT_REPLICAS] = { "replicas", LR_OPT_UINT, 0, 64, replicas_words },
+	[OPT_CACERT] = { "cacert", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_CERT] = { "cert", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_KEY] = { "key", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_SENTINEL_USER] = { "sentinel_user", LR_OPT_STRING, 0, 0, NULL },
+	[OPT_SENTINEL_PASSWORD] = { "sentinel_password", LR_OPT_STRING, 0, 0,
+				    NULL },
 };
+
+#define GIVEN(o) (given & (1U << (o)))
 
 /* redis+unix:///path.sock */
 static enum lr_status parse_unix(struct lr_store *st, const struct lr_url *u,
@@ -949,6 +1638,7 @@ static enum lr_status parse_unix(struct lr_store *st, const struct lr_url *u,
 		return LR_ERROR;
 	}
 	snprintf(st->where, sizeof(st->where), "%s", st->sock);
+	snprintf(st->who, sizeof(st->who), "redis at %s", st->where);
 	return LR_OK;
 }
 
@@ -965,12 +1655,9 @@ static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
 		lr_url_hosts_free(h, n);
 		return LR_ERROR;
 	}
-	st->host = h[0].host;
-	st->port = h[0].port;
+	node_set(st, h[0].host, h[0].port);
 	h[0].host = NULL;
 	lr_url_hosts_free(h, n);
-	lr_url_host_format(&(struct lr_url_host){ st->host, st->port },
-			   st->where, sizeof(st->where));
 	if (*u->path && strcmp(u->path, "/") != 0) {
 		const char *p = u->path + 1;
 		int64_t v = -1;
@@ -988,6 +1675,63 @@ static enum lr_status parse_tcp(struct lr_store *st, const struct lr_url *u,
 	return LR_OK;
 }
 
+/* redis+sentinel://host[:port][,host[:port]...]/MASTER: the sentinels
+ * (port 26379 unless given) and the master's name. */
+static enum lr_status parse_sentinel(struct lr_store *st,
+				     const struct lr_url *u,
+				     struct lr_err *err)
+{
+	if (lr_url_hosts(u, "redis+sentinel", NULL, DEFAULT_SENTINEL_PORT,
+			 MAX_SENTINELS, &st->sentinels, &st->nsentinels,
+			 err->msg, sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	if (!*u->path || strcmp(u->path, "/") == 0 ||
+	    strchr(u->path + 1, '/')) {
+		lr_err_set(err, "redis+sentinel URL: expected "
+				"redis+sentinel://HOST:PORT[,HOST:PORT...]/"
+				"MASTER");
+		return LR_ERROR;
+	}
+	st->master = u->path + 1;
+	snprintf(st->where, sizeof(st->where), "master %s", st->master);
+	snprintf(st->who, sizeof(st->who), "redis %s", st->where);
+	return LR_OK;
+}
+
+/* Copies a secret (NULL or "" stays NULL); 0, or -1 out of memory. */
+static int secret_dup(const char *v, char **out)
+{
+	*out = NULL;
+	if (v && *v && !(*out = strdup(v)))
+		return -1;
+	return 0;
+}
+
+/* The options that need TLS or Sentinel, and go together. */
+static enum lr_status check_opts(const struct lr_store *st, unsigned given,
+				 struct lr_err *err)
+{
+	if (!st->use_tls && (GIVEN(OPT_CACERT) || GIVEN(OPT_CERT) ||
+			     GIVEN(OPT_KEY))) {
+		lr_err_set(err, "redis URL: cacert=, cert= and key= need TLS "
+				"(rediss:// or rediss+sentinel://)");
+		return LR_ERROR;
+	}
+	if (!GIVEN(OPT_CERT) != !GIVEN(OPT_KEY)) {
+		lr_err_set(err, "redis URL: cert= and key= go together (the "
+				"client certificate and its key)");
+		return LR_ERROR;
+	}
+	if (!st->master &&
+	    (GIVEN(OPT_SENTINEL_USER) || GIVEN(OPT_SENTINEL_PASSWORD))) {
+		lr_err_set(err, "redis URL: sentinel_user= and "
+				"sentinel_password= need redis+sentinel:// "
+				"(or rediss+sentinel://)");
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
 static enum lr_status parse_url(struct lr_store *st,
 				const struct lr_store_req *req,
 				struct lr_err *err)
@@ -999,6 +1743,12 @@ static enum lr_status parse_url(struct lr_store *st,
 		[OPT_TIMEOUT] = { .n = 0 },
 		[OPT_EVICT] = { .n = GUARD_WARN },
 		[OPT_PERSIST] = { .n = GUARD_WARN },
+		[OPT_REPLICAS] = { .n = REPLICAS_AUTO },
+		[OPT_CACERT] = { .s = NULL },
+		[OPT_CERT] = { .s = NULL },
+		[OPT_KEY] = { .s = NULL },
+		[OPT_SENTINEL_USER] = { .s = NULL },
+		[OPT_SENTINEL_PASSWORD] = { .s = NULL },
 	};
 	const char *v;
 	unsigned given;
@@ -1007,20 +1757,36 @@ static enum lr_status parse_url(struct lr_store *st,
 	if (lr_url_opts(u, "redis", url_opts, NOPTS, val, &given, err->msg,
 			sizeof(err->msg)) < 0)
 		return LR_ERROR;
+	st->use_tls = strncmp(u->scheme, "rediss", 6) == 0;
 	/* ?db= wins over the path, as it comes later in the URL. */
 	if (strcmp(u->scheme, "redis+unix") == 0)
 		s = parse_unix(st, u, err);
+	else if (strstr(u->scheme, "+sentinel"))
+		s = parse_sentinel(st, u, err);
 	else
-		s = parse_tcp(st, u, given & (1U << OPT_DB) ? NULL : &val[OPT_DB],
-			      err);
+		s = parse_tcp(st, u, GIVEN(OPT_DB) ? NULL : &val[OPT_DB], err);
+	if (s == LR_OK)
+		s = check_opts(st, given, err);
 	if (s != LR_OK)
 		return s;
 	st->db = (long)val[OPT_DB].n;
-	st->cap_ms = given & (1U << OPT_TIMEOUT)
-			     ? val[OPT_TIMEOUT].n
-			     : clamp64(req->ttl_ms / 3, 100, 2000);
+	st->cap_ms = GIVEN(OPT_TIMEOUT) ? val[OPT_TIMEOUT].n
+					: clamp64(req->ttl_ms / 3, 100, 2000);
 	st->evict = (enum guard_mode)val[OPT_EVICT].n;
 	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
+	st->replicas_opt = (int)val[OPT_REPLICAS].n;
+	st->cacert = val[OPT_CACERT].s;
+	st->cert = val[OPT_CERT].s;
+	st->certkey = val[OPT_KEY].s;
+	if (secret_dup(val[OPT_SENTINEL_USER].s, &st->sentinel_user) < 0 ||
+	    secret_dup(val[OPT_SENTINEL_PASSWORD].s, &st->sentinel_pass) < 0)
+		goto oom;
+	if (st->sentinel_user && !st->sentinel_pass) {
+		lr_err_set(err, "redis URL names sentinel_user '%s' but no "
+				"sentinel_password",
+			   st->sentinel_user);
+		return LR_ERROR;
+	}
 	v = val[OPT_PREFIX].s;
 
 	if (u->user && *u->user) {
@@ -1028,16 +1794,10 @@ static enum lr_status parse_url(struct lr_store *st,
 		if (!st->user)
 			goto oom;
 	}
-	{
-		const char *pw = u->password ? u->password
-					      : secure_getenv("REDISCLI_AUTH");
-
-		if (pw && *pw) {
-			st->pass = strdup(pw);
-			if (!st->pass)
-				goto oom;
-		}
-	}
+	if (secret_dup(u->password ? u->password
+				   : secure_getenv("REDISCLI_AUTH"),
+		       &st->pass) < 0)
+		goto oom;
 	if (st->user && !st->pass) {
 		lr_err_set(err, "redis URL names user '%s' but no password "
 				"(put it in the URL or REDISCLI_AUTH)",
@@ -1059,6 +1819,7 @@ static enum lr_status parse_url(struct lr_store *st,
 		st->waiters = malloc(n);
 		st->wake_prefix = malloc(n);
 		st->wake_chan = malloc(n);
+		st->done_key = malloc(n);
 		st->holders = malloc(n);
 		st->limit_key = malloc(n);
 		st->hold_prefix = malloc(n);
@@ -1066,13 +1827,15 @@ static enum lr_status parse_url(struct lr_store *st,
 		st->slot_key = malloc(n);
 		if (!st->key || !st->plain || !st->fence_key || !st->chan ||
 		    !st->ks_chan || !st->waiters || !st->wake_prefix ||
-		    !st->wake_chan || !st->holders || !st->limit_key ||
-		    !st->hold_prefix || !st->slot_prefix || !st->slot_key)
+		    !st->wake_chan || !st->done_key || !st->holders ||
+		    !st->limit_key || !st->hold_prefix || !st->slot_prefix ||
+		    !st->slot_key)
 			goto oom;
 		snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
 		snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
 		snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
 			 st->multi ? "m:" : "", tok);
+		snprintf(st->done_key, n, "%sdone:{%s}:%s", v, req->name, tok);
 		snprintf(st->plain, n, "%s{%s}", v, req->name);
 		snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
 		if (st->multi)
@@ -1095,47 +1858,6 @@ oom:
 }
 
 /* ---- guards ------------------------------------------------------------ */
-
-/* Puts the value of FIELD in r, the reply to INFO SECTION, into val.
- * LR_ERROR (err filled) if the server wants a password; otherwise LR_OK,
- * with val "" and msg saying why when the value cannot be had. */
-static enum lr_status info_read(const struct lr_store *st, const redisReply *r,
-				const char *section, const char *field,
-				char *val, size_t vsize, char *msg,
-				size_t msize, struct lr_err *err)
-{
-	size_t fl = strlen(field), n;
-	const char *p;
-
-	val[0] = '\0';
-	if (r->type == REDIS_REPLY_ERROR) {
-		if (strncmp(r->str, "NOAUTH", 6) == 0) {
-			lr_err_set(err, "redis at %s: %.120s (give a password "
-					"in the URL or REDISCLI_AUTH)",
-				   st->where, r->str);
-			return LR_ERROR;
-		}
-		/* An ACL user may not run INFO. */
-		snprintf(msg, msize, "redis at %s: cannot check %s: %.120s",
-			 st->where, field, r->str);
-		return LR_OK;
-	}
-	for (p = r->type == REDIS_REPLY_STRING ? r->str : NULL;
-	     p && (p = strstr(p, field)) != NULL; p += fl) {
-		if ((p != r->str && p[-1] != '\n') || p[fl] != ':')
-			continue;
-		p += fl + 1;
-		n = strcspn(p, "\r\n");
-		if (n >= vsize)
-			n = vsize - 1;
-		memcpy(val, p, n);
-		val[n] = '\0';
-		return LR_OK;
-	}
-	snprintf(msg, msize, "redis at %s: cannot check %s: not in INFO %s",
-		 st->where, field, section);
-	return LR_OK;
-}
 
 /* The server may evict a held lease: policy is its maxmemory-policy. */
 static int evicts(const struct lr_store *st, const char *policy, char *msg,
@@ -1197,26 +1919,24 @@ static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
 	return LR_OK;
 }
 
+
 /* ---- the store --------------------------------------------------------- */
 
-/* Drops the command or the auxiliary connection, and its place in ep. */
+/* Drops the command connection (closing a socket takes it out of the
+ * wait set too). */
 static void drop_main(struct lr_store *st)
 {
-	if (st->ep >= 0 && st->ep_fd[0] >= 0)
-		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[0], NULL);
-	st->ep_fd[0] = -1;
 	st->track_id = -1; /* a new connection tracks nothing */
-	drop(&st->c);
+	conn_free(st, st->c);
+	st->c = NULL;
 }
 
 /* (What c tracked for the old aux now goes nowhere: watching() says so.) */
 static void drop_aux(struct lr_store *st)
 {
-	if (st->ep >= 0 && st->ep_fd[1] >= 0)
-		epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[1], NULL);
-	st->ep_fd[1] = -1;
 	st->aux_id = -1;
-	drop(&st->aux);
+	conn_free(st, st->aux);
+	st->aux = NULL;
 }
 
 /* Is every change to the key by another client reported to aux now? */
@@ -1236,8 +1956,7 @@ static void watch_refused(struct lr_store *st, const char *what,
 	if (st->watch_off)
 		return;
 	st->watch_off = 1;
-	if (!st->req->warn || r->type != REDIS_REPLY_ERROR ||
-	    strncmp(r->str, "NOPERM", 6) != 0)
+	if (!st->req->warn || !is_error(r, "NOPERM"))
 		return;
 	snprintf(msg, sizeof(msg),
 		 "redis at %s: cannot watch the lease key (%s: %.200s); a "
@@ -1266,18 +1985,35 @@ static enum lr_status lost(struct lr_store *st, const char *why,
 	return LR_LOST;
 }
 
+/* After a failure s: 1 (having paused) if a failover or slow replicas
+ * may explain it (st->retry) and there is time to try again before
+ * deadline; else 0. */
+static int again(struct lr_store *st, enum lr_status s, int64_t deadline)
+{
+	int retry = st->retry;
+
+	st->retry = 0;
+	if ((s != LR_ERROR && s != LR_TIMEOUT) || !retry ||
+	    deadline - lr_now_ms() < RETRY_PAUSE_MS + RETRY_MIN_MS)
+		return 0;
+	poll(NULL, 0, RETRY_PAUSE_MS);
+	return 1;
+}
+
 static void r_close(struct lr_store *st)
 {
 	if (!st)
 		return;
 	drop_main(st);
 	drop_aux(st);
-	if (st->ep >= 0)
-		close(st->ep);
+	lr_waitset_close(&st->ws);
 	free(st->host);
 	free(st->sock);
 	free(st->user);
 	lr_wipe_free(st->pass);
+	lr_url_hosts_free(st->sentinels, st->nsentinels);
+	free(st->sentinel_user);
+	lr_wipe_free(st->sentinel_pass);
 	free(st->key);
 	free(st->plain);
 	free(st->holders);
@@ -1288,6 +2024,7 @@ static void r_close(struct lr_store *st)
 	free(st->fence_key);
 	free(st->chan);
 	free(st->ks_chan);
+	free(st->done_key);
 	free(st->waiters);
 	free(st->wake_prefix);
 	free(st->wake_chan);
@@ -1309,8 +2046,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->ep = -1;
-	st->ep_fd[0] = st->ep_fd[1] = -1;
+	lr_waitset_init(&st->ws);
 	st->aux_id = st->track_id = -1;
 	s = parse_url(st, req, err);
 	if (s != LR_OK)
@@ -1319,7 +2055,9 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		lr_err_set(err, "redis store: bad owner token");
 		return LR_ERROR;
 	}
-	s = connect_to(st, deadline, &st->c, err);
+	do
+		s = main_open(st, deadline, err);
+	while (again(st, s, deadline));
 	if (s != LR_OK)
 		return s;
 	/* The guards go with the first acquire, in one round trip. */
@@ -1331,7 +2069,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 		return s;
 	if (r->type == REDIS_REPLY_ERROR) {
 		lr_err_set(err, "redis at %s: %s%s", st->where, r->str,
-			   strncmp(r->str, "NOAUTH", 6) == 0
+			   is_error(r, "NOAUTH")
 				   ? " (give a password in the URL or "
 				     "REDISCLI_AUTH)"
 				   : "");
@@ -1353,53 +2091,43 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 	const char *id[2] = { "CLIENT", "ID" };
 	const char *sub[4] = { "SUBSCRIBE", st->wake_chan, st->ks_chan,
 			       "__redis__:invalidate" };
-	int64_t end = step_end(st, deadline);
-	redisReply *r[6] = { NULL };
+	struct cmd more[2] = { { 2, id, NULL }, { 4, sub, NULL } };
+	redisReply *r[2] = { NULL, NULL };
 	enum lr_status s;
-	int nl, n, got;
+	int got;
 
-	s = dial(st, deadline, &st->aux, err);
+	s = connect_to(st, deadline, &st->aux, 0, more, 2, err);
 	if (s != LR_OK)
 		return s;
-	nl = login_append(st, st->aux, 0); /* SUBSCRIBE knows no database */
-	append(st->aux, 2, id);
-	append(st->aux, 4, sub);
-	n = nl + 2;
-	s = exchange(st, st->aux, n, r, end, &got, "SUBSCRIBE", err);
-	if (s == LR_OK)
-		s = login_check(st, r, nl, err);
-	if (s == LR_OK && r[nl]->type == REDIS_REPLY_ERROR &&
-	    strncmp(r[nl]->str, "NOAUTH", 6) == 0) {
+	if (is_error(more[0].r, "NOAUTH")) {
 		/* The first word the server says to a run without a
 		 * password. */
 		lr_err_set(err, "redis at %s: %.120s (give a password in the "
 				"URL or REDISCLI_AUTH)",
-			   st->where, r[nl]->str);
+			   st->where, more[0].r->str);
 		s = LR_ERROR;
-	}
-	if (s == LR_OK && r[nl + 1]->type != REDIS_REPLY_ARRAY) {
+	} else if (more[1].r->type != REDIS_REPLY_ARRAY) {
 		lr_err_set(err, "redis at %s: SUBSCRIBE: %.150s", st->where,
-			   r[nl + 1]->type == REDIS_REPLY_ERROR
-				   ? r[nl + 1]->str
+			   more[1].r->type == REDIS_REPLY_ERROR
+				   ? more[1].r->str
 				   : "unexpected reply");
-		watch_refused(st, "SUBSCRIBE", r[nl + 1]);
+		watch_refused(st, "SUBSCRIBE", more[1].r);
 		st->aux_denied = 1;
 		s = LR_ERROR;
-	}
-	if (s == LR_OK) {
+	} else {
 		/* The other two channels' confirmations. */
-		n += 2;
-		s = exchange(st, st->aux, 2, r + nl + 2, end, &got,
-			     "SUBSCRIBE", err);
+		s = exchange(st, st->aux, 2, r, step_end(st, deadline), &got,
+			     st->who, "SUBSCRIBE", err);
 	}
 	if (s == LR_OK) {
-		st->aux_id = r[nl]->type == REDIS_REPLY_INTEGER
-				     ? r[nl]->integer
+		st->aux_id = more[0].r->type == REDIS_REPLY_INTEGER
+				     ? more[0].r->integer
 				     : -1;
 		if (st->aux_id < 0)
-			watch_refused(st, "CLIENT ID", r[nl]);
+			watch_refused(st, "CLIENT ID", more[0].r);
 	}
-	replies_free(r, n);
+	cmds_free(more, 2);
+	replies_free(r, 2);
 	if (s != LR_OK)
 		drop_aux(st);
 	return s;
@@ -1414,7 +2142,9 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 struct watch_cmds {
 	char id[24];
 	const char *off[3], *on[9], *get[2];
-	int at; /* where the first is in the round trip, or -1: not sent */
+	int at;           /* where the first is in the round trip, or -1 */
+	long long aux_id; /* the aux they point at, and its node */
+	unsigned gen;
 };
 
 /* Appends the watch's commands to cmds[0..n) if the watch should be and
@@ -1431,6 +2161,8 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 	if (st->watch_off || !st->aux || st->aux_id < 0 || watching(st))
 		return n;
 	snprintf(w->id, sizeof(w->id), "%lld", st->aux_id);
+	w->aux_id = st->aux_id;
+	w->gen = st->aux->gen;
 	memcpy(w->off, off, sizeof(off));
 	memcpy(w->on, on, sizeof(on));
 	memcpy(w->get, get, sizeof(get));
@@ -1443,7 +2175,9 @@ static int watch_add(struct lr_store *st, struct watch_cmds *w,
 
 /* After the round trip: notes whether c now tracks the key for aux.
  * Returns 0 if the GET found the lease gone or another's, 1 if ours or
- * if nothing was sent. */
+ * if nothing was sent.  If the round trip went to another node than the
+ * aux the commands name (the master moved under it), the tracking there
+ * means nothing, and neither does its answer. */
 static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		       const struct cmd *cmds)
 {
@@ -1452,7 +2186,10 @@ static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 	if (w->at < 0)
 		return 1;
 	on = cmds[w->at + 1].r;
-	if (on->type == REDIS_REPLY_ERROR)
+	if (!st->aux || st->aux_id != w->aux_id || !st->c ||
+	    st->c->gen != w->gen)
+		; /* not watching: the next renew arms it again */
+	else if (on->type == REDIS_REPLY_ERROR)
 		watch_refused(st, "CLIENT TRACKING", on);
 	else
 		st->track_id = st->aux_id;
@@ -1470,6 +2207,8 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 	struct watch_cmds w;
 	int n, ours;
 
+	if (st->aux && st->aux->gen != st->node_gen)
+		drop_aux(st);
 	if (!st->aux && !st->aux_denied &&
 	    aux_open(st, deadline, &ignored) != LR_OK)
 		return LR_OK;
@@ -1525,14 +2264,16 @@ static enum lr_status acquired(struct lr_store *st, const redisReply *r,
 	return ours ? LR_OK : LR_BUSY;
 }
 
-/* One try, with the guards in the first one's round trip and the watch
- * armed behind the script. */
+/* One try, with the guards in the first one's round trip, the replicas
+ * counted (replicas=auto) and the watch armed behind the script; a grant
+ * counts once the replicas have it. */
 static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	const struct lr_store_req *req = st->req;
 	const char *mem[2] = { "INFO", "memory" };
 	const char *per[2] = { "INFO", "persistence" };
+	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24], pid[24], since[24], lim[16], tail[400];
 	const char *host = req->host && *req->host ? req->host : "?";
 	const char *queue = st->aux ? "1" : "0";
@@ -1547,10 +2288,10 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				st->wake_prefix };
 	struct cmd cmds[MAX_CMDS];
 	struct watch_cmds w;
-	struct lr_err gerr = { "" };
+	struct lr_err gerr = { "" }, ignored;
 	enum lr_status s, gs = LR_OK;
 	const redisReply *r;
-	int n = 0, si, guards = !st->guarded, ours;
+	int n = 0, si, ri = -1, guards = !st->guarded, ours, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
@@ -1560,6 +2301,10 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	if (guards) {
 		cmds[n++] = (struct cmd){ 2, mem, NULL };
 		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	if (st->replicas_opt < 0) {
+		ri = n;
+		cmds[n++] = (struct cmd){ 2, rep, NULL };
 	}
 	si = n++;
 	n = watch_add(st, &w, cmds, n);
@@ -1580,18 +2325,21 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				   "persistence", "aof_enabled", forgets,
 				   &gerr);
 	}
+	if (ri >= 0)
+		replicas_seen(st, cmds[ri].r);
 	ours = watch_check(st, &w, cmds);
 	r = cmds[si].r;
 	s = acquired(st, r, ours, g, err);
 	cmds_free(cmds, n);
+	if (gs != LR_OK)
+		*err = gerr;
+	else if (s == LR_OK && (need = replicas_needed(st)) > 0)
+		gs = durable(st, need, deadline, "grant", err);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
-			struct lr_err ignored;
-
 			st->held = 1;
 			r_release(st, deadline, &ignored);
 		}
-		*err = gerr;
 		return gs;
 	}
 	return s;
@@ -1606,61 +2354,38 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "redis store: acquire without a token");
 		return LR_ERROR;
 	}
-	/* The second connection first: the watch needs its id, and a
-	 * waiter its subscription before the try, so that a release
-	 * cannot slip between the two.  Without SUBSCRIBE rights the
-	 * core's backoff timer retries, and renew alone checks the key. */
-	if (!st->aux && !st->aux_denied) {
-		s = aux_open(st, deadline, err);
-		if (s != LR_OK && !st->aux_denied)
-			return s;
-	}
-	s = try_acquire(st, deadline, g, err);
+	st->retry = 0;
+	do {
+		/* The second connection first: the watch needs its id,
+		 * and a waiter its subscription before the try, so that a
+		 * release cannot slip between the two.  Without SUBSCRIBE
+		 * rights the core's backoff timer retries, and renew alone
+		 * checks the key. */
+		s = LR_OK;
+		if (st->aux && st->aux->gen != st->node_gen)
+			drop_aux(st);
+		if (!st->aux && !st->aux_denied)
+			s = aux_open(st, deadline, err);
+		if (s == LR_OK || st->aux_denied)
+			s = try_acquire(st, deadline, g, err);
+	} while (again(st, s, deadline));
 	if (s == LR_OK)
 		st->held = 1;
 	return s;
 }
 
-/* Brings ep in line with what should be watched while holding. */
-static int ep_sync(struct lr_store *st)
-{
-	int fd[2] = { st->c ? st->c->fd : -1, st->aux ? st->aux->fd : -1 };
-	int i;
-
-	if (st->ep < 0) {
-		st->ep = epoll_create1(EPOLL_CLOEXEC);
-		if (st->ep < 0)
-			return -1;
-	}
-	for (i = 0; i < 2; i++) {
-		struct epoll_event e = { .events = EPOLLIN };
-
-		e.data.u32 = (uint32_t)i;
-		if (fd[i] == st->ep_fd[i])
-			continue;
-		if (st->ep_fd[i] >= 0)
-			epoll_ctl(st->ep, EPOLL_CTL_DEL, st->ep_fd[i], NULL);
-		st->ep_fd[i] = -1;
-		if (fd[i] < 0)
-			continue;
-		if (epoll_ctl(st->ep, EPOLL_CTL_ADD, fd[i], &e) < 0)
-			return -1;
-		st->ep_fd[i] = fd[i];
-	}
-	return st->ep;
-}
-
 static int r_wait_fd(struct lr_store *st, short *events)
 {
-	int fd;
-
 	*events = POLLIN;
 	if (!st->held)
 		return st->aux ? st->aux->fd : -1;
-	fd = ep_sync(st);
-	if (fd >= 0)
-		return fd;
-	/* No epoll: watch the watch's connection, which matters most. */
+	if (st->ws.ep < 0 && lr_waitset_open(&st->ws) < 0)
+		lr_waitset_close(&st->ws);
+	if (st->ws.ep >= 0 &&
+	    (!st->c || lr_waitset_watch(&st->ws, st->c->fd, EPOLLIN) == 0) &&
+	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->fd, EPOLLIN) == 0))
+		return st->ws.ep;
+	/* No wait set: watch the watch's connection, which matters most. */
 	return st->aux ? st->aux->fd : st->c ? st->c->fd : -1;
 }
 
@@ -1668,19 +2393,14 @@ static int r_wait_fd(struct lr_store *st, short *events)
  * release, or a change to our key), 0 if not, -1 if aux is gone. */
 static int aux_read(struct lr_store *st)
 {
-	int look = 0;
+	struct lr_err e;
+	redisReply *r;
+	short want;
+	int look = 0, rc;
 
-	if (redisBufferRead(st->aux) != REDIS_OK)
+	if (conn_fill(st, st->aux, &want, &e) < 0)
 		return -1;
-	for (;;) {
-		redisReply *r;
-		void *rep = NULL;
-
-		if (redisGetReplyFromReader(st->aux, &rep) != REDIS_OK)
-			return -1;
-		if (!rep)
-			break;
-		r = rep;
+	while ((rc = conn_reply(st->aux, &r, &e)) > 0) {
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0 &&
@@ -1700,6 +2420,8 @@ static int aux_read(struct lr_store *st)
 		}
 		freeReplyObject(r);
 	}
+	if (rc < 0)
+		return -1;
 	/* While holding, our own release message means nothing; while
 	 * waiting, neither do the holder's renewals, which every waiter
 	 * hears (its tracking went on with its first try). */
@@ -1747,6 +2469,35 @@ static int ready(const struct lr_store *st)
 	return mask;
 }
 
+/* The command connection is readable while nothing was asked: the server
+ * closed it, or broke the protocol (or TLS sent what is not ours to
+ * see: a session ticket, which is nothing).  LR_OK, or LR_ERROR having
+ * dropped it. */
+static enum lr_status main_read(struct lr_store *st, struct lr_err *err)
+{
+	struct lr_err e = { "" };
+	redisReply *r = NULL;
+	short want;
+	int rc = conn_fill(st, st->c, &want, &e);
+
+	if (rc == FILL_EOF)
+		lr_err_set(err, "redis at %s closed the connection",
+			   st->where);
+	else if (rc < 0)
+		lr_err_set(err, "redis at %s: connection: %s", st->where,
+			   e.msg);
+	else if (conn_reply(st->c, &r, &e) != 0)
+		lr_err_set(err, "redis at %s: unexpected data on the "
+				"connection",
+			   st->where);
+	else
+		return LR_OK;
+	if (r)
+		freeReplyObject(r);
+	drop_main(st);
+	return LR_ERROR;
+}
+
 static enum lr_status r_process(struct lr_store *st, short revents,
 				int64_t deadline, struct lr_err *err)
 {
@@ -1769,32 +2520,8 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 	}
 
 	mask = ready(st);
-	if (mask & 1) {
-		void *rep = NULL;
-
-		/* Nothing should arrive unasked: a read means the server
-		 * closed the connection, or a protocol error. */
-		if (redisBufferRead(st->c) != REDIS_OK) {
-			if (st->c->err == REDIS_ERR_EOF)
-				lr_err_set(err, "redis at %s closed the "
-						"connection",
-					   st->where);
-			else
-				lr_err_set(err, "redis at %s: connection: %s",
-					   st->where, st->c->errstr);
-			drop_main(st);
-			s = LR_ERROR;
-		} else if (redisGetReplyFromReader(st->c, &rep) != REDIS_OK ||
-			   rep) {
-			if (rep)
-				freeReplyObject(rep);
-			lr_err_set(err, "redis at %s: unexpected data on the "
-					"connection",
-				   st->where);
-			drop_main(st);
-			s = LR_ERROR;
-		}
-	}
+	if (mask & 1)
+		s = main_read(st, err);
 	if (mask & 2) {
 		int look = aux_read(st);
 
@@ -1815,13 +2542,17 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 			      struct lr_err *err)
 {
+	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	struct cmd cmds[1];
+	struct cmd cmds[2] = { { 2, rep, NULL } };
 	const redisReply *r;
 	enum lr_status s;
+	int n = 1, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
+	if (st->replicas_opt < 0)
+		n = 2; /* count the replicas too */
 	if (st->multi) {
 		const int slot = st->req->limit > 1;
 		const char *mkv[7] = { st->key,	  st->holders,
@@ -1830,15 +2561,17 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 				       st->req->token, ttl,
 				       slot ? "1" : "0" };
 
-		s = run_script(st, &renew_multi_lua, 4, 3, mkv, cmds, 1, 0,
+		s = run_script(st, &renew_multi_lua, 4, 3, mkv, cmds, n, n - 1,
 			       deadline, err);
 	} else {
-		s = run_script(st, &renew_lua, 1, 2, kv, cmds, 1, 0, deadline,
-			       err);
+		s = run_script(st, &renew_lua, 1, 2, kv, cmds, n, n - 1,
+			       deadline, err);
 	}
 	if (s != LR_OK)
 		return s;
-	r = cmds[0].r;
+	if (n == 2)
+		replicas_seen(st, cmds[0].r);
+	r = cmds[n - 1].r;
 	if (r->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: renew: unexpected reply",
 			   st->where);
@@ -1846,7 +2579,10 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	} else if (r->integer != 1) {
 		s = lost(st, "is gone or held by another owner", err);
 	}
-	cmds_free(cmds, 1);
+	cmds_free(cmds, n);
+	/* A renewal that could die with the master does not count. */
+	if (s == LR_OK && (need = replicas_needed(st)) > 0)
+		s = durable(st, need, deadline, "renewal", err);
 	/* Reconnected (either connection): watch again, now. */
 	if (s == LR_OK && !st->watch_off && !watching(st))
 		s = watch_rearm(st, deadline, err);
@@ -1856,8 +2592,8 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err)
 {
-	const char *kv[5] = { st->key, st->waiters, st->req->token, st->chan,
-			      st->wake_prefix };
+	const char *kv[6] = { st->key,	    st->waiters, st->done_key,
+			      st->req->token, st->chan,	 st->wake_prefix };
 	struct cmd cmds[1];
 	const redisReply *r;
 	enum lr_status s;
@@ -1866,16 +2602,17 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 	drop_aux(st);
 	if (st->multi) {
 		const int slot = st->req->limit > 1;
-		const char *mkv[9] = { st->key,	     st->waiters,
-				       slot ? st->slot_key : st->key,
-				       st->holders,  st->limit_key,
-				       st->req->token, st->chan,
-				       st->wake_prefix, slot ? "1" : "0" };
+		const char *mkv[10] = { st->key,	 st->waiters,
+					slot ? st->slot_key : st->key,
+					st->holders,	 st->limit_key,
+					st->done_key,	 st->req->token,
+					st->chan,	 st->wake_prefix,
+					slot ? "1" : "0" };
 
-		s = run_script(st, &release_multi_lua, 5, 4, mkv, cmds, 1, 0,
+		s = run_script(st, &release_multi_lua, 6, 4, mkv, cmds, 1, 0,
 			       deadline, err);
 	} else {
-		s = run_script(st, &release_lua, 2, 3, kv, cmds, 1, 0,
+		s = run_script(st, &release_lua, 3, 3, kv, cmds, 1, 0,
 			       deadline, err);
 	}
 	if (s != LR_OK)
@@ -1982,7 +2719,9 @@ static enum lr_status r_brk(struct lr_store *st, int slot, int64_t deadline,
 	return s;
 }
 
-static const char *const schemes[] = { "redis", "redis+unix", NULL };
+static const char *const schemes[] = { "redis",		 "rediss",
+				       "redis+unix",	 "redis+sentinel",
+				       "rediss+sentinel", NULL };
 static const char *const secret_env[] = { "REDISCLI_AUTH", NULL };
 
 const struct lr_store_ops lr_store_ops = {

@@ -3,7 +3,7 @@
  *
  * Layers, bottom up:
  *  - the socket: non-blocking connect to each address in turn; bytes move
- *    with read()/send() or, for TLS, through tls.so;
+ *    with read()/send() or, for TLS, through etcd-tls.so;
  *  - HTTP/2: libnghttp2 in its "mem" mode: we hand it what we read
  *    (nghttp2_session_mem_recv) and write what it gives us
  *    (nghttp2_session_mem_send) from a buffer of our own, so it never
@@ -23,13 +23,10 @@
  */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +38,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "grpc.h"
+#include "net.h"
 #include "tls.h"
 #include "url.h"
 
@@ -59,11 +57,11 @@ enum cstate { C_CONNECTING, C_TLS, C_READY, C_DEAD };
 struct lr_grpc {
 	enum cstate state;
 	int fd;
-	struct lr_grpc_addrs addrs;
+	struct lr_net_addrs addrs;
 	size_t next_addr; /* the next address to try */
 	char *host, *authority;
 	int scheme_https;
-	/* TLS, through tls.so */
+	/* TLS, through etcd-tls.so */
 	const struct lr_tls_ops *tls_ops;
 	struct lr_tls *tls;
 	char *cacert, *cert, *key;
@@ -129,153 +127,6 @@ static void buf_wipe_free(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-/* ---- name resolution ----------------------------------------------------- */
-
-static int addrs_from(const struct addrinfo *ai, struct lr_grpc_addrs *out)
-{
-	out->n = 0;
-	for (; ai && out->n < LR_GRPC_MAX_ADDRS; ai = ai->ai_next) {
-		if (ai->ai_addrlen > sizeof(out->sa[0]))
-			continue;
-		memcpy(&out->sa[out->n], ai->ai_addr, ai->ai_addrlen);
-		out->len[out->n++] = ai->ai_addrlen;
-	}
-	return out->n ? 0 : -1;
-}
-
-/* Lookups given up while glibc's thread still works on them: their
- * memory must outlive it, so it is kept (reachable) for good. */
-static struct gaicb *abandoned[16];
-static size_t nabandoned;
-
-int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
-		    struct lr_grpc_addrs *out, struct lr_err *err)
-{
-	struct addrinfo hints, *res = NULL;
-	struct gaicb *cb;
-	int rc;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-	if (getaddrinfo(host, port, &hints, &res) == 0) {
-		rc = addrs_from(res, out);
-		freeaddrinfo(res);
-		if (rc < 0)
-			lr_err_set(err, "no usable address for %s", host);
-		return rc;
-	}
-	/* A name: ask the resolver without blocking past the deadline. */
-	hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
-	cb = calloc(1, sizeof(*cb) + sizeof(hints) + strlen(host) +
-			   strlen(port) + 2);
-	if (!cb) {
-		lr_err_set(err, "out of memory");
-		return -1;
-	}
-	{
-		struct addrinfo *h = (struct addrinfo *)(cb + 1);
-		char *name = (char *)(h + 1);
-
-		*h = hints;
-		strcpy(name, host);
-		strcpy(name + strlen(host) + 1, port);
-		cb->ar_name = name;
-		cb->ar_service = name + strlen(host) + 1;
-		cb->ar_request = h;
-	}
-	if ((rc = getaddrinfo_a(GAI_NOWAIT, &cb, 1, NULL)) != 0) {
-		lr_err_set(err, "cannot resolve %s: %s", host,
-			   gai_strerror(rc));
-		free(cb);
-		return -1;
-	}
-	while ((rc = gai_error(cb)) == EAI_INPROGRESS) {
-		int64_t left = deadline - lr_now_ms();
-		struct timespec ts;
-		const struct gaicb *list[1] = {cb};
-
-		if (left <= 0)
-			break;
-		ts.tv_sec = left / 1000;
-		ts.tv_nsec = (long)(left % 1000) * 1000000;
-		gai_suspend(list, 1, &ts);
-	}
-	if (rc == EAI_INPROGRESS) {
-		lr_err_set(err, "cannot resolve %s: no answer in time", host);
-		if (gai_cancel(cb) == EAI_CANCELED)
-			free(cb);
-		else if (nabandoned < sizeof(abandoned) / sizeof(*abandoned))
-			abandoned[nabandoned++] = cb;
-		return -1;
-	}
-	if (rc != 0) {
-		lr_err_set(err, "cannot resolve %s: %s", host,
-			   gai_strerror(rc));
-		free(cb);
-		return -1;
-	}
-	rc = addrs_from(cb->ar_result, out);
-	freeaddrinfo(cb->ar_result);
-	free(cb);
-	if (rc < 0)
-		lr_err_set(err, "no usable address for %s", host);
-	return rc;
-}
-
-/* ---- the TLS module ------------------------------------------------------ */
-
-/*
- * OpenSSL is loaded only for a TLS URL.  It lives in a module of its own,
- * tls.so, next to the store module that uses this file, rather than
- * being dlopen()ed here symbol by symbol: the module is compiled against
- * OpenSSL's headers, so types are checked and the macros that wrap
- * SSL_ctrl() work, and the linker records the library's soname and
- * symbol versions, none of which a hand-written list of dlsym() names
- * would follow from one OpenSSL release to the next.
- */
-static const struct lr_tls_ops *tls_load(struct lr_err *err)
-{
-	static const struct lr_tls_ops *ops;
-	char path[4096], *slash;
-	Dl_info info;
-	void *h;
-
-	if (ops)
-		return ops;
-	if (!dladdr((void *)tls_load, &info) || !info.dli_fname ||
-	    !(slash = strrchr(info.dli_fname, '/'))) {
-		lr_err_set(err, "cannot find the TLS module: where is this "
-				"store module?");
-		return NULL;
-	}
-	snprintf(path, sizeof(path), "%.*s/" LR_TLS_MODULE ".so",
-		 (int)(slash - info.dli_fname), info.dli_fname);
-	if (access(path, F_OK) != 0) {
-		lr_err_set(err,
-			   "this leaserun has no TLS support (%s is "
-			   "missing: build with OpenSSL's libssl-dev)",
-			   path);
-		return NULL;
-	}
-	/* RTLD_NODELETE: OpenSSL registers exit handlers. */
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (!h) {
-		lr_err_set(err, "cannot load the TLS module: %s", dlerror());
-		return NULL;
-	}
-	ops = dlsym(h, LR_TLS_SYMBOL);
-	if (!ops || ops->abi != LR_TLS_ABI) {
-		lr_err_set(err,
-			   "cannot load the TLS module: %s was built for "
-			   "another leaserun",
-			   path);
-		ops = NULL;
-	}
-	return ops;
-}
-
 /* ---- the connection ------------------------------------------------------ */
 
 static void die(struct lr_grpc *c, const char *fmt, ...)
@@ -307,23 +158,14 @@ static int connect_next(struct lr_grpc *c, int last_errno)
 		size_t i = c->next_addr++;
 		const struct sockaddr *sa =
 		    (const struct sockaddr *)&c->addrs.sa[i];
-		int one = 1;
 
 		if (c->fd >= 0)
 			close(c->fd);
-		c->fd = socket(sa->sa_family,
-			       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (c->fd < 0) {
-			last_errno = errno;
-			continue;
-		}
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (connect(c->fd, sa, c->addrs.len[i]) == 0 ||
-		    errno == EINPROGRESS) {
+		last_errno = lr_net_connect_start(sa, c->addrs.len[i], &c->fd);
+		if (last_errno == 0) {
 			c->state = C_CONNECTING;
 			return 0;
 		}
-		last_errno = errno;
 	}
 	die(c, "%s", strerror(last_errno ? last_errno : ECONNREFUSED));
 	return -1;
@@ -703,7 +545,7 @@ static char *dup_or_null(const char *s, int *fail)
 	return d;
 }
 
-struct lr_grpc *lr_grpc_open(const struct lr_grpc_addrs *addrs,
+struct lr_grpc *lr_grpc_open(const struct lr_net_addrs *addrs,
 			     const char *host, const char *authority,
 			     const struct lr_grpc_tls *tls, struct lr_err *err)
 {
@@ -728,7 +570,7 @@ struct lr_grpc *lr_grpc_open(const struct lr_grpc_addrs *addrs,
 		c->cert = dup_or_null(tls->cert, &fail);
 		c->key = dup_or_null(tls->key, &fail);
 		c->scheme_https = 1;
-		if (!fail && !(c->tls_ops = tls_load(err)))
+		if (!fail && !(c->tls_ops = lr_tls_load(err)))
 			goto fail;
 	}
 	if (fail || nghttp2_session_callbacks_new(&cbs) != 0) {

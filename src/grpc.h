@@ -2,7 +2,7 @@
  * grpc.h - gRPC calls over one HTTP/2 connection, never owning the loop.
  *
  * The transport of the etcd store: a TCP connection (cleartext HTTP/2
- * with prior knowledge, or TLS with ALPN "h2" through tls.so), HTTP/2 by
+ * with prior knowledge, or TLS with ALPN "h2" through etcd-tls.so), HTTP/2 by
  * libnghttp2, and gRPC's own framing (a 5-byte prefix per message,
  * grpc-status and grpc-message in the trailers) by hand.  It knows
  * nothing of etcd: messages are bytes, encoded by the caller.
@@ -26,15 +26,7 @@
 #include <sys/socket.h>
 
 #include "backend.h"
-
-#define LR_GRPC_MAX_ADDRS 8
-
-/* Where an endpoint is: its addresses, resolved once. */
-struct lr_grpc_addrs {
-	size_t n;
-	struct sockaddr_storage sa[LR_GRPC_MAX_ADDRS];
-	socklen_t len[LR_GRPC_MAX_ADDRS];
-};
+#include "net.h"
 
 /* TLS settings; NULL for cleartext.  Strings are copied. */
 struct lr_grpc_tls {
@@ -44,17 +36,11 @@ struct lr_grpc_tls {
 struct lr_grpc;
 struct lr_grpc_call;
 
-/* Resolves host (a name or an IP address) and port within deadline.  An
- * address is parsed at once; a name is looked up by glibc's resolver
- * thread (getaddrinfo_a), given up at the deadline.  0, or -1 with err. */
-int lr_grpc_resolve(const char *host, const char *port, int64_t deadline,
-		    struct lr_grpc_addrs *out, struct lr_err *err);
-
 /* Starts connecting to the first of addrs that answers; host is the name
  * the TLS certificate must carry, authority goes into :authority.  Does
  * not wait: calls may be started at once.  NULL with err filled if even
  * that fails (no memory, no TLS module). */
-struct lr_grpc *lr_grpc_open(const struct lr_grpc_addrs *addrs,
+struct lr_grpc *lr_grpc_open(const struct lr_net_addrs *addrs,
 			     const char *host, const char *authority,
 			     const struct lr_grpc_tls *tls, struct lr_err *err);
 /* Closes the connection; its calls end as broken.  Accepts NULL. */

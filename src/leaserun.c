@@ -335,13 +335,20 @@ static void url_arg(struct opts *o, char *arg)
 	o->url_file = NULL;
 }
 
-static void print_store(const char *name, int loadable, const char *note,
-			void *ctx)
+static void print_store(const struct lr_store_avail *a, void *ctx)
 {
 	(void)ctx;
-	printf("  %-6s %s%s%s%s\n", name,
-	       loadable ? "available" : "not installed", note ? " (" : "",
-	       note ? note : "", note ? ")" : "");
+	if (!a->error)
+		printf("  %-6s available%s%s%s\n", a->name,
+		       a->note ? " (" : "", a->note ? a->note : "",
+		       a->note ? ")" : "");
+	else if (!a->installed)
+		printf("  %-6s not installed (package %s, or build with "
+		       "--with-%s)\n",
+		       a->name, a->package, a->name);
+	else
+		printf("  %-6s installed but unusable: %s\n", a->name,
+		       a->error);
 }
 
 static void version(void)

@@ -1,6 +1,7 @@
 /*
  * tls-openssl.c - TLS over a store's own non-blocking socket with OpenSSL,
- * the module tls.so (see tls.h for why it is a module of its own).
+ * built as each store's STORE-tls.so (see tls.h for why it is a module of
+ * its own).
  *
  * One SSL_CTX per session: a run makes one connection, or a few when it
  * fails over, so sharing a context would save nothing worth its state.
@@ -66,7 +67,8 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 	unsigned char ip[16];
 	int is_ip;
 
-	if (!t || !(t->alpn_need = strdup(conf->alpn_need))) {
+	if (!t || (conf->alpn_need &&
+		   !(t->alpn_need = strdup(conf->alpn_need)))) {
 		lr_err_set(err, "out of memory");
 		goto fail;
 	}
@@ -111,8 +113,8 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 		goto fail;
 	}
 	/* 0 is success here. */
-	if (SSL_set_alpn_protos(t->ssl, conf->alpn, (unsigned)conf->alpn_len) !=
-	    0) {
+	if (conf->alpn && SSL_set_alpn_protos(t->ssl, conf->alpn,
+					      (unsigned)conf->alpn_len) != 0) {
 		ssl_err(t, err, "cannot set up TLS");
 		goto fail;
 	}
@@ -160,6 +162,8 @@ static int tls_handshake(struct lr_tls *t, struct lr_err *err)
 	rc = SSL_do_handshake(t->ssl);
 	if (rc != 1)
 		return want(t, rc, err, "TLS handshake failed");
+	if (!t->alpn_need)
+		return 0;
 	SSL_get0_alpn_selected(t->ssl, &p, &n);
 	if (n != strlen(t->alpn_need) || memcmp(p, t->alpn_need, n) != 0) {
 		lr_err_set(err,

@@ -1,12 +1,17 @@
 /*
- * tls.h - TLS for a store's own socket, in a module of its own (tls.so).
+ * tls.h - TLS for a store's own socket, in a module of its own
+ * (STORE-tls.so).
  *
- * A store that speaks TLS only for some URLs (etcds:// but not etcd://)
- * loads this module at the first TLS connection, so that a run without
- * TLS maps no TLS library at all: OpenSSL's libssl and libcrypto cost
- * about 1.5 ms and a megabyte of memory per run.  The module exports one
- * const struct lr_tls_ops named LR_TLS_SYMBOL; lr_tls_load() (grpc.c)
- * finds it next to the store module that asks.
+ * A store that speaks TLS only for some URLs (etcds:// but not etcd://,
+ * rediss:// but not redis://) loads this module at the first TLS
+ * connection, so that a run without TLS maps no TLS library at all:
+ * OpenSSL's libssl and libcrypto cost about 1.5 ms and a megabyte of
+ * memory per run.  The module exports one const struct lr_tls_ops named
+ * LR_TLS_SYMBOL; lr_tls_load() (net.h) finds it next to the store module
+ * that asks, named after it: etcd-tls.so for etcd.so, redis-tls.so for
+ * redis.so.  Each is built from the same source (tls-openssl.c): a
+ * store's package carries the modules it loads, and two packages cannot
+ * ship one file.
  *
  * The socket is the caller's, non-blocking, and stays the caller's: the
  * module never polls, sleeps or closes it.  Every call does what it can at
@@ -20,8 +25,8 @@
 
 #include "backend.h"
 
-/* The module's name (tls.so), for the loader and --version. */
-#define LR_TLS_MODULE "tls"
+/* STORE.so loads STORE LR_TLS_SUFFIX .so. */
+#define LR_TLS_SUFFIX "-tls"
 
 /* Bump when struct lr_tls_ops or anything it points to changes. */
 #define LR_TLS_ABI    1
@@ -38,9 +43,11 @@ struct lr_tls_conf {
 	const char *cacert; /* CA bundle file; NULL: the system's */
 	const char *cert;   /* client certificate chain file, or NULL */
 	const char *key;    /* its private key file, or NULL */
-	const unsigned char *alpn; /* ALPN protocol list (wire format) */
+	const unsigned char *alpn; /* ALPN protocol list (wire format), or
+				      NULL: no ALPN */
 	size_t alpn_len;
-	const char *alpn_need; /* the protocol the server must choose */
+	const char *alpn_need; /* the protocol the server must choose, or
+				  NULL */
 };
 
 struct lr_tls;
@@ -52,7 +59,8 @@ struct lr_tls_ops {
 	struct lr_tls *(*client)(int fd, const struct lr_tls_conf *conf,
 				 struct lr_err *err);
 	/* 0 once the handshake is done, the server's certificate verified
-	 * and conf->alpn_need agreed; else LR_TLS_WANT_* or LR_TLS_ERROR. */
+	 * and conf->alpn_need (if any) agreed; else LR_TLS_WANT_* or
+	 * LR_TLS_ERROR. */
 	int (*handshake)(struct lr_tls *t, struct lr_err *err);
 	/* Bytes read (> 0), 0 when the server closed the connection, or
 	 * LR_TLS_WANT_* / LR_TLS_ERROR. */

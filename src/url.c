@@ -86,7 +86,8 @@ static int add_param(struct lr_url *u, const char *s, size_t n)
 static int secret_key(const char *k, size_t n)
 {
 	static const char *const keys[] = { "password", "sslpassword",
-					    "pass", "token", "secret", NULL };
+					    "sentinel_password", "pass",
+					    "token", "secret", NULL };
 	const char *const *p;
 	char *key = lr_url_decode(k, n);
 	int secret = key == NULL;
@@ -533,15 +534,27 @@ static int opt_value(const struct lr_url_opt *o, const char *store,
 		val->n = ms;
 		return 0;
 	case LR_OPT_UINT:
+		for (i = 0; o->choices && o->choices[i]; i++) {
+			if (strcmp(v, o->choices[i]) == 0) {
+				val->n = -1 - (int64_t)i;
+				return 0;
+			}
+		}
 		ms = 0;
 		for (i = 0; v[i] && isdigit((unsigned char)v[i]) && i < 19;
 		     i++)
 			ms = ms * 10 + (v[i] - '0');
 		if (!v[0] || v[i] || ms < o->min || ms > o->max) {
+			list[0] = '\0';
+			if (o->choices) {
+				strcpy(list, ", or ");
+				choices_format(o->choices, list + 5,
+					       sizeof(list) - 5);
+			}
 			snprintf(why, len, "%s URL: bad %s=%.64s (a whole "
-					   "number from %lld to %lld)",
+					   "number from %lld to %lld%s)",
 				 store, o->key, v, (long long)o->min,
-				 (long long)o->max);
+				 (long long)o->max, list);
 			return -1;
 		}
 		val->n = ms;

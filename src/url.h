@@ -69,7 +69,8 @@ enum lr_url_opt_type {
 	LR_OPT_STRING,   /* any text (may be empty) */
 	LR_OPT_PATH,     /* a non-empty file path */
 	LR_OPT_DURATION, /* lr_duration_parse(), within [min, max] ms */
-	LR_OPT_UINT,     /* a decimal integer within [min, max] */
+	LR_OPT_UINT,     /* a decimal integer within [min, max], or one of
+			    choices (if any): choice i is the value -1-i */
 	LR_OPT_ENUM,     /* one of choices; the value is its index */
 };
 
@@ -77,7 +78,7 @@ struct lr_url_opt {
 	const char *key;
 	enum lr_url_opt_type type;
 	int64_t min, max;           /* DURATION (ms) and UINT */
-	const char *const *choices; /* ENUM: NULL-terminated */
+	const char *const *choices; /* ENUM, UINT: NULL-terminated */
 };
 
 union lr_url_val {

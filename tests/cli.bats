@@ -53,12 +53,35 @@ refuses() {
 
 @test "an unknown store scheme is refused with the known ones" {
 	refuses -U 'gopher://x' job true
-	assert_regex "$stderr" "unknown store 'gopher'"
+	assert_regex "$stderr" "unknown store 'gopher' \(known: file, redis, .*, zk\)\$"
+	refute_regex "$stderr" "fault"
 }
 
-@test "a store that is not installed says how to get it" {
+@test "a store that is not installed names the package that has it" {
 	LEASERUN_MODULE_DIR="$LOCKDIR/none" refuses -U 'redis://127.0.0.1:1' job true
-	assert_regex "$stderr" "this leaserun has no redis store: install it or build with --with-redis"
+	assert_regex "$stderr" "this leaserun has no redis store: install the leaserun-redis package or build with --with-redis\$"
+	LEASERUN_MODULE_DIR="$LOCKDIR/none" refuses -U 'postgresql://127.0.0.1:1/x' job true
+	assert_regex "$stderr" "no pg store: install the leaserun-postgresql package or build with --with-pg\$"
+}
+
+@test "--version names the package of each store that is not installed" {
+	LEASERUN_MODULE_DIR="$LOCKDIR/none" run lr --version
+	assert_success
+	assert_line --regexp '^  file +available$'
+	assert_line --regexp '^  redis +not installed \(package leaserun-redis, or build with --with-redis\)$'
+	assert_line --regexp '^  pg +not installed \(package leaserun-postgresql, or build with --with-pg\)$'
+	assert_line --regexp '^  etcd +not installed \(package leaserun-etcd, or build with --with-etcd\)$'
+	assert_line --regexp '^  zk +not installed \(package leaserun-zookeeper, or build with --with-zk\)$'
+	refute_output --partial fault
+}
+
+@test "--version tells an installed store that cannot be loaded from a missing one" {
+	mkdir "$LOCKDIR.mods"
+	cp "$LR_BUILDDIR/.libs/stale.so" "$LOCKDIR.mods/redis.so"
+	LEASERUN_MODULE_DIR="$LOCKDIR.mods" run lr --version
+	assert_success
+	assert_line --regexp '^  redis +installed but unusable: cannot load the redis store: .*built for another leaserun'
+	assert_line --regexp '^  pg +not installed \(package leaserun-postgresql'
 }
 
 @test "a store module built for another interface version is refused" {

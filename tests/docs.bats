@@ -211,3 +211,51 @@ quick_start() {
 	assert_line "running with fence 1"
 	assert_line --partial "acquired, fence 1"
 }
+
+# "MODULE PACKAGE" for each store --version lists as not installed (all of
+# them, with no module directory).
+store_packages() {
+	LEASERUN_MODULE_DIR=/nonexistent "$LEASERUN" --version |
+		sed -nE 's/^  ([a-z]+) +not installed \(package ([a-z0-9.+-]+),.*/\1 \2/p'
+}
+
+@test "each store's package in the scheme table is built by debian/ and installs that module" {
+	local m p n=0
+	while read -r m p; do
+		grep -qx "Package: $p" "$LR_SRCDIR/debian/control" ||
+			fail "--version names the package $p, which debian/control does not build"
+		grep -qE "^usr/lib/[^ ]*/leaserun/$m\.so$" "$LR_SRCDIR/debian/$p.install" ||
+			fail "debian/$p.install does not install $m.so"
+		n=$((n + 1))
+	done < <(store_packages)
+	[ "$n" -ge 4 ] || fail "--version named only $n packages"
+	# A module that a store loads for some schemes (etcds://:
+	# etcd-tls.so) comes in the store's package.
+	while read -r m h; do
+		p=$(store_packages | sed -n "s/^$m //p")
+		grep -qE "^usr/lib/[^ ]*/leaserun/$h\.so$" "$LR_SRCDIR/debian/$p.install" ||
+			fail "debian/$p.install does not install $h.so, which the $m store loads"
+	done < <("$LEASERUN" --version |
+		sed -nE 's/^  ([a-z]+) +available \([a-z+]+:\/\/ with ([a-z-]+)\.so: .*/\1 \2/p')
+	# And no module package that the table does not know.
+	for p in $(sed -n 's/^Package: \(leaserun-.*\)/\1/p' "$LR_SRCDIR/debian/control"); do
+		store_packages | grep -q " $p\$" ||
+			fail "debian/control builds $p, which no store of --version names"
+	done
+}
+
+@test "the README's systemd units are the examples the package ships" {
+	local f n=0
+	for f in "$LR_SRCDIR"/debian/examples/*.service "$LR_SRCDIR"/debian/examples/*.timer; do
+		run awk -v first="$(head -n 1 "$f")" '
+			/^```/ { if (inb && take) exit; inb = !inb; top = 1; next }
+			inb && top { top = 0; take = ($0 == first) }
+			inb && take { print }' "$LR_SRCDIR/README"
+		assert_success
+		[ -n "$output" ] || fail "the README has no block that starts like $f"
+		diff -u --label "$f" --label README "$f" <(echo "$output") ||
+			fail "the README's copy of $(basename "$f") differs"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 2 ] || fail "found only $n units in debian/examples"
+}

@@ -5,29 +5,7 @@
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 load 'etcd-server'
-
-# A CA, a server certificate for 127.0.0.1 and a client certificate.  The
-# server's is good for client auth too: etcd's JSON gateway connects to its
-# own gRPC port with it when client certificates are required.
-make_certs() {
-	local d=$1 n
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-		-nodes -keyout "$d/ca.key" -out "$d/ca.crt" -subj /CN=leaserun-test-ca \
-		-days 2 2>/dev/null
-	for n in server client; do
-		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-			-keyout "$d/$n.key" -out "$d/$n.csr" -subj "/CN=$n" 2>/dev/null
-		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=%s\n' \
-			"$([ $n = server ] && echo serverAuth,clientAuth || echo clientAuth)" \
-			>"$d/$n.ext"
-		openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" \
-			-CAcreateserial -out "$d/$n.crt" -days 2 -extfile "$d/$n.ext" 2>/dev/null
-	done
-	# Another CA that signed nothing of ours.
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-		-nodes -keyout "$d/other.key" -out "$d/other.crt" -subj /CN=other \
-		-days 2 2>/dev/null
-}
+load 'certs'
 
 setup_file() {
 	command -v etcd >/dev/null && command -v openssl >/dev/null ||
@@ -92,6 +70,6 @@ teardown_file() {
 	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt&key=$d/client.key" \
 		tls6 sh -c 'cat /proc/$PPID/maps >"$0"' "$maps"
 	assert_success
-	grep -q '/tls\.so$' "$maps"
+	grep -q '/etcd-tls\.so$' "$maps"
 	grep -q '/libssl\.so' "$maps"
 }

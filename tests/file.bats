@@ -16,8 +16,11 @@ teardown() {
 		kill -KILL "$BTRFS_PID" 2>/dev/null || true
 		wait "$BTRFS_PID" 2>/dev/null || true
 	fi
+	# The group guard keeps leaserun's fds, the lock file on the image
+	# among them, until the command's group is gone: the mount is busy
+	# until the guard has exited.
 	if mountpoint -q "$T/btrfs" 2>/dev/null; then
-		umount "$T/btrfs"
+		wait_until 5 eval "umount '$T/btrfs' 2>/dev/null"
 	fi
 	if [ -n "${COUNTER_PID:-}" ]; then
 		timeout 2 sh -c 'echo go > "$1"' sh "$T/gate" || true
@@ -87,7 +90,7 @@ free_counter() {
 @test "--status sees a lease held on btrfs, in a subvolume too" {
 	# stat() gives each btrfs subvolume a device of its own; /proc/locks
 	# names the file system's.  --status once said "free" there.
-	[ "$(id -u)" = 0 ] || { echo "needs root to mount a btrfs image" >&2; return 1; }
+	needs_root "to mount a btrfs image"
 	truncate -s 256M "$T/img"
 	mkfs.btrfs -q "$T/img" >/dev/null
 	mkdir "$T/btrfs"
@@ -127,13 +130,27 @@ free_counter() {
 }
 
 @test "-w takes the lease as soon as the holder lets go" {
-	"$LEASERUN" job sh -c 'echo go > '"$T"'/held; sleep 0.5' &
-	holder=$!
-	wait_until 5 exists "$T/held"
-	run lr -w 10s job sh -c 'echo $LEASERUN_FENCE'
-	assert_success
-	assert_output 2
-	wait "$holder"
+	# Three hand-overs in a row, each waiter started while the lease is
+	# held.  A waiter woken by the release (its helper blocked in
+	# flock()) starts within milliseconds; one that polls on a backoff
+	# timer, which grows to a second, would miss 150ms almost every time.
+	"$LEASERUN" job sh -c 'echo > '"$T"'/held.0; sleep 1.2; date +%s%N > '"$T"'/end.0' &
+	pids=$!
+	for i in 1 2 3; do
+		wait_until 5 exists "$T/held.$((i - 1))"
+		"$LEASERUN" -w 20s job sh -c 'date +%s%N > "$0/start.$1"; echo > "$0/held.$1"; echo "$LEASERUN_FENCE" > "$0/fence.$1"; sleep 1.2; date +%s%N > "$0/end.$1"' "$T" "$i" &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait_rc "$p"
+		assert_equal "$rc" 0
+	done
+	for i in 1 2 3; do
+		assert_equal "$(cat "$T/fence.$i")" "$((i + 1))"
+		gap=$((($(cat "$T/start.$i") - $(cat "$T/end.$((i - 1))")) / 1000000))
+		echo "waiter $i started ${gap}ms after its predecessor's command ended"
+		(( gap < 150 ))
+	done
 }
 
 @test "the lock file deleted under a running job is loss: 124 at once" {

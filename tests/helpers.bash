@@ -15,6 +15,17 @@ unset LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT LEASERUN_KILL_AFTER \
 
 lr() { "$LEASERUN" "$@"; }
 
+# needs_root WHY: a test that needs root fails without it, so that a run
+# as root (CI) can never pass by skipping it.  A build that runs as a user
+# by design sets LR_SKIP_ROOT_TESTS=1 (debian/rules does), and there the
+# test is skipped, which bats reports as a skip.
+needs_root() {
+	[ "$(id -u)" = 0 ] && return 0
+	[ -n "${LR_SKIP_ROOT_TESTS:-}" ] && skip "needs root $1"
+	echo "needs root $1" >&2
+	return 1
+}
+
 # A fresh lock directory per test, used through LEASERUN_URL.
 lockdir_setup() {
 	LOCKDIR=$(mktemp -d "${BATS_TEST_TMPDIR:-/tmp}/locks.XXXXXX")
@@ -36,6 +47,27 @@ wait_until() {
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
+
+# ended CMD...: runs CMD and prints how it ended, "exit N" or "signal N",
+# which $? cannot tell apart (128+N is also an exit status).
+ended() {
+	perl -e 'system(@ARGV) == -1 and die "exec: $!\n";
+		printf "%s %d\n", $? & 127 ? ("signal", $? & 127) : ("exit", $? >> 8)' -- "$@"
+}
+
+# A command that ignores SIGTERM and writes its start, then a heartbeat
+# every 10ms, as wall-clock ms, to DIR/start and DIR/beat (whole lines
+# only, so a SIGKILL between two writes cannot leave a torn one).  Run as
+# sh -c "$BEATER" DIR.
+BEATER='exec perl -MTime::HiRes=time,sleep -e '\''
+	$SIG{TERM} = "IGNORE"; my $d = shift;
+	sub put { open my $f, ">", "$d/$_[0].new" or die; print $f int(time() * 1000), "\n";
+		close $f; rename "$d/$_[0].new", "$d/$_[0]" }
+	put("start"); while (1) { put("beat"); sleep 0.01 }'\'' "$0"'
+
+# ran_past DIR MS: how far past its start + MS the beater's last beat was
+# (negative: it was stopped in time).
+ran_past() { echo $(($(cat "$1/beat") - $(cat "$1/start") - $2)); }
 # A zombie is dead too: it waits only for its parent to reap it.
 dead() {
 	! kill -0 "$1" 2>/dev/null ||

@@ -329,7 +329,7 @@ private_devlog() {
 }
 
 @test "--syslog: the lines go to /dev/log (with the level as priority), not to stderr" {
-	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
+	needs_root "for a private /dev/log"
 	dgram_listen "$T/log.sock" "$T/syslog"
 	# A private /dev with our socket as /dev/log, in a mount namespace.
 	run --separate-stderr private_devlog "$T/log.sock" sh -c '
@@ -348,7 +348,7 @@ private_devlog() {
 }
 
 @test "--syslog: leaserun's own failure goes to syslog and to stderr, so cron still mails it" {
-	[ "$(id -u)" = 0 ] || { echo "needs root for a private /dev/log" >&2; return 1; }
+	needs_root "for a private /dev/log"
 	dgram_listen "$T/log.sock" "$T/syslog"
 	export LEASERUN_URL="fault://$LOCKDIR"
 	echo "acquire=fail" > "$LOCKDIR/job.fault"

@@ -1,6 +1,7 @@
 # redis-server.bash - a throwaway redis-server for the redis tests.
 #
-# redis_server_start   redis-server in a temporary directory on a free
+# redis_server_start [tls]
+#                      redis-server in a temporary directory on a free
 #                      loopback port and a Unix socket, appendonly yes
 #                      with appendfsync always (what the man page asks
 #                      for), requirepass for the default user and an ACL user
@@ -10,7 +11,12 @@
 #                      user, with the password), REDIS_URL_NOPW,
 #                      REDIS_ACL_URL (user lr).  The PID is kept in
 #                      $REDIS_DIR/pid (redis_pid), since a restart in one
-#                      test changes it for the tests after it.
+#                      test changes it for the tests after it.  With
+#                      "tls", it also listens with TLS on REDIS_TLS_PORT
+#                      (certificates from make_certs in REDIS_DIR; client
+#                      certificates optional), and REDIS_TLS_URL is
+#                      REDIS_URL's rediss:// twin with cacert=.
+#                      REDIS_LR_PORT is the port leaserun's URL names.
 # redis_server_restart stops it and starts it again on the same port:
 #                      with persistence off, every key is gone.
 # redis_persist on|off appendonly yes with appendfsync always, or no
@@ -69,7 +75,8 @@ redis_server_start() {
 		return 1
 	fi
 	REDIS_DIR=$(mktemp -d /tmp/leaserun-redis.XXXXXX)
-	REDIS_PORT=$("$LR_BUILDDIR/tests/freeport")
+	read -r REDIS_PORT REDIS_TLS_PORT < <("$LR_BUILDDIR/tests/freeport" 2 | paste -sd' ')
+	REDIS_LR_PORT=$REDIS_PORT
 	REDIS_SOCK=$REDIS_DIR/redis.sock
 	REDIS_PASSWORD="rd-Secret-$$-pw"
 	LR_PASSWORD="lr-Acl-$$-pw"
@@ -88,11 +95,24 @@ databases 16
 requirepass $REDIS_PASSWORD
 user lr on >$LR_PASSWORD ~leaserun:* &leaserun:* &__redis__:invalidate &__keyspace@*__:leaserun:* +@all -@dangerous +info
 EOF
+	if [ "${1:-}" = tls ]; then
+		make_certs "$REDIS_DIR"
+		cat >>"$REDIS_DIR/redis.conf" <<EOF
+tls-port $REDIS_TLS_PORT
+tls-cert-file $REDIS_DIR/server.crt
+tls-key-file $REDIS_DIR/server.key
+tls-ca-cert-file $REDIS_DIR/ca.crt
+tls-auth-clients optional
+EOF
+		REDIS_LR_PORT=$REDIS_TLS_PORT
+	fi
 	REDIS_URL="redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT"
 	REDIS_URL_NOPW="redis://127.0.0.1:$REDIS_PORT"
 	REDIS_ACL_URL="redis://lr:$LR_PASSWORD@127.0.0.1:$REDIS_PORT"
+	REDIS_TLS_URL="rediss://:$REDIS_PASSWORD@127.0.0.1:$REDIS_TLS_PORT?cacert=$REDIS_DIR/ca.crt"
 	export REDIS_DIR REDIS_PORT REDIS_SOCK REDIS_PASSWORD LR_PASSWORD \
-		REDIS_URL REDIS_URL_NOPW REDIS_ACL_URL
+		REDIS_URL REDIS_URL_NOPW REDIS_ACL_URL REDIS_TLS_PORT \
+		REDIS_TLS_URL REDIS_LR_PORT
 	redis_server_run
 }
 

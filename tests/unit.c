@@ -111,6 +111,8 @@ static void test_url_mask(void)
 {
 	CHECK(masked("redis://:pw@h:1/2", "redis://:**@h:1/2", 2));
 	CHECK(masked("redis://u:p@ss:w@h", "redis://u:******@h", 6));
+	CHECK(masked("redis+sentinel://s/m?sentinel_password=Sx",
+		     "redis+sentinel://s/m?sentinel_password=**", 2));
 	CHECK(masked("etcd://root:S3cret@a:1,b:2", "etcd://root:******@a:1,b:2",
 		     6));
 	CHECK(masked("zk://u:p%40w@h/chroot?root=/x",
@@ -173,6 +175,14 @@ static void test_urls(void)
 
 	CHECK(lr_url_parse("redis://h?password=x", &u, why, sizeof(why)) == 0);
 	CHECK(strcmp(u->redacted, "redis://h") == 0);
+	lr_url_free(u);
+
+	/* The sentinels' password is as secret as the data nodes'. */
+	CHECK(lr_url_parse("rediss+sentinel://:pw@s1:26379,s2/m?"
+			   "sentinel_password=Sx&db=2",
+			   &u, why, sizeof(why)) == 0);
+	CHECK(strcmp(u->redacted, "rediss+sentinel://s1:26379,s2/m?db=2") ==
+	      0);
 	lr_url_free(u);
 
 	CHECK(lr_url_parse("file:///var/lock/x", &u, why, sizeof(why)) == 0);
@@ -347,6 +357,38 @@ static void test_url_opts(void)
 	CHECK(opts("redis://h?nope=1", v, &given, why, sizeof(why)) < 0);
 	CHECK(strcmp(why, "unknown redis URL option 'nope' (known: timeout, "
 			  "evict, db, cacert, prefix)") == 0);
+}
+
+/* A number or a word: replicas=auto, replicas=2. */
+static void test_url_opt_number_or_word(void)
+{
+	static const char *const words[] = { "auto", NULL };
+	static const struct lr_url_opt o[] = {
+		{ "replicas", LR_OPT_UINT, 0, 64, words },
+	};
+	const char *urls[] = { "redis://h?replicas=auto", "redis://h?replicas=3",
+			       "redis://h?replicas=65", "redis://h?replicas=al" };
+	int64_t want[] = { -1, 3 };
+	union lr_url_val v;
+	unsigned given;
+	char why[256];
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		struct lr_url *u;
+		int rc;
+
+		CHECK(lr_url_parse(urls[i], &u, why, sizeof(why)) == 0);
+		v.n = 99;
+		rc = lr_url_opts(u, "redis", o, 1, &v, &given, why,
+				 sizeof(why));
+		if (i < 2)
+			CHECK(rc == 0 && given == 1 && v.n == want[i]);
+		else
+			CHECK(rc < 0 && strstr(why, "(a whole number from 0 to "
+						    "64, or auto)") != NULL);
+		lr_url_free(u);
+	}
 }
 
 static void test_exit_codes(void)
@@ -629,6 +671,7 @@ int main(void)
 	test_urls();
 	test_url_hosts();
 	test_url_opts();
+	test_url_opt_number_or_word();
 	test_url_mask();
 	test_exit_codes();
 	test_timing();

@@ -1,0 +1,190 @@
+/*
+ * cutproxy - a TCP proxy on 127.0.0.1 that loses one reply, for the tests.
+ *
+ *   cutproxy UPSTREAM_PORT PATTERN MARKFILE
+ *
+ * Prints the port it listens on, then relays every connection to
+ * 127.0.0.1:UPSTREAM_PORT.  The first time a client sends bytes holding
+ * PATTERN, those bytes still reach the server, but nothing the server
+ * says on that connection reaches the client any more, MARKFILE is
+ * created, and 200 ms later both sides are closed.  So a request runs on the
+ * server and its reply is lost, as when a connection dies at the wrong
+ * moment.  Every other connection is relayed as it is.  Runs until it is
+ * killed.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXPAIRS 32
+
+struct pair {
+	int cl, up;      /* client and upstream sockets, -1 when closed */
+	int cut;         /* the server's words are dropped from now on */
+	long long close_at; /* ms: when a cut pair is closed */
+	char tail[256];  /* the client's last bytes, for a PATTERN split */
+	size_t ntail;
+};
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static int dial(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_port = htons((unsigned short)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (void *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void pair_close(struct pair *p)
+{
+	if (p->cl >= 0)
+		close(p->cl);
+	if (p->up >= 0)
+		close(p->up);
+	p->cl = p->up = -1;
+}
+
+/* Does the client's stream, tail then buf, hold pat?  Keeps the tail. */
+static int holds(struct pair *p, const char *buf, size_t n, const char *pat)
+{
+	char joined[256 + 65536];
+	size_t plen = strlen(pat), len;
+	int found = 0;
+
+	memcpy(joined, p->tail, p->ntail);
+	memcpy(joined + p->ntail, buf, n);
+	len = p->ntail + n;
+	if (len >= plen && memmem(joined, len, pat, plen))
+		found = 1;
+	p->ntail = len < plen ? len : plen - 1;
+	if (p->ntail > sizeof(p->tail))
+		p->ntail = sizeof(p->tail);
+	memcpy(p->tail, joined + len - p->ntail, p->ntail);
+	return found;
+}
+
+static int relay(int from, int to)
+{
+	char buf[65536];
+	ssize_t n = read(from, buf, sizeof(buf));
+
+	if (n <= 0)
+		return -1;
+	return write(to, buf, (size_t)n) == n ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct pair pairs[MAXPAIRS];
+	int lfd, upstream, done = 0, i;
+
+	if (argc != 4 || strlen(argv[2]) >= sizeof(pairs[0].tail)) {
+		fprintf(stderr, "usage: cutproxy UPSTREAM_PORT PATTERN "
+				"MARKFILE\n");
+		return 2;
+	}
+	upstream = atoi(argv[1]);
+	for (i = 0; i < MAXPAIRS; i++)
+		pairs[i].cl = pairs[i].up = -1;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (void *)&sa, sizeof(sa)) < 0 ||
+	    listen(lfd, 16) < 0 || getsockname(lfd, (void *)&sa, &len) < 0) {
+		perror("cutproxy");
+		return 1;
+	}
+	printf("%u\n", ntohs(sa.sin_port));
+	fflush(stdout);
+	for (;;) {
+		struct pollfd pf[1 + 2 * MAXPAIRS];
+		int n = 1, timeout = -1;
+		long long t = now_ms();
+
+		pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		for (i = 0; i < MAXPAIRS; i++) {
+			struct pair *p = &pairs[i];
+
+			if (p->cut && p->cl >= 0 && t >= p->close_at)
+				pair_close(p);
+			if (p->cut && p->cl >= 0)
+				timeout = (int)(p->close_at - t);
+			pf[n++] = (struct pollfd){ .fd = p->cl, .events = POLLIN };
+			pf[n++] = (struct pollfd){ .fd = p->up, .events = POLLIN };
+		}
+		if (poll(pf, (nfds_t)n, timeout) < 0 && errno != EINTR)
+			return 1;
+		if (pf[0].revents & POLLIN) {
+			int cl = accept(lfd, NULL, NULL);
+
+			for (i = 0; cl >= 0 && i < MAXPAIRS; i++)
+				if (pairs[i].cl < 0)
+					break;
+			if (cl >= 0 && i < MAXPAIRS &&
+			    (pairs[i].up = dial(upstream)) >= 0) {
+				pairs[i].cl = cl;
+				pairs[i].cut = 0;
+				pairs[i].ntail = 0;
+			} else if (cl >= 0) {
+				close(cl);
+			}
+			continue;
+		}
+		for (i = 0; i < MAXPAIRS; i++) {
+			struct pair *p = &pairs[i];
+			short cr = pf[1 + 2 * i].revents, ur = pf[2 + 2 * i].revents;
+
+			if (p->cl < 0)
+				continue;
+			if (cr & (POLLIN | POLLHUP | POLLERR)) {
+				char buf[65536];
+				ssize_t k = read(p->cl, buf, sizeof(buf));
+
+				if (k <= 0 ||
+				    write(p->up, buf, (size_t)k) != k) {
+					pair_close(p);
+					continue;
+				}
+				if (!done && holds(p, buf, (size_t)k, argv[2])) {
+					done = p->cut = 1;
+					p->close_at = now_ms() + 200;
+					close(open(argv[3], O_WRONLY | O_CREAT,
+						   0644));
+				}
+			}
+			if (ur & (POLLIN | POLLHUP | POLLERR)) {
+				if (p->cut) {
+					char buf[65536];
+
+					if (read(p->up, buf, sizeof(buf)) <= 0)
+						pair_close(p);
+				} else if (relay(p->up, p->cl) < 0) {
+					pair_close(p);
+				}
+			}
+		}
+	}
+}

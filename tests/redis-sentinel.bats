@@ -1,0 +1,223 @@
+#!/usr/bin/env bats
+# The Redis store under Sentinel (redis+sentinel://, rediss+sentinel://)
+# against real servers: a master, two replicas and three sentinels on
+# loopback (redis-sentinel.bash), failovers by kill -9 and SIGSTOP of the
+# master, and durable grants (WAIT).
+
+load 'helpers'
+load 'certs'
+load 'redis-sentinel'
+
+setup_file() {
+	[ -e "$LEASERUN_MODULE_DIR/redis.so" ] ||
+		{ echo "no redis.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	sentinel_start
+}
+
+teardown_file() {
+	sentinel_stop
+}
+
+setup() {
+	BG_PIDS=
+	export LEASERUN_URL=$SN_URL
+}
+
+teardown() {
+	local p
+	for p in $BG_PIDS; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	for p in $SN_NODES; do
+		kill -CONT "$(sn_node_pid "$p")" 2>/dev/null || true
+	done
+	# A test that started a topology of its own stops it: teardown_file
+	# knows only the one setup_file started.
+	if [ -n "${SN_TLS:-}" ]; then
+		sentinel_stop
+	fi
+}
+
+name() { echo "sn-$BATS_TEST_NUMBER"; }
+keyof() { echo "leaserun:{$1}"; }
+
+# A command that records "START LAST FENCE" (ns, ns, its fence) in
+# DIR/iv.PID, written whole every 10ms until MS have passed, so that a
+# command killed on the way leaves its last sign of life.  Arguments:
+# DIR MS.
+section='s=$(date +%s%N); f=$0/iv.$$; end=$((s + $1 * 1000000))
+while :; do
+	now=$(date +%s%N)
+	echo "$s $now $LEASERUN_FENCE" >"$f.new"; mv -f "$f.new" "$f"
+	[ "$now" -ge "$end" ] && break
+	sleep 0.01
+done'
+
+# failover_under_load HOW: a holder whose command runs for 5s, three
+# waiters behind it, and HOW (kill or stop) done to the master a second
+# in.  The sentinels move the master; the holder renews there (its grant
+# and renewals were on the replicas before they counted) or is stopped
+# in time (124); the waiters move there and each get the lease.  No two
+# commands overlap, and the fences increase.
+failover_under_load() {
+	local d=$BATS_TEST_TMPDIR n m h p pids= i
+	n=$(name)
+	m=$(sn_master_port)
+	"$LEASERUN" -t 6s "$n" sh -c "$section" "$d" 5000 2>"$d/h.err" &
+	h=$!
+	BG_PIDS="$h"
+	wait_until 10 sh -c "ls '$d'/iv.* >/dev/null 2>&1"
+	for i in 1 2 3; do
+		"$LEASERUN" -t 8s -w 60s "$n" sh -c "$section" "$d" 300 \
+			2>"$d/w$i.err" &
+		pids="$pids $!"
+	done
+	BG_PIDS="$h $pids"
+	sleep 1
+	if [ "$1" = kill ]; then
+		kill -9 "$(sn_node_pid "$m")"
+	else
+		kill -STOP "$(sn_node_pid "$m")"
+	fi
+	sn_wait_failover "$m"
+	echo "# the master moved from $m to $(sn_master_port)" >&3
+	wait_rc "$h"
+	echo "# the holder: $rc" >&3
+	[ "$rc" = 0 ] || [ "$rc" = 124 ] || { cat "$d/h.err"; return 1; }
+	for p in $pids; do
+		wait_rc "$p"
+		[ "$rc" = 0 ] || { cat "$d"/w*.err; return 1; }
+	done
+	cat "$d"/iv.* >"$d/log"
+	[ "$(wc -l <"$d/log")" = 4 ]
+	run check_intervals "$d/log"
+	echo "# $output" >&3
+	assert_success
+	# The old master joins again, as a replica of the new one.
+	if [ "$1" = kill ]; then
+		sn_revive "$m"
+	else
+		kill -CONT "$(sn_node_pid "$m")"
+		sn_rejoin "$m"
+	fi
+}
+
+@test "redis+sentinel:// asks the sentinels for the master: the lease is there, and LEASERUN_URL has neither password" {
+	n=$(name)
+	m=$(sn_master_port)
+	run --separate-stderr "$LEASERUN" "$n" sh -c \
+		"echo \"\$LEASERUN_URL\"; REDISCLI_AUTH='$SN_DATA_PW' redis-cli -p $m exists '$(keyof "$n")'"
+	assert_success
+	[ -z "$stderr" ]
+	assert_line --index 1 1
+	[[ ${lines[0]} == redis+sentinel://127.0.0.1:*/$SN_MASTER ]]
+	[[ ${lines[0]} != *"$SN_DATA_PW"* && ${lines[0]} != *"$SN_SENTINEL_PW"* ]]
+	# --status asks there too.
+	start_holder "$n" -t 30s
+	run "$LEASERUN" --status "$n"
+	assert_success
+	assert_output --partial "pid $BG"
+}
+
+@test "a grant and each renewal reach a majority before they count: WAIT 1 of 2 replicas, and the replicas have the key" {
+	n=$(name)
+	m=$(sn_master_port)
+	sn_cli "$m" config resetstat >/dev/null
+	start_holder "$n" -t 1500ms
+	for p in $SN_NODES; do
+		[ "$(sn_cli "$p" exists "$(keyof "$n")")" = 1 ]
+	done
+	sleep 1.2 # two renewals
+	kill "$BG"
+	wait_rc "$BG"
+	calls=$(sn_cli "$m" info commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')
+	echo "# $calls WAITs" >&3
+	((calls >= 3))
+	# replicas=all waits for both; replicas=0 for none.
+	sn_cli "$m" config resetstat >/dev/null
+	LEASERUN_URL="$SN_URL&replicas=all" run -0 "$LEASERUN" "$n" true
+	LEASERUN_URL="$SN_URL&replicas=0" run -0 "$LEASERUN" "$n" true
+	[ "$(sn_cli "$m" info commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')" = 1 ]
+}
+
+@test "a grant the replicas do not acknowledge is given back: 125 and one line, and the command does not run" {
+	n=$(name)
+	m=$(sn_master_port)
+	set -- $SN_NODES
+	r1=$1 r2=$2
+	[ "$r1" != "$m" ] || r1=$3
+	[ "$r2" != "$m" ] || r2=$3
+	# One replica stopped: the default (a majority: 1 of 2) goes on,
+	# replicas=all cannot.
+	kill -STOP "$(sn_node_pid "$r1")"
+	run --separate-stderr "$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	LEASERUN_URL="$SN_URL&replicas=all" run -125 --separate-stderr \
+		"$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	echo "# $stderr" >&3
+	[ -z "$output" ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"the grant reached 1 of 2 replicas"*"(replicas=all)"* ]]
+	[ "$(sn_cli "$m" exists "$(keyof "$n")")" = 0 ]
+	# Both stopped: a grant only the master has could die with it, and
+	# its command run twice after a failover.  None runs.
+	kill -STOP "$(sn_node_pid "$r2")"
+	run -125 --separate-stderr "$LEASERUN" -t 2s "$n" sh -c 'echo ran'
+	kill -CONT "$(sn_node_pid "$r1")" "$(sn_node_pid "$r2")"
+	echo "# $stderr" >&3
+	[ -z "$output" ]
+	[[ "$stderr" == *"the grant reached 0 of 1 replicas"*"(replicas=auto)"* ]]
+	[ "$(sn_cli "$m" exists "$(keyof "$n")")" = 0 ]
+}
+
+@test "the master killed (kill -9) while a command holds the lease and three wait: one command at a time, fences increase" {
+	failover_under_load kill
+}
+
+@test "the master stopped (SIGSTOP) while a command holds the lease and three wait: one command at a time, fences increase" {
+	failover_under_load stop
+}
+
+@test "both passwords given with -U are not in ps while leaserun holds the lease" {
+	ps_hides_password "$(name)" "$SN_SENTINEL_PW" -t 30s -U "$SN_URL"
+	ps_hides_password "$(name)-2" "$SN_DATA_PW" -t 30s -U "$SN_URL"
+}
+
+@test "a wrong sentinel password, an unknown master or no sentinel: 125 and one line without the passwords" {
+	n=$(name)
+	LEASERUN_URL=${SN_URL/sentinel_password=/sentinel_password=x} \
+		run -125 --separate-stderr "$LEASERUN" "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"sentinel at 127.0.0.1:"*"authentication failed"* ]]
+	[[ "$stderr" != *"$SN_SENTINEL_PW"* && "$stderr" != *"$SN_DATA_PW"* ]]
+	LEASERUN_URL=${SN_URL/\/$SN_MASTER/\/nosuch} \
+		run -125 --separate-stderr "$LEASERUN" "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"knows no master named 'nosuch'"* ]]
+	LEASERUN_URL="redis+sentinel://127.0.0.1:$("$LR_BUILDDIR/tests/freeport")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"cannot connect to sentinel at 127.0.0.1:"*"Connection refused"* ]]
+	LEASERUN_URL="redis+sentinel://127.0.0.1" \
+		run -125 --separate-stderr "$LEASERUN" "$n" true
+	[[ "$stderr" == *"expected redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER"* ]]
+}
+
+@test "rediss+sentinel://: TLS to the sentinels and the data nodes, through a failover" {
+	command -v openssl >/dev/null || { echo "openssl is needed" >&2; return 1; }
+	[ -e "$LEASERUN_MODULE_DIR/redis-tls.so" ] || { echo "no redis-tls.so" >&2; return 1; }
+	sentinel_stop
+	sentinel_start tls
+	export LEASERUN_URL=$SN_URL
+	run --separate-stderr "$LEASERUN" "$(name)" sh -c 'echo "$LEASERUN_URL"'
+	assert_success
+	[[ $output == "rediss+sentinel://127.0.0.1:"*"/$SN_MASTER?cacert=$SN_DIR/ca.crt" ]]
+	# Certificates are checked on the sentinels as on the data nodes.
+	LEASERUN_URL=${SN_URL/ca.crt/other.crt} \
+		run -125 --separate-stderr "$LEASERUN" "$(name)" true
+	[[ "$stderr" == *"sentinel at 127.0.0.1:"*"certificate verify failed"* ]]
+	failover_under_load kill
+}
