@@ -1,0 +1,111 @@
+#!/usr/bin/env bats
+# The scenarios of sem.bash (--limit and --shared) on every network store,
+# against its real server; each server is started once for the file.  A
+# store this leaserun was built without is skipped, saying so.
+
+load 'helpers'
+load 'sem'
+load 'redis-server'
+load 'pg-server'
+load 'etcd-server'
+load 'zk-server'
+
+setup_file() {
+	if built redis; then
+		redis_server_start
+	fi
+	if built pg; then
+		pg_server_start
+	fi
+	if built etcd; then
+		LRE_DIR=$(etcd_tmpdir)
+		export LRE_DIR
+		etcd_single "$LRE_DIR"
+		export LRE_EP
+	fi
+	if built zk; then
+		ZK_DIR=$(mktemp -d)
+		export ZK_DIR
+		zk_standalone "$ZK_DIR"
+	fi
+}
+
+teardown_file() {
+	if built redis && [ -n "${REDIS_DIR:-}" ]; then
+		redis_server_stop
+	fi
+	if built pg && [ -n "${PG_DIR:-}" ]; then
+		pg_server_stop
+	fi
+	if built etcd && [ -n "${LRE_DIR:-}" ]; then
+		etcd_stop_all "$LRE_DIR"
+		rm -rf "$LRE_DIR"
+	fi
+	if built zk && [ -n "${ZK_DIR:-}" ]; then
+		zk_stop_all "$ZK_DIR"
+		rm -rf "$ZK_DIR"
+	fi
+}
+
+@test "redis: 20 contenders with --limit 3 run at most 3 at once, and 3" { use redis; twenty_contenders; }
+@test "redis: kill -9 of a holder frees its slot within the TTL" { use redis; kill_frees_slot; }
+@test "redis: a run with another limit than the holders' is refused (125)" { use redis; limit_mismatch; }
+@test "redis: shared holders overlap, an exclusive one overlaps nothing" { use redis; shared_exclusive; }
+@test "redis: a waiting exclusive run is not passed by later shared ones" { use redis; writer_first; }
+@test "redis: util-linux's flock scenarios" { use redis; flock_scenarios; }
+@test "redis: --status lists the slots, --break --slot stops one" { use redis; status_and_break; }
+
+# The keys the man page names for shared holders and slots, as it prints
+# them: Pholder:{NAME}:TOKEN, ...
+man_multi_keys() {
+	mandoc -T ascii "$LR_SRCDIR/man/leaserun.1" | sed 's/.\x08//g' |
+		sed -n '/Shared holders and semaphores have keys of their own/,/Their waiters queue/p' |
+		sed -n 's/^ *\(P[^ ]*{NAME}[^ ]*\)$/\1/p'
+}
+
+@test "redis: the keys the man page names for slots and shared holders are the ones they use" {
+	use redis
+	local k p keys=()
+	mapfile -t keys < <(man_multi_keys)
+	printf '# %s\n' "${keys[@]}" >&3
+	assert_equal "${#keys[@]}" 4
+	holder a -l 2 -t 5s
+	running a
+	for k in "${keys[@]}"; do
+		p=leaserun:${k#P}
+		p=${p//\{NAME\}/\{$N\}}
+		p=${p//TOKEN/*}
+		p=${p//K/*}
+		[ -n "$(rcli --scan --pattern "$p")" ] || fail "no key $p"
+	done
+	kill -TERM "${HP[a]}"
+	wait "${HP[a]}" || true
+	# The last holder gone, nothing of them is left but the fence
+	# counter.
+	left=$(rcli --scan --pattern "leaserun:*{$N}*" | grep -v '^leaserun:fence:' || true)
+	[ -z "$left" ] || fail "left behind: $left"
+}
+
+@test "pg: 20 contenders with --limit 3 run at most 3 at once, and 3" { use pg; twenty_contenders; }
+@test "pg: kill -9 of a holder frees its slot within the TTL" { use pg; kill_frees_slot; }
+@test "pg: a run with another limit than the holders' is refused (125)" { use pg; limit_mismatch; }
+@test "pg: shared holders overlap, an exclusive one overlaps nothing" { use pg; shared_exclusive; }
+@test "pg: a waiting exclusive run is not passed by later shared ones" { use pg; writer_first; }
+@test "pg: util-linux's flock scenarios" { use pg; flock_scenarios; }
+@test "pg: --status lists the slots, --break --slot stops one" { use pg; status_and_break; }
+
+@test "etcd: 20 contenders with --limit 3 run at most 3 at once, and 3" { use etcd; twenty_contenders; }
+@test "etcd: kill -9 of a holder frees its slot within the TTL" { use etcd; kill_frees_slot; }
+@test "etcd: a run with another limit than the holders' is refused (125)" { use etcd; limit_mismatch; }
+@test "etcd: shared holders overlap, an exclusive one overlaps nothing" { use etcd; shared_exclusive; }
+@test "etcd: a waiting exclusive run is not passed by later shared ones" { use etcd; writer_first; }
+@test "etcd: util-linux's flock scenarios" { use etcd; flock_scenarios; }
+@test "etcd: --status lists the slots, --break --slot stops one" { use etcd; status_and_break; }
+
+@test "zk: 20 contenders with --limit 3 run at most 3 at once, and 3" { use zk; twenty_contenders; }
+@test "zk: kill -9 of a holder frees its slot within the TTL" { use zk; kill_frees_slot; }
+@test "zk: a run with another limit than the holders' is refused (125)" { use zk; limit_mismatch; }
+@test "zk: shared holders overlap, an exclusive one overlaps nothing" { use zk; shared_exclusive; }
+@test "zk: a waiting exclusive run is not passed by later shared ones" { use zk; writer_first; }
+@test "zk: util-linux's flock scenarios" { use zk; flock_scenarios; }
+@test "zk: --status lists the slots, --break --slot stops one" { use zk; status_and_break; }
