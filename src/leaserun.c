@@ -116,7 +116,7 @@ static void usage(void)
 	      " leaserun [options] NAME COMMAND [ARG...]\n"
 	      " leaserun [options] NAME -c 'shell command'\n"
 	      " leaserun [options] --status NAME\n"
-	      " leaserun [options] --break NAME\n"
+	      " leaserun [options] --break [--slot K] NAME\n"
 	      " leaserun --check [--json]\n"
 	      "\n"
 	      "Run a command while holding the named lease in a shared store;\n"

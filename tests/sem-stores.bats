@@ -81,8 +81,9 @@ man_multi_keys() {
 	kill -TERM "${HP[a]}"
 	wait "${HP[a]}" || true
 	# The last holder gone, nothing of them is left but the fence
-	# counter.
-	left=$(rcli --scan --pattern "leaserun:*{$N}*" | grep -v '^leaserun:fence:' || true)
+	# counter and the release's done mark (which expires).
+	left=$(rcli --scan --pattern "leaserun:*{$N}*" |
+		grep -Ev '^leaserun:(fence|done):' || true)
 	[ -z "$left" ] || fail "left behind: $left"
 }
 
