@@ -171,7 +171,9 @@ const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "fault",
 	.schemes = fault_schemes,
-	.caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	/* No LR_CAP_LIMIT or LR_CAP_SHARED: the tests show that a store
+	 * without them is refused. */
+	.caps = LR_CAP_TTL | LR_CAP_BREAK,
 	.open = fault_open,
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,

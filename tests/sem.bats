@@ -42,6 +42,18 @@ load 'sem'
 	run -0 "$LEASERUN" -n -x -s "$N" true
 }
 
+@test "cli: a store that says it cannot do --limit or --shared is refused (125)" {
+	use file
+	# The test-only fault store wraps the file store but does not
+	# claim either capability.
+	run -125 "$LEASERUN" -U "fault://$LOCKDIR" -l 2 "$N" true
+	assert_output --partial "the fault store cannot let more than one hold a lease (--limit 2)"
+	run -125 "$LEASERUN" -U "fault://$LOCKDIR" -s "$N" true
+	assert_output --partial "the fault store has no shared leases (--shared)"
+	[ ! -e "$LOCKDIR/$N.lock" ] # refused before the store was opened
+	run -0 "$LEASERUN" -U "fault://$LOCKDIR" "$N" true
+}
+
 @test "cli: the command gets LEASERUN_SLOT, 0 for a plain lease, never an inherited one" {
 	use file
 	LEASERUN_SLOT=7 run -0 "$LEASERUN" "$N" sh -c 'echo "$LEASERUN_SLOT"; env | grep -c "^LEASERUN_SLOT="'
