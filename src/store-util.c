@@ -121,3 +121,11 @@ size_t lr_open_fds(int *fds, size_t max)
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
 }
+
+void lr_run_init(struct lr_run *run)
+{
+	memset(run, 0, sizeof(*run));
+	run->ago_ms = -1;
+	run->next_ms = -1;
+	run->status = -1;
+}

@@ -134,8 +134,37 @@ int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig)
 		return LR_EXIT_LOST;
 	case LR_OUT_FAILED:
 		return LR_EXIT_FAILED;
+	case LR_OUT_TIMEOUT:
+		return LR_EXIT_TIMEOUT;
+	case LR_OUT_HELD_BACK:
+		return conflict_code;
 	}
 	return LR_EXIT_FAILED;
+}
+
+void lr_duration_human(int64_t ms, char *buf, size_t len)
+{
+	int64_t s = ms / 1000;
+
+	if (ms < 0)
+		ms = 0;
+	if (ms < 1000)
+		snprintf(buf, len, "%lldms", (long long)ms);
+	else if (ms < 10000 && ms % 1000 >= 100)
+		snprintf(buf, len, "%lld.%llds", (long long)s,
+			 (long long)(ms % 1000 / 100));
+	else if (s < 60)
+		snprintf(buf, len, "%llds", (long long)s);
+	else if (s < 3600 && s % 60)
+		snprintf(buf, len, "%lldm%llds", (long long)(s / 60),
+			 (long long)(s % 60));
+	else if (s < 3600)
+		snprintf(buf, len, "%lldm", (long long)(s / 60));
+	else if (s / 60 % 60)
+		snprintf(buf, len, "%lldh%lldm", (long long)(s / 3600),
+			 (long long)(s / 60 % 60));
+	else
+		snprintf(buf, len, "%lldh", (long long)(s / 3600));
 }
 
 size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s)

@@ -45,14 +45,21 @@ int lr_signal_parse(const char *s);
 /* A non-negative decimal int no larger than max; -1 otherwise. */
 int lr_int_parse(const char *s, int max);
 
+/* A duration for people: "850ms", "4.2s", "45s", "3m15s", "2h5m" (cut,
+ * not rounded up, past a second). */
+void lr_duration_human(int64_t ms, char *buf, size_t len);
+
 /* Exit status mapping (see design.md, "Exit status"). */
 enum lr_outcome {
 	LR_OUT_CHILD,    /* child finished while the lease was held */
 	LR_OUT_CONFLICT, /* not acquired */
 	LR_OUT_LOST,     /* lease lost, child stopped */
 	LR_OUT_FAILED,   /* leaserun failed */
+	LR_OUT_TIMEOUT,  /* --max-time ran out, child stopped */
+	LR_OUT_HELD_BACK, /* --once-per: a start less than the period ago */
 };
 #define LR_EXIT_LOST 124
+#define LR_EXIT_TIMEOUT 124 /* as timeout(1) */
 #define LR_EXIT_FAILED 125
 #define LR_EXIT_NOEXEC 126
 #define LR_EXIT_NOTFOUND 127
