@@ -638,3 +638,47 @@ guard_check() {
 		all(.[]; .event != "lost")' <<<"$stderr"
 	is_free "$n"
 }
+
+# --- one cron job across a fleet (helpers.bash) ---
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's TIME" {
+	n=$(name)
+	cron_once "$n"
+	# What the server holds: the last start, in its own milliseconds.
+	run rcli hgetall "leaserun:run:{$n}"
+	assert_line fence
+	assert_line start
+	assert_line host
+	assert_line period
+	assert_line 3000
+	assert_line end
+	assert_line status
+	[ "$(rcli ttl "leaserun:run:{$n}")" = -1 ]
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status "$(name)"
+}
+
+@test "cron: an ACL user with the documented rights keeps the runs" {
+	n=$(name)
+	run env LEASERUN_URL="$REDIS_ACL_URL" "$LEASERUN" --once-per 1m "$n" true
+	assert_success
+	run env LEASERUN_URL="$REDIS_ACL_URL" "$LEASERUN" --once-per 1m "$n" true
+	assert_failure 1
+	assert_output --partial "next run allowed in"
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time "$(name)"
+	is_free "$(name)"
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay "$(name)"
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values "$(name)"
+	[ "$(rcli exists "leaserun:run:{$(name)}")" = 0 ]
+}
