@@ -36,7 +36,8 @@ enum lr_status {
 	LR_ERROR,  /* anything else: unreachable, auth, protocol, bad URL */
 };
 
-#define LR_ERRLEN 256
+/* Room for a statement the user must run (be-pg.c's CREATE TABLE). */
+#define LR_ERRLEN 512
 struct lr_err {
 	char msg[LR_ERRLEN];
 };
