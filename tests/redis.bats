@@ -366,8 +366,8 @@ man_redis_names() {
 	mapfile -t names < <(man_redis_names)
 	printf '# %s\n' "${names[@]}" >&3
 	# The lease, the fence counter, the queue, the release's done mark,
-	# the wake and release channels.
-	[ "${#names[@]}" = 6 ]
+	# the wake and release channels, the record of --once-per.
+	[ "${#names[@]}" = 7 ]
 	# The README names none that the man page does not.
 	while read -r k; do
 		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
@@ -386,7 +386,7 @@ man_redis_names() {
 		psubscribe "${pats[@]}" >"$d/msgs" &
 	BG_PIDS=$!
 	wait_until 5 sh -c "[ \$(grep -c '^psubscribe\$' '$d/msgs') = ${#pats[@]} ]"
-	start_holder "$n" -t 10s
+	start_holder "$n" -t 10s --once-per 1m
 	lr -w 20 "$n" true &
 	w=$!
 	BG_PIDS="$BG_PIDS $w"
