@@ -205,6 +205,16 @@ void lr_err_set(struct lr_err *err, const char *fmt, ...)
 const char *lr_status_name(enum lr_status s);
 /* Sets every field of *run to "unknown". */
 void lr_run_init(struct lr_run *run);
+/* Sets run->ago_ms and next_ms at now, by the store's clock, for period
+ * (0: run->period_ms).  A start after now (the clock set back) counts as
+ * just now, and holds until start + period all the same. */
+void lr_run_times(struct lr_run *run, int64_t now, int64_t period);
+/* A run as one line, "FENCE PERIOD START END STATUS PID HOST" (END 0 and
+ * STATUS -1 until it ended; HOST "-" when unknown), for stores that keep
+ * it as a value (etcd, ZooKeeper).  lr_run_parse() fills run, known 0 if
+ * s is not such a line; s may be NULL. */
+void lr_run_format(const struct lr_run *run, char *buf, size_t len);
+void lr_run_parse(const char *s, struct lr_run *run);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */

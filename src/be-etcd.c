@@ -1512,22 +1512,8 @@ static char *run_key(const struct lr_store *st, const char *what)
 static void run_parse(ProtobufCBinaryData v, struct lr_run *run)
 {
 	char *s = bytes_dup(v);
-	unsigned long long fence;
-	long long period, start, end;
-	int status;
-	long pid;
 
-	lr_run_init(run);
-	if (s && sscanf(s, "%llu %lld %lld %lld %d %ld %255s", &fence, &period,
-			&start, &end, &status, &pid, run->host) == 7) {
-		run->known = 1;
-		run->fence = fence;
-		run->period_ms = period;
-		run->start_ms = start;
-		run->end_ms = end;
-		run->status = end ? status : -1;
-		run->pid = pid;
-	}
+	lr_run_parse(s, run);
 	free(s);
 }
 
@@ -1651,6 +1637,7 @@ static enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 	LrEtcd__LeaseGrantRequest gq = LR_ETCD__LEASE_GRANT_REQUEST__INIT;
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	char gval[32], lval[400];
+	struct lr_run run;
 	struct rpc r, g;
 	enum lr_status s = LR_ERROR;
 	int64_t lease = 0, mod = 0;
@@ -1662,9 +1649,14 @@ static enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 	if (!gate || !lkey)
 		goto oom;
 	snprintf(gval, sizeof(gval), "%" PRIu64, fence);
-	snprintf(lval, sizeof(lval), "%" PRIu64 " %" PRId64 " %" PRId64
-		 " 0 -1 %ld %s", fence, period_ms, lr_wall_ms(), st->req->pid,
-		 st->req->host && *st->req->host ? st->req->host : "?");
+	lr_run_init(&run);
+	run.fence = fence;
+	run.period_ms = period_ms;
+	run.start_ms = lr_wall_ms(); /* for --status only: see the top */
+	run.pid = st->req->pid;
+	snprintf(run.host, sizeof(run.host), "%s",
+		 st->req->host ? st->req->host : "");
+	lr_run_format(&run, lval, sizeof(lval));
 	/* The period's lease: its ID ours, so nothing else can share it. */
 	if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
 		lr_err_set(err, "getrandom: %s", strerror(errno));
@@ -1765,9 +1757,9 @@ static enum lr_status st_run_end(struct lr_store *st, int status,
 	if (!st->run_fence || !st->run_last)
 		return LR_OK;
 	run_parse(bytes(st->run_last), &run);
-	snprintf(val, sizeof(val), "%" PRIu64 " %" PRId64 " %" PRId64
-		 " %" PRId64 " %d %ld %s", run.fence, run.period_ms,
-		 run.start_ms, lr_wall_ms(), status, run.pid, run.host);
+	run.end_ms = lr_wall_ms();
+	run.status = status;
+	lr_run_format(&run, val, sizeof(val));
 	if (!(key = run_key(st, ".last"))) {
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;

@@ -951,17 +951,6 @@ static enum lr_status run_write(const struct lr_store *st,
 	return LR_OK;
 }
 
-/* ago and next of run at now, for a period. */
-static void run_times(struct lr_run *run, int64_t now, int64_t period)
-{
-	run->ago_ms = now - run->start_ms;
-	if (run->ago_ms < 0)
-		run->ago_ms = 0; /* the clock went back: counts as just now */
-	run->next_ms = run->start_ms + period - now;
-	if (run->next_ms < 0)
-		run->next_ms = 0;
-}
-
 static enum lr_status file_run_start(struct lr_store *st, int64_t period_ms,
 				     uint64_t fence, int64_t deadline,
 				     struct lr_run *last, struct lr_err *err)
@@ -985,7 +974,7 @@ static enum lr_status file_run_start(struct lr_store *st, int64_t period_ms,
 	 * shorter. */
 	if (run.known && now < run.start_ms + period_ms) {
 		*last = run;
-		run_times(last, now, period_ms);
+		lr_run_times(last, now, period_ms);
 		return LR_BUSY;
 	}
 	lr_run_init(&run);
@@ -1038,7 +1027,7 @@ static enum lr_status file_run_last(struct lr_store *st, int64_t deadline,
 	 * local clock. */
 	if (last->known && last->period_ms &&
 	    (now = kernel_now(st, &ignored)) >= 0)
-		run_times(last, now, last->period_ms);
+		lr_run_times(last, now, 0);
 	return LR_OK;
 }
 

@@ -1154,12 +1154,7 @@ static void run_row(const PGresult *r, int at, struct lr_run *run,
 				      : atoi(PQgetvalue(r, 0, at + 6));
 	}
 	now = strtoll(PQgetvalue(r, 0, at + 7), NULL, 10);
-	if (!period)
-		period = run->period_ms;
-	run->ago_ms = now > run->start_ms ? now - run->start_ms : 0;
-	run->next_ms = run->start_ms + period > now
-			       ? run->start_ms + period - now
-			       : 0;
+	lr_run_times(run, now, period);
 }
 
 /* The table is missing: create it if the role may.  LR_OK to try again;

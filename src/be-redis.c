@@ -2464,12 +2464,7 @@ static void run_fill(struct lr_run *run, redisReply *const *f, long long now,
 		run->end_ms = reply_num(f[5]);
 		run->status = (int)reply_num(f[6]);
 	}
-	if (!period)
-		period = run->period_ms;
-	run->ago_ms = now > run->start_ms ? now - run->start_ms : 0;
-	run->next_ms = run->start_ms + period > now
-			       ? run->start_ms + period - now
-			       : 0;
+	lr_run_times(run, now, period);
 }
 
 static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,

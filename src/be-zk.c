@@ -1222,38 +1222,6 @@ static enum lr_status z_brk(struct lr_store *st, int64_t deadline,
 
 /* ---- runs (--once-per) ------------------------------------------------- */
 
-/* Parses DIR/run's data into run (known stays 0 if it is not one). */
-static void run_parse(const char *data, struct lr_run *run)
-{
-	unsigned long long fence;
-	long long period, start, end;
-	int status;
-	long pid;
-
-	lr_run_init(run);
-	if (data && sscanf(data, "%llu %lld %lld %lld %d %ld %255s", &fence,
-			   &period, &start, &end, &status, &pid,
-			   run->host) == 7) {
-		run->known = 1;
-		run->fence = fence;
-		run->period_ms = period;
-		run->start_ms = start;
-		run->end_ms = end;
-		run->status = end ? status : -1;
-		run->pid = pid;
-	}
-}
-
-/* DIR/run's data for run. */
-static void run_format(const struct lr_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "%llu %lld %lld %lld %d %ld %s",
-		 (unsigned long long)run->fence, (long long)run->period_ms,
-		 (long long)run->start_ms, (long long)run->end_ms,
-		 run->end_ms ? run->status : -1, run->pid,
-		 run->host[0] ? run->host : "-");
-}
-
 /* The words for a request on path that answered rc. */
 static enum lr_status run_failed(struct lr_store *st, const char *what,
 				 const char *path, int rc, struct lr_err *err)
@@ -1386,15 +1354,6 @@ out:
 	return s;
 }
 
-/* ago and next of run at now, for a period. */
-static void run_times(struct lr_run *run, int64_t now, int64_t period)
-{
-	run->ago_ms = now > run->start_ms ? now - run->start_ms : 0;
-	run->next_ms = run->start_ms + period > now
-			   ? run->start_ms + period - now
-			   : 0;
-}
-
 static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 				  uint64_t fence, int64_t deadline,
 				  struct lr_run *last, struct lr_err *err)
@@ -1420,7 +1379,7 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 		if (s != LR_OK)
 			break;
 		exists = rec->rc == ZOK;
-		run_parse(exists ? rec->value : NULL, &run);
+		lr_run_parse(exists ? rec->value : NULL, &run);
 		if (run.known && run.fence == fence) {
 			st->run_fence = fence; /* ours already */
 			lr_zk_op_free(rec);
@@ -1428,7 +1387,7 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 		}
 		if (run.known && now < run.start_ms + period_ms) {
 			*last = run;
-			run_times(last, now, period_ms);
+			lr_run_times(last, now, period_ms);
 			lr_zk_op_free(rec);
 			s = LR_BUSY;
 			break;
@@ -1440,7 +1399,7 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 		run.pid = st->req->pid;
 		snprintf(run.host, sizeof(run.host), "%s",
 			 st->req->host ? st->req->host : "");
-		run_format(&run, data, sizeof(data));
+		lr_run_format(&run, data, sizeof(data));
 		s = run_write1(st, !exists, path, data,
 			       exists ? rec->stat.version : -1, deadline, &rc,
 			       &stat, err);
@@ -1487,14 +1446,14 @@ static enum lr_status z_run_end(struct lr_store *st, int status,
 	}
 	if (s != LR_OK)
 		return s;
-	run_parse(rec->rc == ZOK ? rec->value : NULL, &run);
+	lr_run_parse(rec->rc == ZOK ? rec->value : NULL, &run);
 	if (!run.known || run.fence != st->run_fence) {
 		lr_zk_op_free(rec);
 		return LR_OK; /* another run's record now */
 	}
 	run.end_ms = now;
 	run.status = status;
-	run_format(&run, data, sizeof(data));
+	lr_run_format(&run, data, sizeof(data));
 	path = join3(st->dir, "/", "run");
 	if (!path) {
 		lr_zk_op_free(rec);
@@ -1523,12 +1482,12 @@ static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
 		*err = ignored;
 		return s;
 	}
-	run_parse(rec->rc == ZOK ? rec->value : NULL, last);
+	lr_run_parse(rec->rc == ZOK ? rec->value : NULL, last);
 	lr_zk_op_free(rec);
 	/* Without the right to stamp the clock, no "ago": never the local
 	 * clock. */
 	if (last->known && now >= 0)
-		run_times(last, now, last->period_ms);
+		lr_run_times(last, now, 0);
 	return LR_OK;
 }
 
