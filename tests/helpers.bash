@@ -314,7 +314,8 @@ ps_hides_password() {
 # CRON_MARGIN_MS is how long after a period ends its record may still hold
 # (etcd frees an expired lease within about a second).
 
-FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+# (Debian's faketime package, in the multiarch directory of the host.)
+FAKETIME_LIB=$(printf '%s\n' /usr/lib/*/faketime/libfaketime.so.1 | head -n 1)
 
 # skewed OFFSET CMD...: CMD with its wall clock OFFSET off ("-3m", "+3m")
 # by libfaketime: clock_gettime(CLOCK_REALTIME), time(), stat() and the
@@ -449,7 +450,9 @@ cron_status() {
 cron_max_time() {
 	local n=$1 d=$BATS_TEST_TMPDIR t0 t1
 	t0=$(now_ms)
-	run --separate-stderr "$LEASERUN" -v --log-format json --max-time 1s -k 500ms \
+	# (timeout: a leaserun that never sent SIGKILL would wait for ever.)
+	run --separate-stderr timeout -s KILL 10 \
+		"$LEASERUN" -v --log-format json --max-time 1s -k 500ms \
 		--metrics-file "$d/m.prom" "$n" sh -c '
 		exec 2>/dev/null # sh reports the sleep that TERM ended
 		trap "echo term >> \"$0\"" TERM
