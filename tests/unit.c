@@ -749,7 +749,9 @@ static void test_cron(void)
 	run_script(&s, "sleep 5", -1, &res);
 	CHECK(res.outcome == LR_OUT_TIMEOUT);
 	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGTERM);
-	CHECK(lr_now_ms() - t0 >= 300 && lr_now_ms() - t0 < 2000);
+	/* Before the sleep would have ended by itself, however loaded the
+	 * machine: the signal says who ended it. */
+	CHECK(lr_now_ms() - t0 >= 300 && lr_now_ms() - t0 < 4500);
 	CHECK(s.releases == 1);
 
 	/* ... SIGKILL after the grace (200ms) for one that ignores it. */
@@ -759,7 +761,7 @@ static void test_cron(void)
 	run_script(&s, "trap '' TERM; sleep 5", -1, &res);
 	CHECK(res.outcome == LR_OUT_TIMEOUT);
 	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGKILL);
-	CHECK(lr_now_ms() - t0 >= 500 && lr_now_ms() - t0 < 2500);
+	CHECK(lr_now_ms() - t0 >= 500 && lr_now_ms() - t0 < 4500);
 	CHECK(s.releases == 1);
 
 	/* A command that ends in time is not touched. */
