@@ -616,11 +616,6 @@ static void run_script(struct script *s, const char *cmd, int64_t wait_ms,
 	lr_supervise(&cfg, res);
 	close(cfg.sigfd);
 	once_per = max_time = splay = 0;
-	/* The group guard is not waited for (child.c), and the next run's
-	 * guard would start on the same static stack while this one may
-	 * still be on it: one leaserun runs one guard, this process many. */
-	while (waitpid(-1, NULL, 0) > 0)
-		;
 }
 
 static void test_state_machine(void)
