@@ -1024,6 +1024,21 @@ static void release(struct sup *s)
 	}
 }
 
+/* The earliest time at which something is due, or NEVER. */
+static int64_t next_deadline(const struct sup *s)
+{
+	const int64_t t[] = { s->t_kill,    s->t_grace,	    s->t_drain_kill,
+			      s->t_max,	    s->t_max_kill,  s->t_wait_over,
+			      s->t_renew,   s->t_acquire };
+	int64_t next = NEVER;
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i] < next)
+			next = t[i];
+	return next;
+}
+
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 {
 	struct sup s;
@@ -1095,21 +1110,7 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 			goto internal;
 		continue;
 wait:
-		next = s.t_kill;
-		if (s.t_grace < next)
-			next = s.t_grace;
-		if (s.t_drain_kill < next)
-			next = s.t_drain_kill;
-		if (s.t_max < next)
-			next = s.t_max;
-		if (s.t_max_kill < next)
-			next = s.t_max_kill;
-		if (s.t_wait_over < next)
-			next = s.t_wait_over;
-		if (s.t_renew < next)
-			next = s.t_renew;
-		if (s.t_acquire < next)
-			next = s.t_acquire;
+		next = next_deadline(&s);
 		/* A leftover group member may have no parent of ours to tell
 		 * us it went: look again now and then. */
 		if ((s.state == DRAINING || s.state == LOST) && s.reaped &&
@@ -1145,6 +1146,12 @@ wait:
 			    s.reaped)
 				after_exit(&s, now);
 		}
+		/* A deadline that passed while we slept comes before what
+		 * woke us: a command that exits after its kill deadline ran
+		 * past what the lease promised.  The signals and the store's
+		 * fd stay readable for the next turn. */
+		if (now >= next_deadline(&s))
+			continue;
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -1165,7 +1172,7 @@ wait:
 		}
 		if (nfd == 3 && pfd[2].revents && s.state != DONE &&
 		    cfg->ops->process) {
-			/* Deadlines that passed while we slept come first. */
+			/* Deadlines that passed meanwhile come first. */
 			now = lr_now_ms();
 			if (now < s.t_kill) {
 				s.revents = pfd[2].revents;
