@@ -192,8 +192,8 @@ static int take_pin(struct sec *s)
 	if (rename(req, mine) < 0)
 		return 0;
 	event(s, "pinned");
-	snprintf(info, sizeof(info), "%s %ld %ld\n", s->runid,
-		 (long)getppid(), (long)getpid());
+	snprintf(info, sizeof(info), "%s %ld %ld\n", s->runid, (long)getppid(),
+		 (long)getpid());
 	put_file(s->dir, "claimed", info);
 	return 1;
 }
@@ -238,10 +238,10 @@ static int cmd_run(char **argv)
 
 static __attribute__((noreturn)) void cmd_linger(char **argv)
 {
-	struct sec s = { argv[0], argv[1], strtoull(argv[2], NULL, 10), -1, -1,
-			 1000 };
+	struct sec s = { argv[0], argv[1], 0, -1, -1, 1000 };
 	long gap = atol(argv[3]);
 
+	s.fence = strtoull(argv[2], NULL, 10);
 	open_logs(&s);
 	event(&s, "linger");
 	for (;;) {
