@@ -46,7 +46,12 @@ judge() {
 		{ print }' >"$R/events.sorted"
 	mv "$R/events.sorted" "$R/events"
 }
-fault() { echo "$(ms "$1") $(ms "$2") $3 $4 $5 test" >>"$R/faults"; }
+# fault T0 T1 KIND CLASS TARGET, in ms; CLASS "-" takes the kind's.
+fault() {
+	local class=$4
+	[ "$class" != - ] || { [ "$3" = lstop ] && class=uncovered || class=covered; }
+	echo "$(ms "$1") $(ms "$2") $3 $class $5 test" >>"$R/faults"
+}
 
 @test "grants one after another, fences going up: the run passes" {
 	fake_run
@@ -81,70 +86,47 @@ fault() { echo "$(ms "$1") $(ms "$2") $3 $4 $5 test" >>"$R/faults"; }
 	assert_output --partial "wrong exit: w1.1 exited 0: a later grant overlapped it"
 }
 
-@test "an overlap under a stopped leaserun is explained, if it stops in time after SIGCONT" {
+# two_grants A_LAST B_START T0 T1 KIND TARGET: w1.1 (fence 1) from 0 to
+# A_LAST ms, stopped (124); w2.1 (fence 2) from B_START for 30ms; one
+# fault KIND from T0 to T1 ms on TARGET; then the checker, in $output.
+two_grants() {
 	fake_run
-	section w1.1 1 0 1200 124
-	section w2.1 2 1100 1150
-	fault 50 1150 lstop uncovered w1.1
+	section w1.1 1 0 "$1" 124
+	section w2.1 2 "$2" $(($2 + 30))
+	fault "$3" "$4" "$5" - "$6"
 	judge
 	run "$CHECK" "$R"
+}
+
+@test "an overlap under a stopped leaserun is explained, if it stops in time after SIGCONT" {
+	two_grants 1200 1100 50 1150 lstop w1.1
 	assert_success
 	assert_output --partial "explained=1 window=0"
 	# Going on more than the bound (100ms) after SIGCONT is not.
-	fake_run
-	section w1.1 1 0 1300 124
-	section w2.1 2 1100 1150
-	fault 50 1150 lstop uncovered w1.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 1300 1100 50 1150 lstop w1.1
 	assert_failure 1
 	assert_output --partial "explained=0 window=0 (max 0ms, bound 100ms) unexplained=1"
 	assert_output --partial "faults near: lstop"
 	# A stopped leaserun explains nothing about another holder.
-	fake_run
-	section w1.1 1 0 1200 124
-	section w2.1 2 1100 1150
-	fault 50 1150 lstop uncovered w3.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 1200 1100 50 1150 lstop w3.1
 	assert_failure 1
 	assert_output --partial "unexplained=1"
 }
 
 @test "a deletion's window is counted apart, up to the bound" {
-	fake_run
-	section w1.1 1 0 140 124
-	section w2.1 2 101 130
-	fault 90 100 del covered w1.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 140 101 90 100 del w1.1
 	assert_success
 	assert_output --partial "window=1 (max 40ms, bound 100ms) unexplained=0"
 	# The old holder going on 150ms after the deletion: a failure.
-	fake_run
-	section w1.1 1 0 250 124
-	section w2.1 2 101 130
-	fault 90 100 del covered w1.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 250 101 90 100 del w1.1
 	assert_failure 1
 	assert_output --partial "window=0 (max 0ms, bound 100ms) unexplained=1"
 	# A successor that came before the deletion began: a failure.
-	fake_run
-	section w1.1 1 0 140 124
-	section w2.1 2 80 130
-	fault 90 100 del covered w1.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 140 80 90 100 del w1.1
 	assert_failure 1
 	assert_output --partial "unexplained=1"
 	# A covered fault that deletes nothing explains nothing.
-	fake_run
-	section w1.1 1 0 140 124
-	section w2.1 2 101 130
-	fault 90 100 sstop covered w1.1
-	judge
-	run "$CHECK" "$R"
+	two_grants 140 101 90 100 sstop w1.1
 	assert_failure 1
 	assert_output --partial "unexplained=1"
 }
