@@ -187,6 +187,17 @@ two_grants() {
 	assert_output --partial "leftover: still running at the end: 4242 /x/section"
 }
 
+@test "a run that ended in a crash or a sanitizer's report fails the run" {
+	fake_run
+	section w1.1 1 0 10 139
+	section w2.1 2 11 20 86
+	judge
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "odd-exits=2; exits 86:1 139:1"
+	assert_output --partial "odd exit: w1.1 exited 139"
+}
+
 @test "exit 0 after a lost lease fails the run, whoever saw the loss" {
 	# leaserun itself logged it.
 	fake_run
