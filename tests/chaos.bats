@@ -63,7 +63,7 @@ fault() {
 	assert_success
 	assert_output --partial "chaos fake: PASS"
 	assert_output --partial "acquisitions=3 sections=3"
-	assert_output --partial "unexplained=0; stale-accepts=0 fence-repeats=0"
+	assert_output --partial "unexplained=0; late-stops=0 (max 0ms) stale-accepts=0 fence-repeats=0"
 }
 
 @test "an empty run fails: it tested nothing" {
@@ -129,6 +129,25 @@ two_grants() {
 	two_grants 140 101 90 100 sstop w1.1
 	assert_failure 1
 	assert_output --partial "unexplained=1"
+}
+
+@test "a holder that goes on after its lease was deleted fails the run, even alone" {
+	fake_run
+	section w1.1 1 0 400 124
+	fault 90 100 del - w1.1
+	judge
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "unexplained=0; late-stops=1 (max 300ms)"
+	assert_output --partial "late stop: w1.1 (fence 1) logged its last event 300.0ms after del at +0.090s..+0.100s returned"
+	# Stopped within the bound: it passes.
+	fake_run
+	section w1.1 1 0 190 124
+	fault 90 100 kill9 - w1.1
+	judge
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "late-stops=0"
 }
 
 @test "a fence given twice fails the run, and so do the stale writes it let in" {
