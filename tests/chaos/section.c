@@ -212,13 +212,9 @@ static int cmd_run(char **argv)
 	long writes = atol(argv[2]), gap = atol(argv[3]);
 	int linger = atoi(argv[4]), pin;
 	int64_t t0 = now_ns();
-	char info[160];
 
 	open_logs(&s);
 	event(&s, "start %ld %ld", (long)getppid(), (long)getpid());
-	snprintf(info, sizeof(info), "%s %ld %ld\n", s.runid, (long)getppid(),
-		 (long)getpid());
-	put_file(s.dir, "current", info);
 	pin = take_pin(&s);
 	if (linger && fork() == 0) {
 		char fence[24];
