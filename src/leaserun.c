@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "child.h"
+#include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"

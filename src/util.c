@@ -166,23 +166,3 @@ void lr_duration_human(int64_t ms, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%lldh", (long long)(s / 3600));
 }
-
-size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s)
-{
-	if (at >= len)
-		return at;
-	for (; *s && at + 7 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			buf[at++] = '\\';
-			buf[at++] = (char)c;
-		} else if (c < 0x20) {
-			at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c);
-		} else {
-			buf[at++] = (char)c;
-		}
-	}
-	buf[at] = '\0';
-	return at;
-}

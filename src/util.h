@@ -35,10 +35,6 @@ int64_t lr_safe_ttl(int64_t p99);
  * with '.' or '-'.  Returns NULL if valid, else a reason. */
 const char *lr_name_check(const char *name);
 
-/* Appends s to buf (of len bytes, filled up to at) as the body of a JSON
- * string, stopping short rather than overflowing.  Returns the new end
- * (buf stays terminated). */
-size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s);
 
 /* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
 int lr_signal_parse(const char *s);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "supervise.h"
 #include "url.h"
 #include "util.h"
@@ -389,6 +390,36 @@ static void test_url_opt_number_or_word(void)
 						    "64, or auto)") != NULL);
 		lr_url_free(u);
 	}
+}
+
+static void test_json(void)
+{
+	struct lr_json j;
+	char buf[128], small[40];
+
+	lr_json_open(&j, buf, sizeof(buf));
+	lr_json_str(&j, "a", "q\"b\\s\n");
+	lr_json_int(&j, "n", -3);
+	lr_json_uint(&j, "u", 18446744073709551615ULL);
+	lr_json_bool(&j, "t", 1);
+	lr_json_str(&j, "z", NULL);
+	lr_json_close(&j);
+	CHECK(strcmp(buf, "{\"a\":\"q\\\"b\\\\s\\u000a\",\"n\":-3,"
+			  "\"u\":18446744073709551615,\"t\":true,"
+			  "\"z\":null}") == 0);
+	CHECK(!j.cut);
+	/* What does not fit is left out whole: the object still closes. */
+	lr_json_open(&j, small, sizeof(small));
+	lr_json_str(&j, "name", "job");
+	lr_json_str(&j, "host", "a-host-name-far-too-long-to-fit");
+	lr_json_int(&j, "pid", 42);
+	CHECK(lr_json_close(&j) == strlen(small));
+	CHECK(strcmp(small, "{\"name\":\"job\",\"pid\":42}") == 0);
+	CHECK(j.cut);
+	lr_json_open(&j, small, 3);
+	lr_json_int(&j, "x", 1);
+	lr_json_close(&j);
+	CHECK(strcmp(small, "{}") == 0);
 }
 
 static void test_exit_codes(void)
@@ -832,6 +863,7 @@ int main(void)
 	test_urls();
 	test_url_hosts();
 	test_url_opts();
+	test_json();
 	test_url_opt_number_or_word();
 	test_url_mask();
 	test_exit_codes();
