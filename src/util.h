@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "duration.h"
+#include "exit.h"
 
 #define LR_NAME_MAX 200
 
@@ -45,24 +46,5 @@ int lr_int_parse(const char *s, int max);
  * not rounded up, past a second). */
 void lr_duration_human(int64_t ms, char *buf, size_t len);
 
-/* Exit status mapping (see design.md, "Exit status"). */
-enum lr_outcome {
-	LR_OUT_CHILD,    /* child finished while the lease was held */
-	LR_OUT_CONFLICT, /* not acquired */
-	LR_OUT_LOST,     /* lease lost, child stopped */
-	LR_OUT_FAILED,   /* leaserun failed */
-	LR_OUT_TIMEOUT,  /* --max-time ran out, child stopped */
-	LR_OUT_HELD_BACK, /* --once-per: a start less than the period ago */
-};
-#define LR_EXIT_LOST 124
-#define LR_EXIT_TIMEOUT 124 /* as timeout(1) */
-#define LR_EXIT_FAILED 125
-#define LR_EXIT_NOEXEC 126
-#define LR_EXIT_NOTFOUND 127
-
-/* Returns the exit code for an outcome.  For LR_OUT_CHILD, wstatus is the
- * child's wait status: its exit code, or for a death by signal N the value
- * 128+N and *sig = N (the caller re-raises it).  *sig is 0 otherwise. */
-int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig);
 
 #endif
