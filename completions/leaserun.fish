@@ -6,8 +6,8 @@ function __fish_leaserun_rest
     set -e tokens[1]
     argparse -s n/nonblock nb w/wait= timeout= E/conflict-exit-code= \
         c/command= U/url= url-file= t/ttl= renew= signal= warn-signal= \
-        k/kill-after= foreground l/limit= s/shared x/exclusive \
-        v/verbose q/quiet log-format= syslog \
+        k/kill-after= once-per= max-time= splay= foreground \
+        l/limit= s/shared x/exclusive v/verbose q/quiet log-format= syslog \
         metrics-file= status break slot= check json \
         V/version h/help -- $tokens 2>/dev/null
     or return 1
@@ -97,6 +97,9 @@ complete -c leaserun -n __fish_leaserun_before_name -l renew -x -d 'renew interv
 complete -c leaserun -n __fish_leaserun_before_name -l signal -x -a "$signals" -d 'signal to stop the command when the lease is at risk'
 complete -c leaserun -n __fish_leaserun_before_name -l warn-signal -x -a "$signals" -d 'signal the command as soon as a renewal fails'
 complete -c leaserun -n __fish_leaserun_before_name -s k -l kill-after -x -d 'send --signal this long before the lease deadline'
+complete -c leaserun -n __fish_leaserun_before_name -l once-per -x -d "start the command at most once per DURATION, by the store's clock"
+complete -c leaserun -n __fish_leaserun_before_name -l max-time -x -d 'stop the command after DURATION'
+complete -c leaserun -n __fish_leaserun_before_name -l splay -x -d 'wait a random time below DURATION before the first attempt'
 complete -c leaserun -n __fish_leaserun_before_name -l foreground -d 'keep the command in our process group'
 complete -c leaserun -n __fish_leaserun_before_name -s l -l limit -x -d 'let up to N hold NAME at once, each in a slot'
 complete -c leaserun -n __fish_leaserun_before_name -s s -l shared -d 'hold NAME with other shared holders'

@@ -25,7 +25,7 @@
 #include "url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 2
+#define LR_STORE_ABI 3
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -36,7 +36,8 @@ enum lr_status {
 	LR_ERROR,  /* anything else: unreachable, auth, protocol, bad URL */
 };
 
-#define LR_ERRLEN 256
+/* Room for a statement the user must run (be-pg.c's CREATE TABLE). */
+#define LR_ERRLEN 512
 struct lr_err {
 	char msg[LR_ERRLEN];
 };
@@ -111,6 +112,31 @@ struct lr_info {
 	size_t cap;
 };
 
+/*
+ * A run recorded for --once-per, as the store's clock tells it.  The
+ * store's clock, never the local one, decides whether a period has
+ * passed: hosts whose clocks disagree must still agree on that.  Filled
+ * by run_start() (LR_BUSY: the start that holds us back) and run_last()
+ * (--status).  Unknown fields keep the values lr_run_init() gives.
+ */
+struct lr_run {
+	int known;          /* 1: a start is recorded */
+	char host[256];     /* who started it; "" unknown */
+	long pid;           /* 0 unknown */
+	uint64_t fence;     /* the fence it ran with; 0 unknown */
+	int64_t period_ms;  /* the --once-per it was started with; 0 unknown */
+	int64_t start_ms;   /* Unix ms of the start by the store's clock (the
+			     * starting host's clock where the store has
+			     * none: etcd); 0 unknown */
+	int64_t ago_ms;     /* how long before this call it started, by the
+			     * store's clock; -1 unknown */
+	int64_t next_ms;    /* how long from this call until a start is
+			     * allowed again; 0 now, -1 unknown */
+	int64_t end_ms;     /* Unix ms of its end, as start_ms; 0 not ended
+			     * (or not known to have ended) */
+	int status;         /* the exit status recorded at its end; -1 none */
+};
+
 struct lr_store;
 
 struct lr_store_ops {
@@ -156,6 +182,35 @@ struct lr_store_ops {
 	enum lr_status (*brk)(struct lr_store *st, int slot, int64_t deadline,
 			      struct lr_err *err);
 	void (*close)(struct lr_store *st);
+
+	/*
+	 * --once-per: runs recorded in the store.  All three are optional
+	 * (NULL: the store cannot keep --once-per; --status then shows no
+	 * run).
+	 *
+	 * run_start: called while holding the lease, before the command
+	 * starts.  Records that a run of req->name with this fence starts
+	 * now, by the store's clock, unless a start was recorded less than
+	 * period_ms ago by that clock: then LR_BUSY, with *last naming it
+	 * (ago_ms and next_ms counted with period_ms).  LR_OK only once the
+	 * record is durable.  A repeat with the same fence (a retry after a
+	 * lost reply) is LR_OK.  A store that lacks what it needs (a table
+	 * the user must allow) says so in err with LR_ERROR; it never falls
+	 * back to the local clock.
+	 */
+	enum lr_status (*run_start)(struct lr_store *st, int64_t period_ms,
+				    uint64_t fence, int64_t deadline,
+				    struct lr_run *last, struct lr_err *err);
+	/* Records the end of the run run_start() recorded, with status (the
+	 * exit status it ended with).  A record of another fence is left
+	 * alone (LR_OK).  Optional even when run_start is there. */
+	enum lr_status (*run_end)(struct lr_store *st, int status,
+				  int64_t deadline, struct lr_err *err);
+	/* The last recorded run of req->name, for --status: last->known 0
+	 * if there is none (or the store keeps none yet).  next_ms is
+	 * counted with the period that run was started with. */
+	enum lr_status (*run_last)(struct lr_store *st, int64_t deadline,
+				   struct lr_run *last, struct lr_err *err);
 };
 
 /* backend.c: find the store for a URL scheme, loading its module if
@@ -196,6 +251,18 @@ void lr_info_init(struct lr_info *info);
 struct lr_holder *lr_info_add(struct lr_info *info);
 void lr_info_sort(struct lr_info *info);
 void lr_info_free(struct lr_info *info);
+/* Sets every field of *run to "unknown". */
+void lr_run_init(struct lr_run *run);
+/* Sets run->ago_ms and next_ms at now, by the store's clock, for period
+ * (0: run->period_ms).  A start after now (the clock set back) counts as
+ * just now, and holds until start + period all the same. */
+void lr_run_times(struct lr_run *run, int64_t now, int64_t period);
+/* A run as one line, "FENCE PERIOD START END STATUS PID HOST" (END 0 and
+ * STATUS -1 until it ended; HOST "-" when unknown), for stores that keep
+ * it as a value (etcd, ZooKeeper).  lr_run_parse() fills run, known 0 if
+ * s is not such a line; s may be NULL. */
+void lr_run_format(const struct lr_run *run, char *buf, size_t len);
+void lr_run_parse(const char *s, struct lr_run *run);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */

@@ -65,6 +65,25 @@
  * its slot wins (the others' slots, if they got one too, are given back
  * at once).  Which waiter the kernel wakes first is its choice: the file
  * store does not serve waiters in the order they came.
+ *
+ * Runs (--once-per): DIR/NAME.run records the last start, in the same
+ * key=value lines:
+ *
+ *	fence=42
+ *	host=web1
+ *	pid=1234
+ *	period=240000
+ *	start=1764477067123
+ *	end=1764477069456
+ *	status=0
+ *
+ * Its times are the kernel's clock as it stamps files: run_start writes a
+ * byte to DIR/NAME.clock and reads that file's mtime back with the statx
+ * system call itself (kernel_now()).  A process whose clock is faked in
+ * libc (libfaketime shifts clock_gettime() and stat() for the process it
+ * is loaded into) thus judges a period by the same clock as every other
+ * process on the machine.  The record is written under the lease, to a
+ * new file that is fsynced and renamed over the old one.
  */
 #include "config.h"
 
@@ -83,6 +102,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -120,6 +140,7 @@ struct lr_store {
 	int *wfd;        /* PH_SLOTS: the slot files they wait on, or -1 */
 	unsigned nwfd;
 	int helper_rd;   /* their pipe, or -1 */
+	uint64_t run_fence; /* the fence run_start() recorded, or 0 */
 };
 
 int lr_file_default_dir(char *buf, size_t len)
@@ -1358,6 +1379,219 @@ static enum lr_status file_break(struct lr_store *st, int slot,
 	return slot == 0 ? replace(st->path, err) : LR_OK;
 }
 
+/* ---- runs (--once-per) ------------------------------------------------ */
+
+/* DIR/NAME<suffix> into buf; -1 if it does not fit. */
+static int run_path(const struct lr_store *st, const char *suffix, char *buf,
+		    size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s%s", st->dir, st->req->name, suffix);
+
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* The kernel's clock now, in Unix ms, as it stamps a file it writes (see
+ * the top).  -1 with err if the clock file cannot be written. */
+static int64_t kernel_now(const struct lr_store *st, struct lr_err *err)
+{
+	char path[PATH_MAX];
+	int64_t ms = -1;
+	int fd;
+
+	if (run_path(st, ".clock", path, sizeof(path)) < 0) {
+		lr_err_set(err, "lock file name too long");
+		return -1;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+		  0644);
+	if (fd < 0 || pwrite(fd, "\n", 1, 0) != 1) {
+		lr_err_set(err, "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+#ifdef SYS_statx
+	{
+		struct statx sx;
+
+		if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_MTIME,
+			    &sx) == 0 &&
+		    (sx.stx_mask & STATX_MTIME))
+			ms = (int64_t)sx.stx_mtime.tv_sec * 1000 +
+			     sx.stx_mtime.tv_nsec / 1000000;
+	}
+#else
+	{
+		struct stat sb;
+
+		if (fstat(fd, &sb) == 0)
+			ms = (int64_t)sb.st_mtim.tv_sec * 1000 +
+			     sb.st_mtim.tv_nsec / 1000000;
+	}
+#endif
+	if (ms < 0)
+		lr_err_set(err, "cannot read the time of %s: %s", path,
+			   strerror(errno));
+out:
+	if (fd >= 0)
+		close(fd);
+	return ms;
+}
+
+/* Reads DIR/NAME.run into run (known 0 if there is none).  0, or -1 with
+ * err. */
+static int run_read(const struct lr_store *st, struct lr_run *run,
+		    struct lr_err *err)
+{
+	char path[PATH_MAX], body[1024], v[256];
+	int fd;
+
+	lr_run_init(run);
+	if (run_path(st, ".run", path, sizeof(path)) < 0) {
+		lr_err_set(err, "lock file name too long");
+		return -1;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		lr_err_set(err, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	read_body(fd, body, sizeof(body));
+	close(fd);
+	if (!field(body, "start", v, sizeof(v)))
+		return 0; /* not a record (yet) */
+	run->known = 1;
+	run->start_ms = strtoll(v, NULL, 10);
+	run->fence = body_fence(body);
+	if (field(body, "host", v, sizeof(v)))
+		snprintf(run->host, sizeof(run->host), "%s", v);
+	if (field(body, "pid", v, sizeof(v)))
+		run->pid = strtol(v, NULL, 10);
+	if (field(body, "period", v, sizeof(v)))
+		run->period_ms = strtoll(v, NULL, 10);
+	if (field(body, "end", v, sizeof(v)))
+		run->end_ms = strtoll(v, NULL, 10);
+	if (field(body, "status", v, sizeof(v)))
+		run->status = atoi(v);
+	return 0;
+}
+
+/* Replaces DIR/NAME.run with run, durably: a new file, fsynced, renamed
+ * over the old one, and the directory fsynced. */
+static enum lr_status run_write(const struct lr_store *st,
+				const struct lr_run *run, struct lr_err *err)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32], body[1024], end[64] = "";
+	int fd, n;
+
+	if (run_path(st, ".run", path, sizeof(path)) < 0 ||
+	    snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid()) >=
+		    (int)sizeof(tmp)) {
+		lr_err_set(err, "lock file name too long");
+		return LR_ERROR;
+	}
+	if (run->end_ms)
+		snprintf(end, sizeof(end), "end=%" PRId64 "\nstatus=%d\n",
+			 run->end_ms, run->status);
+	n = snprintf(body, sizeof(body),
+		     "fence=%" PRIu64 "\nhost=%s\npid=%ld\nperiod=%" PRId64
+		     "\nstart=%" PRId64 "\n%s",
+		     run->fence, run->host, run->pid, run->period_ms,
+		     run->start_ms, end);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0644);
+	if (fd < 0 || write(fd, body, (size_t)n) != n || fdatasync(fd) < 0 ||
+	    close(fd) < 0 || (fd = -1, rename(tmp, path) < 0) ||
+	    sync_dir(st) < 0) {
+		lr_err_set(err, "cannot write %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static enum lr_status file_run_start(struct lr_store *st, int64_t period_ms,
+				     uint64_t fence, int64_t deadline,
+				     struct lr_run *last, struct lr_err *err)
+{
+	struct lr_run run;
+	int64_t now;
+
+	(void)deadline;
+	if (!st->locked) {
+		lr_err_set(err, "file store: run_start without the lease");
+		return LR_ERROR;
+	}
+	if (run_read(st, &run, err) < 0 || (now = kernel_now(st, err)) < 0)
+		return LR_ERROR;
+	if (run.known && run.fence == fence) {
+		st->run_fence = fence; /* ours already */
+		return LR_OK;
+	}
+	/* Held back until the kernel's clock reaches start + period: a
+	 * clock set back after the start holds it back longer, never
+	 * shorter. */
+	if (run.known && now < run.start_ms + period_ms) {
+		*last = run;
+		lr_run_times(last, now, period_ms);
+		return LR_BUSY;
+	}
+	lr_run_init(&run);
+	run.known = 1;
+	run.fence = fence;
+	snprintf(run.host, sizeof(run.host), "%s",
+		 st->req->host ? st->req->host : "");
+	run.pid = st->req->pid;
+	run.period_ms = period_ms;
+	run.start_ms = now;
+	if (run_write(st, &run, err) != LR_OK)
+		return LR_ERROR;
+	st->run_fence = fence;
+	return LR_OK;
+}
+
+/* Only while the lease is still ours on the live lock file: the record
+ * is read, changed and replaced under the lease, and after a loss a new
+ * holder may be deciding on it.  (--break between the check and the
+ * rename can still let the end overwrite a start that came after it.) */
+static enum lr_status file_run_end(struct lr_store *st, int status,
+				   int64_t deadline, struct lr_err *err)
+{
+	struct lr_run run;
+	int64_t now;
+
+	(void)deadline;
+	if (run_read(st, &run, err) < 0)
+		return LR_ERROR;
+	if (!run.known || !st->run_fence || run.fence != st->run_fence ||
+	    !st->locked || !still_ours(st))
+		return LR_OK;
+	if ((now = kernel_now(st, err)) < 0)
+		return LR_ERROR;
+	run.end_ms = now;
+	run.status = status;
+	return run_write(st, &run, err);
+}
+
+static enum lr_status file_run_last(struct lr_store *st, int64_t deadline,
+				    struct lr_run *last, struct lr_err *err)
+{
+	struct lr_err ignored;
+	int64_t now;
+
+	(void)deadline;
+	if (run_read(st, last, err) < 0)
+		return LR_ERROR;
+	/* Without the right to write the clock file, no "ago": never the
+	 * local clock. */
+	if (last->known && last->period_ms &&
+	    (now = kernel_now(st, &ignored)) >= 0)
+		lr_run_times(last, now, 0);
+	return LR_OK;
+}
+
 static void file_close(struct lr_store *st)
 {
 	if (!st)
@@ -1382,4 +1616,7 @@ const struct lr_store_ops lr_file_ops = {
 	.inspect = file_inspect,
 	.brk = file_break,
 	.close = file_close,
+	.run_start = file_run_start,
+	.run_end = file_run_end,
+	.run_last = file_run_last,
 };

@@ -52,6 +52,15 @@
  * drains its answer first.  close() does not cancel a queued wait either:
  * ending the session is enough, and the server drops the queued backend
  * within client_connection_check_interval (set to 250 ms).
+ *
+ * Runs (--once-per) live in the table leaserun_runs (RUNS_SQL), found by
+ * the role's search_path, one row per lease name, and are judged by the
+ * server's clock (now()).  run_start is one statement: it records our
+ * start unless the row's start is less than the period before now(), and
+ * returns the row as it was, with synchronous_commit on for its
+ * transaction as the grant's, so the start is durable before the command
+ * starts.  A missing table is created if the role may; if not, the error
+ * gives the statement to run.  Never the local clock instead.
  */
 #include "config.h"
 
@@ -123,6 +132,7 @@ struct lr_store {
 	int handed;        /* the wait got the lock; acquire() returns it */
 	int want_wait;     /* acquire() said BUSY: wait_fd() starts the wait */
 	uint64_t fence;
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port", for messages (no password) */
@@ -1514,6 +1524,235 @@ out:
 	return s;
 }
 
+/* ---- runs (--once-per) ------------------------------------------------ */
+
+/* The table of runs, as created here and as the man page prints it. */
+#define RUNS_SQL                                                          \
+	"CREATE TABLE leaserun_runs (name text PRIMARY KEY, fence numeric, " \
+	"host text, pid int, period_ms bigint, started timestamptz, "       \
+	"ended timestamptz, status int)"
+/* A timestamptz as Unix ms. */
+#define MS_SQL(x) "(extract(epoch FROM " x ") * 1000)::bigint"
+/* The columns of a run, then now(), in the order run_row() reads. */
+#define ROW_SQL                                                           \
+	"fence, host, pid, period_ms, " MS_SQL("started") ", "              \
+	MS_SQL("ended") ", status, " MS_SQL("now()")
+
+/* The SQLSTATE of a failed answer, or "". */
+static const char *sqlstate(const PGresult *r)
+{
+	const char *c = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	return c ? c : "";
+}
+
+/* Fills run from columns at..at+7 of r's first row (ROW_SQL), counting
+ * next with period (0: the row's own). */
+static void run_row(const PGresult *r, int at, struct lr_run *run,
+		    int64_t period)
+{
+	int64_t now;
+
+	lr_run_init(run);
+	if (PQntuples(r) < 1 || PQgetisnull(r, 0, at + 4))
+		return;
+	run->known = 1;
+	run->fence = strtoull(PQgetvalue(r, 0, at), NULL, 10);
+	snprintf(run->host, sizeof(run->host), "%s", PQgetvalue(r, 0, at + 1));
+	run->pid = strtol(PQgetvalue(r, 0, at + 2), NULL, 10);
+	run->period_ms = strtoll(PQgetvalue(r, 0, at + 3), NULL, 10);
+	run->start_ms = strtoll(PQgetvalue(r, 0, at + 4), NULL, 10);
+	if (!PQgetisnull(r, 0, at + 5)) {
+		run->end_ms = strtoll(PQgetvalue(r, 0, at + 5), NULL, 10);
+		run->status = PQgetisnull(r, 0, at + 6)
+				      ? -1
+				      : atoi(PQgetvalue(r, 0, at + 6));
+	}
+	now = strtoll(PQgetvalue(r, 0, at + 7), NULL, 10);
+	lr_run_times(run, now, period);
+}
+
+/* The table is missing: create it if the role may.  LR_OK to try again;
+ * LR_ERROR with the statement to run when it may not. */
+static enum lr_status runs_create(struct lr_store *st, int64_t deadline,
+				  struct lr_err *err)
+{
+	PGresult *r = NULL;
+	enum lr_status s;
+	const char *code;
+
+	s = q_run(st, RUNS_SQL, Q_OTHER, deadline, &r, err);
+	if (s != LR_OK)
+		goto out;
+	code = sqlstate(r);
+	/* Created, or by another run at the same moment. */
+	if (PQresultStatus(r) == PGRES_COMMAND_OK || !strcmp(code, "42P07") ||
+	    !strcmp(code, "23505"))
+		goto out;
+	if (!strcmp(code, "42501")) /* insufficient_privilege */
+		lr_err_set(err,
+			   "PostgreSQL at %s: --once-per needs the table "
+			   "leaserun_runs, which role %s may not create here; "
+			   "have it made: %s; GRANT SELECT, INSERT, UPDATE ON "
+			   "leaserun_runs TO %s",
+			   st->where, PQuser(st->conn), RUNS_SQL,
+			   PQuser(st->conn));
+	else
+		q_fail(st, r, "creating the table leaserun_runs", err);
+	s = LR_ERROR;
+out:
+	PQclear(r);
+	return s;
+}
+
+/* A failed statement on leaserun_runs, in words: the rights it needs. */
+static void runs_fail(struct lr_store *st, const PGresult *r,
+		      const char *what, struct lr_err *err)
+{
+	if (!strcmp(sqlstate(r), "42501"))
+		lr_err_set(err,
+			   "PostgreSQL at %s: role %s may not use the table "
+			   "leaserun_runs that --once-per keeps runs in: GRANT "
+			   "SELECT, INSERT, UPDATE ON leaserun_runs TO %s",
+			   st->where, PQuser(st->conn), PQuser(st->conn));
+	else
+		q_fail(st, r, what, err);
+}
+
+static enum lr_status pg_run_start(struct lr_store *st, int64_t period_ms,
+				   uint64_t fence, int64_t deadline,
+				   struct lr_run *last, struct lr_err *err)
+{
+	char *name = NULL, *host = NULL, *sql = NULL;
+	const char *h = st->req->host ? st->req->host : "";
+	PGresult *r = NULL;
+	enum lr_status s = LR_ERROR;
+	int tries;
+
+	name = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
+	host = PQescapeLiteral(st->conn, h, strlen(h));
+	/* Ours unless a start less than the period before now() is
+	 * recorded; "old" is the row as it was, read before the insert. */
+	if (!name || !host ||
+	    asprintf(&sql,
+		     "WITH s AS (SELECT set_config('synchronous_commit', "
+		     "'on', true)), "
+		     "old AS (SELECT " ROW_SQL " FROM leaserun_runs "
+		     "WHERE name = %s), "
+		     "ins AS (INSERT INTO leaserun_runs AS r (name, fence, "
+		     "host, pid, period_ms, started) "
+		     "SELECT %s, %" PRIu64 ", %s, %ld, %" PRId64 ", now() "
+		     "FROM s "
+		     "ON CONFLICT (name) DO UPDATE SET fence = EXCLUDED.fence, "
+		     "host = EXCLUDED.host, pid = EXCLUDED.pid, "
+		     "period_ms = EXCLUDED.period_ms, "
+		     "started = EXCLUDED.started, ended = NULL, status = NULL "
+		     "WHERE r.fence = EXCLUDED.fence OR r.started + "
+		     "EXCLUDED.period_ms * interval '1 millisecond' <= now() "
+		     "RETURNING 1) "
+		     "SELECT (SELECT count(*) FROM ins), old.* "
+		     "FROM (SELECT 1) AS one LEFT JOIN old ON true",
+		     name, name, fence, host, st->req->pid,
+		     period_ms) < 0) {
+		sql = NULL;
+		lr_err_set(err, "out of memory");
+		goto out;
+	}
+	for (tries = 0; tries < 2; tries++) {
+		PQclear(r);
+		s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+		if (s != LR_OK)
+			goto out;
+		if (tries == 0 && !strcmp(sqlstate(r), "42P01")) {
+			s = runs_create(st, deadline, err);
+			if (s != LR_OK)
+				goto out;
+			continue;
+		}
+		break;
+	}
+	if (!tuples(r, 9)) {
+		runs_fail(st, r, "recording the run", err);
+		s = LR_ERROR;
+	} else if (strcmp(PQgetvalue(r, 0, 0), "0") != 0) {
+		st->run_fence = fence;
+	} else {
+		run_row(r, 1, last, period_ms);
+		s = LR_BUSY;
+	}
+out:
+	PQclear(r);
+	free(sql);
+	PQfreemem(name);
+	PQfreemem(host);
+	return s;
+}
+
+static enum lr_status pg_run_end(struct lr_store *st, int status,
+				 int64_t deadline, struct lr_err *err)
+{
+	char sql[512], *name;
+	PGresult *r = NULL;
+	enum lr_status s;
+
+	if (!st->run_fence)
+		return LR_OK;
+	if (!conn_ok(st) || st->gone) {
+		lr_err_set(err, "PostgreSQL at %s: our session is gone",
+			   st->where);
+		return LR_ERROR;
+	}
+	name = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
+	if (!name) {
+		lr_err_set(err, "cannot quote the lease name for PostgreSQL");
+		return LR_ERROR;
+	}
+	snprintf(sql, sizeof(sql),
+		 "UPDATE leaserun_runs SET ended = now(), status = %d "
+		 "WHERE name = %s AND fence = %" PRIu64,
+		 status, name, st->run_fence);
+	PQfreemem(name);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s == LR_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {
+		runs_fail(st, r, "recording the end of the run", err);
+		s = LR_ERROR;
+	}
+	PQclear(r);
+	return s;
+}
+
+static enum lr_status pg_run_last(struct lr_store *st, int64_t deadline,
+				  struct lr_run *last, struct lr_err *err)
+{
+	char sql[512], *name;
+	PGresult *r = NULL;
+	enum lr_status s;
+
+	name = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
+	if (!name) {
+		lr_err_set(err, "cannot quote the lease name for PostgreSQL");
+		return LR_ERROR;
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT " ROW_SQL " FROM leaserun_runs WHERE name = %s", name);
+	PQfreemem(name);
+	lr_run_init(last);
+	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
+	if (s != LR_OK)
+		goto out;
+	if (!strcmp(sqlstate(r), "42P01"))
+		goto out; /* no table: no run recorded yet */
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		runs_fail(st, r, "reading the last run", err);
+		s = LR_ERROR;
+		goto out;
+	}
+	run_row(r, 0, last, 0);
+out:
+	PQclear(r);
+	return s;
+}
+
 static void pg_close(struct lr_store *st)
 {
 	if (!st)
@@ -1542,4 +1781,7 @@ const struct lr_store_ops lr_store_ops = {
 	.inspect = pg_inspect,
 	.brk = pg_brk,
 	.close = pg_close,
+	.run_start = pg_run_start,
+	.run_end = pg_run_end,
+	.run_last = pg_run_last,
 };

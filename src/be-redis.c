@@ -24,6 +24,8 @@
  *   Pdone:{NAME}:TOK   "released by TOK", for a minute after a release
  *   Pwake:{NAME}:TOK   a waiter's pub/sub channel
  *   Preleased:{NAME}   pub/sub channel: one message per release or break
+ *   Prun:{NAME}        --once-per: the last recorded run (hash: fence,
+ *                      start, host, pid, period, end, status; no TTL)
  * and for shared holders and the slots of a semaphore (--limit N):
  *   Pholder:{NAME}:TOK a holder's grant, as P{NAME} is the plain lease's
  *   Pholders:{NAME}    their tokens, scored by when they expire (ms by
@@ -132,6 +134,11 @@
  * or failed is dropped (its late reply would be misread) and the next
  * call reconnects.  A call that finds a connection dead before any reply
  * tries a fresh one once, within the same deadline.
+ *
+ * Runs (--once-per) are judged by the server's clock: the run_start
+ * script reads TIME and compares it with the recorded start, and records
+ * ours, in one atomic step; run_end stamps the end with TIME as well, and
+ * only on a record that still names our fence.
  */
 #include "config.h"
 
@@ -230,6 +237,7 @@ struct lr_store {
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int guarded;       /* the guards have run */
 	struct lr_waitset ws; /* both sockets while holding */
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
 /* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
@@ -555,6 +563,48 @@ static struct script renew_multi_lua = {
 	""
 };
 
+/* The server's clock in Unix ms, in a script (TIME, then an integer:
+ * Lua's numbers hold it exactly). */
+#define NOW_LUA                                                       \
+	"local t = redis.call('TIME')\n"                                \
+	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
+/* KEYS: run.  ARGV: period ms, fence, host, pid.  Records our start
+ * unless one less than the period ago is recorded (by the server's
+ * clock): {1, now} when recorded (or ours already), else {0, now, fence,
+ * start, host, pid, period, end, status} of the record that holds us
+ * back. */
+static struct script run_start_lua = {
+	"run start",
+	NOW_LUA
+	"local r = redis.call('HMGET', KEYS[1], 'fence', 'start', 'host',\n"
+	"  'pid', 'period', 'end', 'status')\n"
+	"if r[1] == ARGV[2] then return {1, now} end\n"
+	"if r[2] and now < tonumber(r[2]) + tonumber(ARGV[1]) then\n"
+	"  return {0, now, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}\n"
+	"end\n"
+	"redis.call('DEL', KEYS[1])\n"
+	"redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'start',\n"
+	"  string.format('%d', now), 'host', ARGV[3], 'pid', ARGV[4],\n"
+	"  'period', ARGV[1])\n"
+	"return {1, now}\n",
+	""
+};
+
+/* KEYS: run.  ARGV: fence, status.  Stamps the end on a record that
+ * still names our fence; returns 1 if it did. */
+static struct script run_end_lua = {
+	"run end",
+	"if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then\n"
+	"  return 0\n"
+	"end\n"
+	NOW_LUA
+	"redis.call('HSET', KEYS[1], 'end', string.format('%d', now),\n"
+	"  'status', ARGV[2])\n"
+	"return 1\n",
+	""
+};
+
 /* KEYS: our holder key, waiters, our slot key (or our holder key again),
  * holders, limit, done mark.  ARGV: token, release channel, wake prefix,
  * "1" for a slot.  Returns 1 if deleted, or if the done mark says that
@@ -622,7 +672,8 @@ static void scripts_init(void)
 	struct script *all[] = { &acquire_lua,	     &renew_lua,
 				 &release_lua,	     &break_lua,
 				 &acquire_multi_lua, &renew_multi_lua,
-				 &release_multi_lua, &inspect_lua };
+				 &release_multi_lua, &inspect_lua,
+				 &run_start_lua,     &run_end_lua };
 	size_t i;
 
 	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -2719,6 +2770,163 @@ static enum lr_status r_brk(struct lr_store *st, int slot, int64_t deadline,
 	return s;
 }
 
+/* ---- runs (--once-per) ------------------------------------------------ */
+
+/* Prun:{NAME}, beside Pfence:{NAME} (the prefix is what precedes
+ * "fence:" there).  Free it; NULL when out of memory. */
+static char *run_key(const struct lr_store *st)
+{
+	size_t n = strlen(st->fence_key) - strlen("fence:{}") -
+		   strlen(st->req->name);
+	char *k = malloc(n + strlen(st->req->name) + 8);
+
+	if (k)
+		sprintf(k, "%.*srun:{%s}", (int)n, st->fence_key,
+			st->req->name);
+	return k;
+}
+
+/* A bulk string or integer reply as a number; 0 for nil or junk. */
+static long long reply_num(const redisReply *r)
+{
+	if (r->type == REDIS_REPLY_INTEGER)
+		return r->integer;
+	if (r->type == REDIS_REPLY_STRING)
+		return strtoll(r->str, NULL, 10);
+	return 0;
+}
+
+/* Fills run from the record's fields f[0..6] (fence, start, host, pid,
+ * period, end, status) as the server's clock stood at now. */
+static void run_fill(struct lr_run *run, redisReply *const *f, long long now,
+		     int64_t period)
+{
+	lr_run_init(run);
+	if (f[1]->type != REDIS_REPLY_STRING)
+		return; /* no record */
+	run->known = 1;
+	run->fence = (uint64_t)reply_num(f[0]);
+	run->start_ms = reply_num(f[1]);
+	if (f[2]->type == REDIS_REPLY_STRING)
+		snprintf(run->host, sizeof(run->host), "%s", f[2]->str);
+	run->pid = (long)reply_num(f[3]);
+	run->period_ms = reply_num(f[4]);
+	if (f[5]->type == REDIS_REPLY_STRING) {
+		run->end_ms = reply_num(f[5]);
+		run->status = (int)reply_num(f[6]);
+	}
+	lr_run_times(run, now, period);
+}
+
+static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
+				  uint64_t fence, int64_t deadline,
+				  struct lr_run *last, struct lr_err *err)
+{
+	char p[24], f[24], pid[24], *key = run_key(st);
+	const char *kv[5] = { key, p, f,
+			      st->req->host && *st->req->host ? st->req->host
+							      : "?",
+			      pid };
+	struct cmd cmds[1];
+	const redisReply *r;
+	enum lr_status s;
+	int need;
+
+	if (!key) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	snprintf(p, sizeof(p), "%lld", (long long)period_ms);
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)fence);
+	snprintf(pid, sizeof(pid), "%ld", st->req->pid);
+	s = run_script(st, &run_start_lua, 1, 4, kv, cmds, 1, 0, deadline,
+		       err);
+	free(key);
+	if (s != LR_OK)
+		return s;
+	r = cmds[0].r;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    (r->element[0]->integer == 0 && r->elements != 9)) {
+		lr_err_set(err, "redis at %s: run start: unexpected reply",
+			   st->where);
+		s = LR_ERROR;
+	} else if (r->element[0]->integer == 1) {
+		st->run_fence = fence;
+	} else {
+		run_fill(last, r->element + 2, reply_num(r->element[1]),
+			 period_ms);
+		s = LR_BUSY;
+	}
+	cmds_free(cmds, 1);
+	/* As durable as a grant: on the replicas a failover would promote. */
+	if (s == LR_OK && st->run_fence == fence &&
+	    (need = replicas_needed(st)) > 0)
+		s = durable(st, need, deadline, "run record", err);
+	return s;
+}
+
+static enum lr_status r_run_end(struct lr_store *st, int status,
+				int64_t deadline, struct lr_err *err)
+{
+	char f[24], code[16], *key;
+	const char *kv[3] = { NULL, f, code };
+	struct cmd cmds[1];
+	enum lr_status s;
+
+	if (!st->run_fence)
+		return LR_OK;
+	if (!(key = run_key(st))) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	kv[0] = key;
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)st->run_fence);
+	snprintf(code, sizeof(code), "%d", status);
+	s = run_script(st, &run_end_lua, 1, 2, kv, cmds, 1, 0, deadline, err);
+	free(key);
+	if (s == LR_OK)
+		cmds_free(cmds, 1);
+	return s;
+}
+
+static enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
+				 struct lr_run *last, struct lr_err *err)
+{
+	char *key = run_key(st);
+	const char *time[1] = { "TIME" },
+		   *get[9] = { "HMGET", key,	 "fence", "start", "host",
+			       "pid",	"period", "end",   "status" };
+	struct cmd cmds[2] = { { 1, time, NULL }, { 9, get, NULL } };
+	const redisReply *t, *v;
+	enum lr_status s;
+
+	if (!key) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = round_trip(st, cmds, 2, deadline, "HMGET", err);
+	free(key);
+	if (s != LR_OK)
+		return s;
+	t = cmds[0].r;
+	v = cmds[1].r;
+	if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
+	    v->type != REDIS_REPLY_ARRAY || v->elements != 7) {
+		lr_err_set(err, "redis at %s: %s", st->where,
+			   v->type == REDIS_REPLY_ERROR ? v->str
+							: "unexpected reply");
+		s = LR_ERROR;
+	} else {
+		run_fill(last, v->element,
+			 reply_num(t->element[0]) * 1000 +
+				 reply_num(t->element[1]) / 1000,
+			 0);
+	}
+	cmds_free(cmds, 2);
+	return s;
+}
+
 static const char *const schemes[] = { "redis",		 "rediss",
 				       "redis+unix",	 "redis+sentinel",
 				       "rediss+sentinel", NULL };
@@ -2739,4 +2947,7 @@ const struct lr_store_ops lr_store_ops = {
 	.inspect = r_inspect,
 	.brk = r_brk,
 	.close = r_close,
+	.run_start = r_run_start,
+	.run_end = r_run_end,
+	.run_last = r_run_last,
 };

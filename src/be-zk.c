@@ -57,6 +57,15 @@
  * loop, so the session is kept alive and events are seen at once however
  * long the core waits (zk-session.h).
  *
+ * Runs (--once-per) are judged by the server's clock as it stamps a node
+ * (mtime: the leader's clock when it applied the write).  To learn the
+ * time, run_start sets DIR/clock, in the flight of a read of DIR/run,
+ * the record "FENCE PERIOD START END STATUS PID HOST" of the last start;
+ * if that start is the period or more before the clock's stamp, it
+ * writes ours, with that stamp as START, conditional on the version it
+ * read (so a write in between makes it look again).  Both nodes are
+ * persistent, beside the lock nodes, which are all named lock-*.
+ *
  * Costs: open is the session handshake; acquire of a free lease is one
  * round trip (create + list, pipelined; the watch on our node goes out
  * without waiting); release is one delete; close sends the session's end
@@ -108,6 +117,7 @@ struct lr_store {
 	unsigned slot;	  /* ours, once held */
 	int slot_wait;	  /* first in the queue, watching the slot nodes */
 	char *queue_left; /* our queue node, still to delete after a claim */
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -1536,6 +1546,277 @@ static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 	return s;
 }
 
+/* ---- runs (--once-per) ------------------------------------------------- */
+
+/* The words for a request on path that answered rc. */
+static enum lr_status run_failed(struct lr_store *st, const char *what,
+				 const char *path, int rc, struct lr_err *err)
+{
+	lr_zk_dead(st->zs);
+	if (st->zs->expired || st->zs->authfail || lr_zk_retryable(rc))
+		lr_zk_unreachable(st->zs, what, err);
+	else
+		lr_err_set(err, "ZooKeeper at %s: %s %s: %s", st->zs->where,
+			   what, path, lr_zk_strerror(rc));
+	return LR_ERROR;
+}
+
+/* Sends one request made by send() (set or create of path with data)
+ * and waits for it: LR_OK with its rc in *rc and its stat in *stat. */
+static enum lr_status run_write1(struct lr_store *st, int create,
+				 const char *path, const char *data,
+				 int version, int64_t deadline, int *rc,
+				 struct Stat *stat, struct lr_err *err)
+{
+	struct lr_zk_op *op = lr_zk_op_new();
+	struct ACL buf[2];
+	enum lr_status s;
+
+	if (!op)
+		return oom(err);
+	if (create)
+		lr_zk_send_create(st->zs, op, path, data,
+				  lr_zk_acl(st->zs, 0, buf), ZOO_PERSISTENT);
+	else
+		lr_zk_send_set(st->zs, op, path, data, version);
+	s = lr_zk_pump(st->zs, deadline, &op, 1, "run record", err);
+	if (s == LR_OK) {
+		*rc = op->rc;
+		*stat = op->stat;
+	}
+	lr_zk_op_free(op);
+	return s;
+}
+
+/* The server's clock now, as it stamps DIR/clock, in one flight with a
+ * read of DIR/run, whose answer *rec gets (the caller frees it; its rc
+ * ZOK or ZNONODE).  A missing clock node is made (its creation is then
+ * the stamp) if make.  *now is -1 when the clock cannot be stamped, with
+ * err saying why (NOAUTH: a reader with other credentials), yet LR_OK. */
+static enum lr_status run_now(struct lr_store *st, int64_t deadline,
+			      int make, int64_t *now, struct lr_zk_op **rec,
+			      struct lr_err *err)
+{
+	char *clock = join3(st->dir, "/", "clock"),
+	     *run = join3(st->dir, "/", "run");
+	enum lr_status s = LR_ERROR;
+	int tries;
+
+	*rec = NULL;
+	*now = -1;
+	if (!clock || !run) {
+		s = oom(err);
+		goto out;
+	}
+	for (tries = 0; tries < 6; tries++) {
+		struct lr_zk_op *ops[2] = {lr_zk_op_new(), lr_zk_op_new()};
+		struct Stat stat;
+		int rc, rr;
+
+		if (!ops[0] || !ops[1]) {
+			lr_zk_ops_free(ops, 2);
+			s = oom(err);
+			goto out;
+		}
+		lr_zk_send_set(st->zs, ops[0], clock, "", -1);
+		lr_zk_send_get(st->zs, ops[1], run);
+		s = lr_zk_pump(st->zs, deadline, ops, 2, "clock", err);
+		rc = ops[0]->rc;
+		rr = ops[1]->rc;
+		if (s == LR_OK && rc == ZOK)
+			*now = ops[0]->stat.mtime;
+		if (s == LR_OK && (rr == ZOK || rr == ZNONODE)) {
+			*rec = ops[1];
+			ops[1] = NULL;
+		}
+		lr_zk_ops_free(ops, 2);
+		if (s != LR_OK)
+			goto out;
+		if (lr_zk_retryable(rc) || lr_zk_retryable(rr)) {
+			lr_zk_op_free(*rec);
+			*rec = NULL;
+			*now = -1;
+			if (!lr_zk_dead(st->zs) && lr_now_ms() < deadline)
+				continue;
+			s = run_failed(st, "get", run, rr, err);
+			goto out;
+		}
+		if (!*rec) {
+			s = run_failed(st, "get", run, rr, err);
+			goto out;
+		}
+		if (rc == ZOK || (rc == ZNONODE && !make))
+			goto out; /* (without make: *now -1) */
+		if (rc != ZNONODE) {
+			run_failed(st, "set", clock, rc, err);
+			goto out; /* LR_OK, *now -1 */
+		}
+		/* The first run here. */
+		s = lr_zk_make_dirs(st->zs, st->dir, deadline, err);
+		if (s == LR_OK)
+			s = run_write1(st, 1, clock, "", -1, deadline, &rc,
+				       &stat, err);
+		if (s == LR_OK && rc == ZOK)
+			*now = stat.mtime;
+		if (s != LR_OK || rc == ZOK)
+			goto out;
+		lr_zk_op_free(*rec);
+		*rec = NULL;
+		if (rc != ZNODEEXISTS && !lr_zk_retryable(rc)) {
+			s = run_failed(st, "create", clock, rc, err);
+			goto out;
+		}
+	}
+	lr_err_set(err, "ZooKeeper at %s: %s keeps changing", st->zs->where,
+		   clock);
+	s = LR_ERROR;
+out:
+	if (s != LR_OK) {
+		lr_zk_op_free(*rec);
+		*rec = NULL;
+	}
+	free(clock);
+	free(run);
+	return s;
+}
+
+static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
+				  uint64_t fence, int64_t deadline,
+				  struct lr_run *last, struct lr_err *err)
+{
+	char *path = join3(st->dir, "/", "run"), data[400];
+	enum lr_status s = LR_ERROR;
+	int tries;
+
+	if (!path)
+		return oom(err);
+	for (tries = 0; tries < 6; tries++) {
+		struct lr_zk_op *rec;
+		struct lr_run run;
+		struct Stat stat;
+		int64_t now;
+		int rc, exists;
+
+		s = run_now(st, deadline, 1, &now, &rec, err);
+		if (s == LR_OK && now < 0) {
+			lr_zk_op_free(rec);
+			s = LR_ERROR; /* err says why */
+		}
+		if (s != LR_OK)
+			break;
+		exists = rec->rc == ZOK;
+		lr_run_parse(exists ? rec->value : NULL, &run);
+		if (run.known && run.fence == fence) {
+			st->run_fence = fence; /* ours already */
+			lr_zk_op_free(rec);
+			break;
+		}
+		if (run.known && now < run.start_ms + period_ms) {
+			*last = run;
+			lr_run_times(last, now, period_ms);
+			lr_zk_op_free(rec);
+			s = LR_BUSY;
+			break;
+		}
+		lr_run_init(&run);
+		run.fence = fence;
+		run.period_ms = period_ms;
+		run.start_ms = now;
+		run.pid = st->req->pid;
+		snprintf(run.host, sizeof(run.host), "%s",
+			 st->req->host ? st->req->host : "");
+		lr_run_format(&run, data, sizeof(data));
+		s = run_write1(st, !exists, path, data,
+			       exists ? rec->stat.version : -1, deadline, &rc,
+			       &stat, err);
+		lr_zk_op_free(rec);
+		if (s != LR_OK)
+			break;
+		if (rc == ZOK) {
+			st->run_fence = fence;
+			break;
+		}
+		/* Written meanwhile, or the answer lost: look again. */
+		if (rc == ZBADVERSION || rc == ZNODEEXISTS ||
+		    (lr_zk_retryable(rc) && !lr_zk_dead(st->zs)))
+			continue;
+		s = run_failed(st, exists ? "set" : "create", path, rc, err);
+		break;
+	}
+	if (tries == 6) {
+		lr_err_set(err, "ZooKeeper at %s: %s keeps changing",
+			   st->zs->where, path);
+		s = LR_ERROR;
+	}
+	free(path);
+	return s;
+}
+
+static enum lr_status z_run_end(struct lr_store *st, int status,
+				int64_t deadline, struct lr_err *err)
+{
+	char *path, data[400];
+	struct lr_zk_op *rec;
+	struct lr_run run;
+	struct Stat stat;
+	enum lr_status s;
+	int64_t now;
+	int rc;
+
+	if (!st->run_fence)
+		return LR_OK;
+	s = run_now(st, deadline, 1, &now, &rec, err);
+	if (s == LR_OK && now < 0) {
+		lr_zk_op_free(rec);
+		s = LR_ERROR;
+	}
+	if (s != LR_OK)
+		return s;
+	lr_run_parse(rec->rc == ZOK ? rec->value : NULL, &run);
+	if (!run.known || run.fence != st->run_fence) {
+		lr_zk_op_free(rec);
+		return LR_OK; /* another run's record now */
+	}
+	run.end_ms = now;
+	run.status = status;
+	lr_run_format(&run, data, sizeof(data));
+	path = join3(st->dir, "/", "run");
+	if (!path) {
+		lr_zk_op_free(rec);
+		return oom(err);
+	}
+	s = run_write1(st, 0, path, data, rec->stat.version, deadline, &rc,
+		       &stat, err);
+	lr_zk_op_free(rec);
+	if (s == LR_OK && rc != ZOK && rc != ZBADVERSION)
+		s = run_failed(st, "set", path, rc, err);
+	free(path);
+	return s;
+}
+
+static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
+				 struct lr_run *last, struct lr_err *err)
+{
+	struct lr_zk_op *rec;
+	struct lr_err ignored;
+	enum lr_status s;
+	int64_t now;
+
+	lr_run_init(last);
+	s = run_now(st, deadline, 0, &now, &rec, &ignored);
+	if (s != LR_OK) {
+		*err = ignored;
+		return s;
+	}
+	lr_run_parse(rec->rc == ZOK ? rec->value : NULL, last);
+	lr_zk_op_free(rec);
+	/* Without the right to stamp the clock, no "ago": never the local
+	 * clock. */
+	if (last->known && now >= 0)
+		lr_run_times(last, now, 0);
+	return LR_OK;
+}
+
 static const char *const schemes[] = {"zk", NULL};
 
 const struct lr_store_ops lr_store_ops = {
@@ -1553,4 +1834,7 @@ const struct lr_store_ops lr_store_ops = {
     .inspect = z_inspect,
     .brk = z_brk,
     .close = z_close,
+    .run_start = z_run_start,
+    .run_end = z_run_end,
+    .run_last = z_run_last,
 };

@@ -148,6 +148,10 @@ static struct {
 	char file[4200], tmp[4200], dir[4096]; /* "" when none */
 } guard_arg;
 static char guard_stack[16384] __attribute__((aligned(16)));
+/* A guard told to stop and not waited for: it may still be on
+ * guard_stack, so the next guard (a second run in one process, as the
+ * unit tests make) waits for it first. */
+static pid_t guard_leaving;
 
 __attribute__((no_sanitize("address", "undefined")))
 static int guard_main(void *unused)
@@ -182,6 +186,11 @@ pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd)
 	int p[2];
 
 	*fd = -1;
+	if (guard_leaving > 0) {
+		while (waitpid(guard_leaving, NULL, 0) < 0 && errno == EINTR)
+			;
+		guard_leaving = 0;
+	}
 	guard_arg.dir[0] = guard_arg.file[0] = guard_arg.tmp[0] = '\0';
 	if (rm && strlen(rm[0]) < sizeof(guard_arg.file) &&
 	    strlen(rm[1]) < sizeof(guard_arg.tmp) &&
@@ -223,5 +232,7 @@ void lr_child_guard_stop(pid_t guard, int fd)
 	/* Not waited for: its exit closes its copies of our fds, and the
 	 * last close of the file store's inotify fd waits for the kernel's
 	 * SRCU grace period (milliseconds, seen up to 20ms).  It kills
-	 * nothing now; whoever inherits it when we exit reaps it. */
+	 * nothing now; whoever inherits it when we exit reaps it, or the
+	 * next lr_child_guard_start(). */
+	guard_leaving = guard;
 }

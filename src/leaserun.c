@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "child.h"
+#include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -41,7 +42,8 @@ static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 
 enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_WARN_SIGNAL,
        OPT_FOREGROUND, OPT_LOG_FORMAT, OPT_SYSLOG, OPT_METRICS_FILE,
-       OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON, OPT_SLOT };
+       OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON, OPT_SLOT,
+       OPT_ONCE_PER, OPT_MAX_TIME, OPT_SPLAY };
 
 static const struct option longopts[] = {
 	{ "nonblock", no_argument, NULL, 'n' },
@@ -71,6 +73,9 @@ static const struct option longopts[] = {
 	{ "slot", required_argument, NULL, OPT_SLOT },
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "once-per", required_argument, NULL, OPT_ONCE_PER },
+	{ "max-time", required_argument, NULL, OPT_MAX_TIME },
+	{ "splay", required_argument, NULL, OPT_SPLAY },
 	{ "version", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -98,6 +103,7 @@ struct opts {
 	const char *metrics_file;
 	int json_out;    /* --json */
 	int mode; /* 0 run, OPT_STATUS, OPT_BREAK, OPT_CHECK */
+	int64_t once_per_ms, max_time_ms, splay_ms; /* 0: off */
 	const char *name;
 	char **argv;
 };
@@ -140,6 +146,14 @@ static void usage(void)
 	      " -k, --kill-after DURATION     send --signal this long before the\n"
 	      "                               lease deadline, SIGKILL 100ms before\n"
 	      "                               it (default TTL/5)\n"
+	      "     --once-per DURATION       start the command at most once per\n"
+	      "                               DURATION, by the store's clock;\n"
+	      "                               held back: exit 1 (or -E)\n"
+	      "     --max-time DURATION       stop the command after DURATION:\n"
+	      "                               --signal, SIGKILL after -k; exit 124\n"
+	      "     --splay DURATION          wait a random time below DURATION\n"
+	      "                               before the first attempt (not\n"
+	      "                               counted in -w)\n"
 	      "     --foreground              keep the command in our process group\n"
 	      "                               (for commands that read the terminal)\n"
 	      " -l, --limit N                 let up to N hold NAME at once, each in a\n"
@@ -153,8 +167,8 @@ static void usage(void)
 	      "     --syslog                  log to syslog instead of stderr\n"
 	      "     --metrics-file PATH       keep Prometheus counters in PATH\n"
 	      "                               (node_exporter's textfile collector)\n"
-	      "     --status                  show who holds NAME; exit 0 if held,\n"
-	      "                               1 if free\n"
+	      "     --status                  show who holds NAME and its last run;\n"
+	      "                               exit 0 if held, 1 if free\n"
 	      "     --break                   remove the current holders' leases\n"
 	      "     --slot K                  with --break: only the holder of slot K\n"
 	      "     --check                   from the command: is our lease still\n"
@@ -167,10 +181,12 @@ static void usage(void)
 	      "Options also come from LEASERUN_URL, LEASERUN_URL_FILE,\n"
 	      "LEASERUN_TTL, LEASERUN_RENEW, LEASERUN_WAIT, LEASERUN_KILL_AFTER,\n"
 	      "LEASERUN_SIGNAL, LEASERUN_WARN_SIGNAL, LEASERUN_CONFLICT_EXIT_CODE,\n"
-	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE, LEASERUN_LIMIT.\n"
+	      "LEASERUN_LOG_FORMAT, LEASERUN_METRICS_FILE, LEASERUN_ONCE_PER,\n"
+	      "LEASERUN_MAX_TIME, LEASERUN_SPLAY, LEASERUN_LIMIT.\n"
 	      "\n"
-	      "Exit status: the command's; 1 (or -E) if not acquired; 124 if the\n"
-	      "lease was lost (the command stopped, or found lost at release);\n"
+	      "Exit status: the command's; 1 (or -E) if not acquired or held back\n"
+	      "by --once-per; 124 if the lease was lost (the command stopped, or\n"
+	      "found lost at release) or --max-time ran out;\n"
 	      "125 if leaserun failed; 126/127 if the command could not be run\n"
 	      "or was not found.\n"
 	      "\n"
@@ -232,6 +248,17 @@ static int64_t duration(const char *what, const char *s)
 		usage_error("invalid %s '%s': expected a duration such as "
 			    "500ms, 10s, 5m or 1h",
 			    what, s);
+	return ms;
+}
+
+/* --once-per and --max-time: a period or a run time of nothing is a
+ * mistake, not a way to switch them off (leave them out for that). */
+static int64_t positive_duration(const char *what, const char *s)
+{
+	int64_t ms = duration(what, s);
+
+	if (ms <= 0)
+		usage_error("invalid %s '%s': must be more than 0", what, s);
 	return ms;
 }
 
@@ -316,6 +343,12 @@ static void env_defaults(struct opts *o)
 		log_format(o, "LEASERUN_LOG_FORMAT", v);
 	if ((v = getenv("LEASERUN_LIMIT")) && *v)
 		o->limit = limit_arg("LEASERUN_LIMIT", v);
+	if ((v = getenv("LEASERUN_ONCE_PER")) && *v)
+		o->once_per_ms = positive_duration("LEASERUN_ONCE_PER", v);
+	if ((v = getenv("LEASERUN_MAX_TIME")) && *v)
+		o->max_time_ms = positive_duration("LEASERUN_MAX_TIME", v);
+	if ((v = getenv("LEASERUN_SPLAY")) && *v)
+		o->splay_ms = duration("LEASERUN_SPLAY", v);
 }
 
 /* -U URL: keep a copy, then overwrite the password in argv at once (as
@@ -449,6 +482,17 @@ static void parse(int argc, char **argv, struct opts *o)
 		case OPT_JSON:
 			o->json_out = 1;
 			break;
+		case OPT_ONCE_PER:
+			o->once_per_ms =
+				positive_duration("--once-per", optarg);
+			break;
+		case OPT_MAX_TIME:
+			o->max_time_ms =
+				positive_duration("--max-time", optarg);
+			break;
+		case OPT_SPLAY:
+			o->splay_ms = duration("--splay", optarg);
+			break;
 		case OPT_STATUS:
 		case OPT_BREAK:
 		case OPT_CHECK:
@@ -490,6 +534,12 @@ static void parse(int argc, char **argv, struct opts *o)
 		usage_error("--shared and --limit %u exclude each other: shared "
 			    "holders share one slot",
 			    o->limit);
+	/* A run recorded per period is one run: a second holder beside it
+	 * could record its own start at the same moment. */
+	if (o->once_per_ms && !o->mode && (o->shared || o->limit > 1))
+		usage_error("--once-per goes with a plain lease only, not with "
+			    "%s",
+			    o->shared ? "--shared" : "--limit");
 	if (optind >= argc)
 		usage_error("no lease name given");
 	o->name = argv[optind++];
@@ -701,6 +751,149 @@ static void iso_time(char *buf, size_t len, int64_t ms)
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* A store's text goes to the terminal and into log lines: no control
+ * characters. */
+static void printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+/* The last recorded run (--once-per), for --status.  A store that cannot
+ * read it is a warning: who holds the lease is still worth showing. */
+static void last_run(struct run *r, struct lr_store *st, struct lr_run *run)
+{
+	struct lr_err err = { "" };
+	enum lr_status rc;
+
+	lr_run_init(run);
+	if (!r->ops->run_last)
+		return;
+	rc = r->ops->run_last(st, lr_now_ms() + r->o->ttl_ms, run, &err);
+	if (rc != LR_OK) {
+		lr_log(LR_LOG_WARN, "last-run", "cannot read the last run: %s",
+		       err.msg[0] ? err.msg : lr_status_name(rc));
+		lr_run_init(run);
+	}
+	printable(run->host);
+}
+
+/* ,"last_run":{...} or ,"last_run":null, appended to buf (len bytes,
+ * filled up to n; room for 6 * the host's length + 512).  Returns the new
+ * end. */
+static size_t run_json(char *buf, size_t len, size_t n,
+		       const struct lr_run *run)
+{
+	char when[32];
+
+#define ADD(...) \
+	(n += (size_t)snprintf(buf + n, n < len ? len - n : 0, \
+			       __VA_ARGS__), \
+	 n = n < len ? n : len - 1)
+#define NUM(key, v, known) \
+	((known) ? ADD(",\"" key "\":%lld", (long long)(v)) \
+		 : ADD(",\"" key "\":null"))
+	if (!run->known) {
+		ADD(",\"last_run\":null");
+		return n;
+	}
+	ADD(",\"last_run\":{\"host\":");
+	if (run->host[0]) {
+		ADD("\"");
+		n = lr_json_escape(buf, len, n, run->host);
+		ADD("\"");
+	} else {
+		ADD("null");
+	}
+	NUM("pid", run->pid, run->pid);
+	if (run->fence)
+		ADD(",\"fence\":%" PRIu64, run->fence);
+	else
+		ADD(",\"fence\":null");
+	if (run->start_ms) {
+		iso_time(when, sizeof(when), run->start_ms);
+		ADD(",\"started\":\"%s\"", when);
+	} else {
+		ADD(",\"started\":null");
+	}
+	NUM("started_ms", run->start_ms, run->start_ms);
+	NUM("ago_ms", run->ago_ms, run->ago_ms >= 0);
+	if (run->end_ms) {
+		iso_time(when, sizeof(when), run->end_ms);
+		ADD(",\"ended\":\"%s\"", when);
+	} else {
+		ADD(",\"ended\":null");
+	}
+	NUM("ended_ms", run->end_ms, run->end_ms);
+	NUM("status", run->status, run->end_ms && run->status >= 0);
+	NUM("period_ms", run->period_ms, run->period_ms);
+	NUM("next_in_ms", run->next_ms, run->next_ms >= 0);
+	ADD("}");
+#undef NUM
+#undef ADD
+	return n;
+}
+
+/* Is the run of this fence one of the holders? */
+static int holds_fence(const struct lr_info *info, uint64_t fence)
+{
+	size_t i;
+
+	for (i = 0; i < info->n; i++)
+		if (info->h[i].fence == fence)
+			return 1;
+	return 0;
+}
+
+/* The run lines of --status: when it started, how it ended, when the
+ * next is allowed. */
+static void run_text(const struct lr_info *info, const struct lr_run *run)
+{
+	char when[32], d[32];
+
+	if (!run->known)
+		return;
+	printf("%-8s started", "run:");
+	if (run->start_ms) {
+		iso_time(when, sizeof(when), run->start_ms);
+		printf(" %s", when);
+	}
+	if (run->ago_ms >= 0) {
+		lr_duration_human(run->ago_ms, d, sizeof(d));
+		printf(run->start_ms ? " (%s ago)" : " %s ago", d);
+	}
+	if (run->host[0])
+		printf(" on %s", run->host);
+	if (run->pid)
+		printf(" pid %ld", run->pid);
+	if (run->fence)
+		printf(", fence %" PRIu64, run->fence);
+	putchar('\n');
+	if (run->end_ms) {
+		iso_time(when, sizeof(when), run->end_ms);
+		printf("%-8s %s", "ended:", when);
+		if (run->status >= 0)
+			printf(", status %d", run->status);
+		putchar('\n');
+	} else {
+		printf("%-8s %s\n", "ended:",
+		       holds_fence(info, run->fence) ? "not yet"
+						     : "not recorded");
+	}
+	if (run->period_ms) {
+		lr_duration_human(run->period_ms, d, sizeof(d));
+		printf("%-8s %s", "period:", d);
+		if (run->next_ms > 0) {
+			lr_duration_human(run->next_ms, d, sizeof(d));
+			printf(", next run allowed in %s", d);
+		} else if (run->next_ms == 0) {
+			printf(", next run allowed now");
+		}
+		putchar('\n');
+	}
+}
+
 /* Appends to buf (len bytes, filled up to n), stopping short rather than
  * overflowing. */
 #define ADD(...) \
@@ -744,7 +937,8 @@ static size_t holder_json(char *buf, size_t len, size_t n,
 /* One JSON object on one line; unknown fields are null.  The first holder
  * is also given at the top (host, pid, since, ttl_left_ms, fence), as
  * before there could be more than one; "holders" lists them all. */
-static void status_json(struct run *r, const struct lr_info *info)
+static void status_json(struct run *r, const struct lr_info *info,
+			const struct lr_run *run)
 {
 	const struct lr_holder *h0 = info->n ? &info->h[0] : NULL;
 	uint64_t fence = h0 ? h0->fence : info->fence;
@@ -752,7 +946,8 @@ static void status_json(struct run *r, const struct lr_info *info)
 	size_t n = 0, len, i;
 
 	/* Every byte may grow sixfold when escaped (\u00XX). */
-	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted)) + 512;
+	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted) +
+		   strlen(run->host)) + 1024;
 	for (i = 0; i < info->n; i++)
 		len += 6 * strlen(info->h[i].host) + 256;
 	if (h0)
@@ -785,7 +980,9 @@ static void status_json(struct run *r, const struct lr_info *info)
 		else
 			ADD(",\"fence\":null}");
 	}
-	ADD("]}\n");
+	ADD("]");
+	n = run_json(buf, len, n, run);
+	ADD("}\n");
 #undef ADD
 	fputs(buf, stdout);
 	free(buf);
@@ -858,6 +1055,7 @@ static void status_many(const struct lr_info *info)
 
 static int status(struct run *r, struct lr_store *st)
 {
+	struct lr_run run;
 	struct lr_info info;
 	struct lr_err err = { "" };
 	enum lr_status rc;
@@ -871,10 +1069,13 @@ static int status(struct run *r, struct lr_store *st)
 		    err.msg[0] ? err.msg : lr_status_name(rc));
 	}
 	lr_info_sort(&info);
-	for (i = 0; i < info.n; i++)
+	for (i = 0; i < info.n; i++) {
+		printable(info.h[i].host);
 		shared += info.h[i].shared != 0;
+	}
+	last_run(r, st, &run);
 	if (r->o->json_out) {
-		status_json(r, &info);
+		status_json(r, &info, &run);
 	} else {
 		printf("%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
 		       r->u->redacted);
@@ -896,10 +1097,46 @@ static int status(struct run *r, struct lr_store *st)
 		if (!info.n && info.fence)
 			printf("%-8s %" PRIu64 " (last granted)\n", "fence:",
 			       info.fence);
+		run_text(&info, &run);
 	}
 	shared = info.n; /* held or not, once the list is gone */
 	lr_info_free(&info);
 	return shared ? 0 : 1;
+}
+
+/* The one notice of a run that --once-per held back: who ran last, how
+ * long ago, when the next run may start; all by the store's clock. */
+static void held_back(struct lr_run *last)
+{
+	char ago[48] = "", next[48] = "once the period has passed", d[32];
+	char who[300], fence[40] = "";
+	const struct lr_field f[] = {
+		LR_STR("host", who),
+		LR_NUM("fence", last->fence),
+		LR_NUM("ago_ms", last->ago_ms),
+		LR_NUM("next_ms", last->next_ms),
+	};
+
+	printable(last->host);
+	if (last->host[0] && last->pid)
+		snprintf(who, sizeof(who), "%s pid %ld", last->host, last->pid);
+	else
+		snprintf(who, sizeof(who), "%s",
+			 last->host[0] ? last->host : "another host");
+	if (last->ago_ms >= 0) {
+		lr_duration_human(last->ago_ms, d, sizeof(d));
+		snprintf(ago, sizeof(ago), " %s ago", d);
+	}
+	if (last->next_ms >= 0) {
+		lr_duration_human(last->next_ms, d, sizeof(d));
+		snprintf(next, sizeof(next), "in %s", d);
+	}
+	if (last->fence)
+		snprintf(fence, sizeof(fence), ", fence %" PRIu64,
+			 last->fence);
+	lr_logf(LR_LOG_NOTICE, "too-soon", f, 4,
+		"last run started%s on %s%s; next run allowed %s", ago, who,
+		fence, next);
 }
 
 /* Dies of sig as the child did (without a core dump); exit(128+sig) if
@@ -1011,6 +1248,9 @@ int main(int argc, char **argv)
 	if (!o.mode && o.shared && !(r.ops->caps & LR_CAP_SHARED))
 		die("the %s store has no shared leases (--shared)",
 		    r.ops->name);
+	if (!o.mode && o.once_per_ms && !r.ops->run_start)
+		die("the %s store cannot record runs: --once-per needs another "
+		    "store", r.ops->name);
 	if (!o.mode) {
 		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);
 		metrics_on = o.metrics_file != NULL;
@@ -1094,6 +1334,9 @@ int main(int argc, char **argv)
 	cfg.limit = o.limit;
 	cfg.shared = o.shared;
 	cfg.name = o.name;
+	cfg.once_per_ms = o.once_per_ms;
+	cfg.max_time_ms = o.max_time_ms;
+	cfg.splay_ms = o.splay_ms;
 	cfg.spawn = spawn;
 	cfg.ctx = &r;
 	lr_supervise(&cfg, &res);
@@ -1111,6 +1354,19 @@ int main(int argc, char **argv)
 			o.wait_ms == 0 ? "held by %s; not waiting"
 				       : "held by %s; gave up waiting",
 			res.holder[0] ? res.holder : "another");
+		break;
+	}
+	case LR_OUT_HELD_BACK:
+		held_back(&res.last);
+		break;
+	case LR_OUT_TIMEOUT: {
+		char took[32];
+
+		lr_duration_human(o.max_time_ms, took, sizeof(took));
+		lr_log(LR_LOG_WARN, "stopped",
+		       "the command was stopped because it ran for %s "
+		       "(--max-time)",
+		       took);
 		break;
 	}
 	case LR_OUT_LOST:

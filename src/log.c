@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -145,38 +146,33 @@ static void emit(enum lr_level level, const char *event,
 	int i;
 
 	if (log_json) {
+		struct lr_json j;
 		struct timespec ts;
 		struct tm tm;
+		char when[64];
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
-		n = strftime(line, sizeof(line), "{\"time\":\"%Y-%m-%dT%H:%M:%S",
-			     &tm);
-		n = add(line, sizeof(line), n,
-			".%03ldZ\",\"level\":\"%s\",\"event\":\"",
-			ts.tv_nsec / 1000000, level_name(level));
-		n = lr_json_escape(line, sizeof(line), n, event);
-		n = add(line, sizeof(line), n, "\"");
-		if (log_name) {
-			n = add(line, sizeof(line), n, ",\"name\":\"");
-			n = lr_json_escape(line, sizeof(line), n, log_name);
-			n = add(line, sizeof(line), n, "\"");
-		}
+		n = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(when + n, sizeof(when) - n, ".%03ldZ",
+			 ts.tv_nsec / 1000000);
+		/* One line: the newline goes after the object. */
+		lr_json_open(&j, line, sizeof(line) - 1);
+		lr_json_str(&j, "time", when);
+		lr_json_str(&j, "level", level_name(level));
+		lr_json_str(&j, "event", event);
+		if (log_name)
+			lr_json_str(&j, "name", log_name);
 		for (i = 0; i < nf; i++) {
-			n = add(line, sizeof(line), n, ",\"");
-			n = lr_json_escape(line, sizeof(line), n, f[i].key);
-			if (f[i].s) {
-				n = add(line, sizeof(line), n, "\":\"");
-				n = lr_json_escape(line, sizeof(line), n, f[i].s);
-				n = add(line, sizeof(line), n, "\"");
-			} else {
-				n = add(line, sizeof(line), n, "\":%lld",
-					f[i].n);
-			}
+			if (f[i].s)
+				lr_json_str(&j, f[i].key, f[i].s);
+			else
+				lr_json_int(&j, f[i].key, f[i].n);
 		}
-		n = add(line, sizeof(line), n, ",\"msg\":\"");
-		n = lr_json_escape(line, sizeof(line), n, msg);
-		n = add(line, sizeof(line), n, "\"}\n");
+		lr_json_str(&j, "msg", msg);
+		n = lr_json_close(&j);
+		line[n++] = '\n';
+		line[n] = '\0';
 	} else if (log_name) {
 		n = add(line, sizeof(line), 0, "leaserun: %s: %s\n", log_name,
 			msg);

@@ -35,7 +35,8 @@
  * exceptions:
  *   lease      the grant itself: acquired, lost, conflicts, wait, hold;
  *   heartbeat  the renewals that keep it: latency, failures, slow;
- *   run        leaserun's own run: its failures and how the last ended.
+ *   run        leaserun's own run: its failures, how the last ended, the
+ *              runs --once-per held back and --max-time stopped.
  * Prometheus conventions on top: counters end in _total, times are in
  * seconds and say so, timestamps are _timestamp_seconds.
  */
@@ -43,6 +44,7 @@ static const char *const counter_name[LR_M_NCOUNTERS] = {
 	"leaserun_lease_acquired_total", "leaserun_lease_conflicts_total",
 	"leaserun_lease_lost_total", "leaserun_heartbeat_failures_total",
 	"leaserun_run_failures_total", "leaserun_heartbeat_slow_total",
+	"leaserun_run_skipped_total", "leaserun_run_timeouts_total",
 };
 static const char *const counter_help[LR_M_NCOUNTERS] = {
 	"Leases acquired.",
@@ -53,6 +55,9 @@ static const char *const counter_help[LR_M_NCOUNTERS] = {
 	"Runs in which leaserun itself failed (exit 125).",
 	"Runs whose renewal round trips had a p99 above a tenth of the TTL "
 	"(the slow-heartbeat warning).",
+	"Runs held back by --once-per: a start was recorded less than the "
+	"period ago.",
+	"Runs whose command was stopped by --max-time (exit 124).",
 };
 
 static const struct {

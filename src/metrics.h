@@ -20,6 +20,8 @@ enum lr_counter {
 	LR_M_RENEW_FAILURES, /* renewals that failed */
 	LR_M_FAILURES,       /* runs where leaserun itself failed (125) */
 	LR_M_HEARTBEAT_SLOW, /* runs whose renewals' p99 passed TTL/10 */
+	LR_M_SKIPPED,        /* runs held back by --once-per */
+	LR_M_TIMEOUTS,       /* runs stopped by --max-time */
 	LR_M_NCOUNTERS
 };
 

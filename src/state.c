@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "json.h"
 #include "state.h"
 
 static const char *const state_word[] = { "held", "at-risk", "stopping",
@@ -144,9 +145,6 @@ static void word(const char *buf, const char *key, char *out, size_t len)
 		n = len - 1;
 	memcpy(out, v ? v : "", n);
 	out[n] = '\0';
-	for (; *out; out++) /* printed inside JSON quotes */
-		if (*out == '"' || *out == '\\' || (unsigned char)*out < 0x20)
-			*out = '?';
 }
 
 int lr_state_check(int json, int quiet)
@@ -170,8 +168,16 @@ int lr_state_check(int json, int quiet)
 		/* leaserun has ended and removed it: after a release, or
 		 * after a loss (the file said "lost" until then).  Which one
 		 * the file no longer tells, so neither is claimed. */
-		if (json)
-			printf("{\"held\":false,\"state\":\"ended\"}\n");
+		if (json) {
+			struct lr_json j;
+			char out[64];
+
+			lr_json_open(&j, out, sizeof(out));
+			lr_json_bool(&j, "held", 0);
+			lr_json_str(&j, "state", "ended");
+			lr_json_close(&j);
+			puts(out);
+		}
 		else if (!quiet)
 			printf("not held: leaserun has ended (the lease was "
 			       "released, or lost)\n");
@@ -206,11 +212,20 @@ int lr_state_check(int json, int quiet)
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (json) {
-		printf("{\"name\":\"%s\",\"held\":%s,\"state\":\"%s\","
-		       "\"fence\":%lld,\"left_ms\":%lld,\"deadline\":"
-		       "\"%s.%03lldZ\",\"deadline_ms\":%lld}\n",
-		       name, held ? "true" : "false", st, fence, left, when,
-		       deadline % 1000, deadline);
+		struct lr_json j;
+		char out[1024], at[80];
+
+		snprintf(at, sizeof(at), "%s.%03lldZ", when, deadline % 1000);
+		lr_json_open(&j, out, sizeof(out));
+		lr_json_str(&j, "name", name);
+		lr_json_bool(&j, "held", held);
+		lr_json_str(&j, "state", st);
+		lr_json_int(&j, "fence", fence);
+		lr_json_int(&j, "left_ms", left);
+		lr_json_str(&j, "deadline", at);
+		lr_json_int(&j, "deadline_ms", deadline);
+		lr_json_close(&j);
+		puts(out);
 	} else if (!quiet) {
 		printf("%s: %s, fence %lld, %lldms left (until %s.%03lldZ)\n",
 		       name, st, fence, left, when, deadline % 1000);

@@ -177,3 +177,55 @@ size_t lr_open_fds(int *fds, size_t max)
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
 }
+
+void lr_run_init(struct lr_run *run)
+{
+	memset(run, 0, sizeof(*run));
+	run->ago_ms = -1;
+	run->next_ms = -1;
+	run->status = -1;
+}
+
+void lr_run_times(struct lr_run *run, int64_t now, int64_t period)
+{
+	if (!period)
+		period = run->period_ms;
+	run->ago_ms = now > run->start_ms ? now - run->start_ms : 0;
+	run->next_ms = run->start_ms + period > now
+			       ? run->start_ms + period - now
+			       : 0;
+}
+
+void lr_run_format(const struct lr_run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu %lld %lld %lld %d %ld %s",
+		 (unsigned long long)run->fence, (long long)run->period_ms,
+		 (long long)run->start_ms, (long long)run->end_ms,
+		 run->end_ms ? run->status : -1, run->pid,
+		 run->host[0] ? run->host : "-");
+}
+
+void lr_run_parse(const char *s, struct lr_run *run)
+{
+	unsigned long long fence;
+	long long period, start, end;
+	int status;
+	long pid;
+
+	lr_run_init(run);
+	if (!s || sscanf(s, "%llu %lld %lld %lld %d %ld %255s", &fence,
+			 &period, &start, &end, &status, &pid,
+			 run->host) != 7) {
+		run->host[0] = '\0';
+		return;
+	}
+	run->known = 1;
+	run->fence = fence;
+	run->period_ms = period;
+	run->start_ms = start;
+	run->end_ms = end;
+	run->status = end ? status : -1;
+	run->pid = pid;
+	if (strcmp(run->host, "-") == 0)
+		run->host[0] = '\0';
+}

@@ -20,21 +20,36 @@
  *   DRAINING  the command exited but its group has not: stop the rest
  *             (signal, then SIGKILL after the grace), keep renewing.
  *   DONE      the group is gone: release (unless lost) and return.
+ *   SPLAYING  --splay: a random wait before the first attempt (-> WAITING
+ *             when it is over); signals are handled as while waiting.
+ *   TIMED_OUT --max-time ran out: the stop signal went to the group, and
+ *             SIGKILL follows after the grace; renewals go on while it
+ *             shuts down.  Exit 124.
  *
  * Timing (design.md): all times are CLOCK_BOOTTIME ms.  A renew or acquire
  * that succeeds moves the deadline to D = t_send + TTL*(1-rho) - epsilon,
  * where t_send was taken just before the request went out; failures and
  * late replies never move it.  A store call's own deadline is never later
  * than the next stop deadline, so a hung store cannot delay a stop.
+ *
+ * --max-time counts from the command's start, on the same clock: at
+ * start + max-time the stop signal, at that plus the grace SIGKILL, like
+ * timeout(1) with -k.  --splay counts before the first attempt and not
+ * against -w, which starts when the splay ends.  --once-per asks the
+ * store to record the start, by its own clock, after the acquire and its
+ * validity check and before the command starts: the lease serialises the
+ * hosts, and the store's clock, not ours, tells whether a period passed.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -48,7 +63,8 @@
 #include "supervise.h"
 #include "waitset.h"
 
-enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE };
+enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE,
+	     SPLAYING, TIMED_OUT };
 enum event {
 	EV_ACQUIRE,   /* time to try acquire (again) */
 	EV_WAIT_OVER, /* -w ran out */
@@ -59,10 +75,12 @@ enum event {
 	EV_STORE,     /* the store's fd is ready */
 	EV_SIGNAL,    /* a signal to forward (or to die of while waiting) */
 	EV_CHILD,     /* SIGCHLD: reap */
+	EV_MAX_TIME,  /* --max-time reached */
+	EV_MAX_KILL,  /* --max-time's grace passed */
 };
 
 static const char *const state_names[] = { "waiting", "held", "at-risk",
-	"stopping", "lost", "draining", "done" };
+	"stopping", "lost", "draining", "done", "splaying", "timed-out" };
 
 #define NEVER INT64_MAX
 
@@ -96,6 +114,10 @@ struct sup {
 	unsigned seed;
 	struct lr_p99 lat;     /* renew round trips */
 	int slow_warned;       /* the slow-heartbeat warning went out */
+	int64_t t_max;         /* --max-time: stop the command */
+	int64_t t_max_kill;    /* ... and SIGKILL its group */
+	int timed_out;         /* --max-time stopped it: the outcome is 124 */
+	int run_started;       /* --once-per: the store recorded our start */
 };
 
 int64_t lr_deadline(int64_t t_send, int64_t ttl_ms)
@@ -162,6 +184,10 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 		d = s->t_kill;
 	if (s->t_drain_kill < d)
 		d = s->t_drain_kill;
+	if (s->t_max < d)
+		d = s->t_max;
+	if (s->t_max_kill < d)
+		d = s->t_max_kill;
 	return d > now ? d : now;
 }
 
@@ -321,6 +347,89 @@ static int granted(struct sup *s, const struct lr_grant *g)
 	return 1;
 }
 
+/* --once-per: has the store recorded our start?  Asked after the acquire
+ * and its validity check, so the lease serialises the hosts, and before
+ * the command starts, so a run counts from here whatever happens next.
+ * The store's deadline leaves the validity the check asked for.  Returns
+ * 1 when the run ends here (held back, or the store could not record
+ * it), with the lease given back. */
+static int run_gate(struct sup *s, const struct lr_grant *g)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" }, ignored;
+	int64_t now = lr_now_ms(),
+		deadline = s->D - s->grace_ms - LR_KAPPA_MS - s->renew_ms;
+	enum lr_status rc = LR_ERROR;
+	char period[32];
+
+	if (!c->once_per_ms)
+		return 0;
+	lr_run_init(&s->res->last);
+	if (c->ops->run_start)
+		rc = c->ops->run_start(c->st, c->once_per_ms, g->fence,
+				       deadline > now ? deadline : now,
+				       &s->res->last, &err);
+	else
+		lr_err_set(&err, "the %s store cannot record runs",
+			   c->ops->name);
+	lr_duration_human(c->once_per_ms, period, sizeof(period));
+	if (rc == LR_OK) {
+		const struct lr_field f[] = { LR_NUM("period_ms",
+						     c->once_per_ms) };
+
+		s->run_started = 1;
+		lr_logf(LR_LOG_INFO, "recorded", f, 1,
+			"start recorded; the next run is allowed in %s",
+			period);
+		return 0;
+	}
+	/* No command ran: nothing to hold, nothing to count as held. */
+	c->ops->release(c->st, lr_now_ms() + 1000, &ignored);
+	s->D = s->t_acquired = 0;
+	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	if (rc == LR_BUSY) {
+		s->res->outcome = LR_OUT_HELD_BACK;
+		lr_metrics_count(LR_M_SKIPPED);
+		set_state(s, DONE);
+		return 1;
+	}
+	lr_err_set(&ignored,
+		   "cannot record the start of the run (--once-per %s): %s",
+		   period, err.msg[0] ? err.msg : "the store did not answer "
+						  "in time");
+	fail(s, &ignored);
+	return 1;
+}
+
+/* --once-per: the end of the run goes into its record, with the status
+ * known once the group is gone (the release is still to come: a release
+ * that then finds the lease lost still ends the run with 124).  A failure
+ * is a warning: the run itself is over. */
+static void run_end(struct sup *s)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	int64_t now = lr_now_ms(), deadline = now + 2000;
+	enum lr_status rc;
+	int sig, status;
+
+	if (!s->run_started || !c->ops->run_end)
+		return;
+	if (s->res->outcome == LR_OUT_CHILD && !s->pid && s->res->code)
+		status = s->res->code; /* the command could not start */
+	else
+		status = lr_exit_code(s->res->outcome, s->res->wstatus, 1,
+				      &sig);
+	/* Still holding: the release must come before the lease runs out. */
+	if (!s->certain_loss && s->D && s->D - LR_KAPPA_MS < deadline)
+		deadline = s->D - LR_KAPPA_MS > now ? s->D - LR_KAPPA_MS : now;
+	rc = c->ops->run_end(c->st, status, deadline, &err);
+	if (rc != LR_OK)
+		lr_log(LR_LOG_WARN, "run-end",
+		       "could not record the end of the run: %s",
+		       err.msg[0] ? err.msg : lr_status_name(rc));
+}
+
 static void try_acquire(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -368,6 +477,8 @@ static void try_acquire(struct sup *s, int64_t now)
 		log_acquired(s, &g, now);
 		lr_metrics_count(LR_M_ACQUIRED);
 		lr_metrics_observe(LR_H_WAIT, now - s->t_start);
+		if (run_gate(s, &g))
+			return;
 		keep_state(s, LR_ST_HELD);
 		s->pid = c->spawn(c->ctx, &g, &s->res->code);
 		if (s->pid < 0) {
@@ -385,6 +496,8 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		lr_notify("READY=1\nSTATUS=holding %s, fence %llu",
 			  c->name, (unsigned long long)g.fence);
+		if (c->max_time_ms > 0)
+			s->t_max = lr_now_ms() + c->max_time_ms;
 		if (!c->foreground) {
 			const char *const rm[3] = { lr_state_path(),
 						    lr_state_tmp(),
@@ -524,7 +637,8 @@ static void try_renew(struct sup *s, int64_t now)
 		}
 		/* Told to stop (at D - grace, or draining what was left):
 		 * a renewal does not take that back. */
-		keep_state(s, s->stopped || s->state == DRAINING
+		keep_state(s, s->stopped || s->timed_out ||
+					      s->state == DRAINING
 				      ? LR_ST_STOPPING : LR_ST_HELD);
 		return;
 	}
@@ -553,6 +667,53 @@ static void try_renew(struct sup *s, int64_t now)
 	}
 	}
 	(void)now;
+}
+
+/* HELD or AT_RISK -> TIMED_OUT: the command ran for --max-time.  The
+ * stop signal now, SIGKILL after the -k grace, as timeout(1) does; the
+ * lease is kept, and given back once the group is gone. */
+static void max_time(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	const struct lr_field f[] = {
+		LR_NUM("max_time_ms", c->max_time_ms),
+		LR_NUM("signal", c->stop_signal),
+	};
+	char took[32];
+
+	lr_duration_human(c->max_time_ms, took, sizeof(took));
+	lr_logf(LR_LOG_WARN, "timed-out", f, 2,
+		"the command ran for %s (--max-time); sending signal %d",
+		took, c->stop_signal);
+	keep_state(s, LR_ST_STOPPING);
+	lr_notify("STATUS=stopping the command: it ran for %s (--max-time)",
+		  took);
+	s->timed_out = 1;
+	kill_group(s, c->stop_signal);
+	kill_group(s, SIGCONT);
+	s->t_max = NEVER;
+	s->t_max_kill = now + c->grace_ms;
+	set_state(s, TIMED_OUT);
+}
+
+/* The --splay wait: uniform in [0, splay), from the kernel's pool, since
+ * rand_r's seed could repeat across a fleet whose crons fire at once. */
+static int64_t splay_draw(struct sup *s, int64_t splay)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint64_t)rand_r(&s->seed) << 31 ^
+		    (uint64_t)rand_r(&s->seed);
+	return (int64_t)(r % (uint64_t)splay);
+}
+
+/* SPLAYING -> WAITING, for the first attempt; -w counts from here. */
+static void splay_over(struct sup *s, int64_t now)
+{
+	s->t_start = now;
+	s->t_wait_over = s->cfg->wait_ms > 0 ? now + s->cfg->wait_ms : NEVER;
+	set_state(s, WAITING);
 }
 
 /* Reaps everything (we are a subreaper) and notes the command's end. */
@@ -605,9 +766,13 @@ static void after_exit(struct sup *s, int64_t now)
 		}
 		return;
 	}
-	s->res->outcome = s->stopped ? LR_OUT_LOST : LR_OUT_CHILD;
+	s->res->outcome = s->stopped     ? LR_OUT_LOST
+			  : s->timed_out ? LR_OUT_TIMEOUT
+					 : LR_OUT_CHILD;
 	if (s->stopped)
 		lr_metrics_count(LR_M_LOST);
+	else if (s->timed_out)
+		lr_metrics_count(LR_M_TIMEOUTS);
 	set_state(s, DONE);
 }
 
@@ -620,7 +785,9 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 
 	switch (ev) {
 	case EV_ACQUIRE:
-		if (s->state != WAITING)
+		if (s->state == SPLAYING)
+			splay_over(s, now);
+		else if (s->state != WAITING)
 			return -1;
 		try_acquire(s, now);
 		return 0;
@@ -635,11 +802,13 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
+		case TIMED_OUT:
 			try_renew(s, now);
 			return 0;
 		case WAITING:
 		case LOST:
 		case DONE:
+		case SPLAYING:
 			return -1;
 		}
 		return -1;
@@ -669,10 +838,15 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 			s->t_grace = NEVER; /* t_kill stays where D put it */
 			return 0;
 		}
+		case TIMED_OUT:
+			/* The stop signal went already; t_kill stays. */
+			s->t_grace = NEVER;
+			return 0;
 		case WAITING:
 		case STOPPING:
 		case LOST:
 		case DONE:
+		case SPLAYING:
 			return -1;
 		}
 		return -1;
@@ -682,6 +856,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
+		case TIMED_OUT:
 			lose(s, s->state == STOPPING
 					? "the command did not stop in time"
 					: "the deadline passed without a "
@@ -690,6 +865,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case WAITING:
 		case LOST:
 		case DONE:
+		case SPLAYING:
 			return -1;
 		}
 		return -1;
@@ -707,10 +883,13 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 			if (rc != LR_BUSY)
 				s->t_acquire = now;
 			return 0;
+		case SPLAYING:
+			return 0; /* the store kept its session: no news */
 		case HELD:
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
+		case TIMED_OUT:
 			if (rc == LR_LOST) {
 				s->certain_loss = 1;
 				lose(s, err.msg[0] ? err.msg
@@ -727,6 +906,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 	case EV_SIGNAL:
 		switch (s->state) {
 		case WAITING:
+		case SPLAYING:
 			if (s->signo == SIGWINCH || s->signo == SIGCONT)
 				return 0;
 			if (s->signo == SIGTSTP) {
@@ -744,6 +924,7 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		case AT_RISK:
 		case STOPPING:
 		case DRAINING:
+		case TIMED_OUT:
 			/* In --foreground the terminal already signalled the
 			 * command: do not send a second ^C. */
 			if (c->foreground && s->sicode == SI_KERNEL)
@@ -760,22 +941,61 @@ static int handle(struct sup *s, enum event ev, int64_t now)
 		}
 		return -1;
 	case EV_CHILD:
-		if (s->state == WAITING)
+		if (s->state == WAITING || s->state == SPLAYING)
 			return 0; /* a store's helper: the store reaps it */
 		reap(s);
 		switch (s->state) {
 		case WAITING:
+		case SPLAYING:
 			return -1;
 		case HELD:
 		case AT_RISK:
 		case STOPPING:
 		case LOST:
 		case DRAINING:
+		case TIMED_OUT:
 			if (s->reaped)
 				after_exit(s, now);
 			return 0;
 		case DONE:
 			return 0;
+		}
+		return -1;
+	case EV_MAX_TIME:
+		switch (s->state) {
+		case HELD:
+		case AT_RISK:
+			max_time(s, now);
+			return 0;
+		case STOPPING: /* the lease's deadline stops it already */
+		case DRAINING: /* it ended; its leftovers are being stopped */
+		case LOST:     /* killed already */
+			s->t_max = NEVER;
+			return 0;
+		case WAITING:
+		case SPLAYING:
+		case TIMED_OUT:
+		case DONE:
+			return -1;
+		}
+		return -1;
+	case EV_MAX_KILL:
+		switch (s->state) {
+		case TIMED_OUT:
+		case DRAINING: /* timed out, then the command itself ended */
+			kill_group(s, SIGKILL);
+			s->t_max_kill = NEVER;
+			return 0;
+		case LOST: /* killed already */
+			s->t_max_kill = NEVER;
+			return 0;
+		case WAITING:
+		case SPLAYING:
+		case HELD:
+		case AT_RISK:
+		case STOPPING:
+		case DONE:
+			return -1;
 		}
 		return -1;
 	}
@@ -830,6 +1050,21 @@ static void release(struct sup *s)
 	}
 }
 
+/* The earliest time at which something is due, or NEVER. */
+static int64_t next_deadline(const struct sup *s)
+{
+	const int64_t t[] = { s->t_kill,    s->t_grace,	    s->t_drain_kill,
+			      s->t_max,	    s->t_max_kill,  s->t_wait_over,
+			      s->t_renew,   s->t_acquire };
+	int64_t next = NEVER;
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i] < next)
+			next = t[i];
+	return next;
+}
+
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 {
 	struct sup s;
@@ -846,9 +1081,23 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 	s.t_acquire = s.t_start = lr_now_ms();
 	s.t_wait_over = cfg->wait_ms > 0 ? s.t_acquire + cfg->wait_ms : NEVER;
 	s.t_renew = s.t_grace = s.t_kill = s.t_drain_kill = NEVER;
+	s.t_max = s.t_max_kill = NEVER;
 	s.backoff = 50;
 	s.seed = (unsigned)getpid() ^ (unsigned)s.t_acquire;
 	s.guard_fd = -1;
+	if (cfg->splay_ms > 0) {
+		int64_t d = splay_draw(&s, cfg->splay_ms);
+		const struct lr_field f[] = { LR_NUM("splay_ms", d) };
+
+		s.state = SPLAYING;
+		s.t_acquire += d;
+		s.t_wait_over = NEVER;
+		lr_logf(LR_LOG_INFO, "splay", f, 1,
+			"waiting %lldms (--splay) before the first attempt",
+			(long long)d);
+		lr_notify("STATUS=waiting %lldms (--splay) before taking %s",
+			  (long long)d, cfg->name);
+	}
 
 	tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (tfd < 0) {
@@ -869,8 +1118,12 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 			ev = EV_KILL;
 		else if (now >= s.t_grace)
 			ev = EV_GRACE;
+		else if (now >= s.t_max_kill)
+			ev = EV_MAX_KILL;
 		else if (now >= s.t_drain_kill)
 			ev = EV_DRAIN_KILL;
+		else if (now >= s.t_max)
+			ev = EV_MAX_TIME;
 		else if (now >= s.t_wait_over)
 			ev = EV_WAIT_OVER;
 		else if (now >= s.t_renew)
@@ -883,17 +1136,7 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 			goto internal;
 		continue;
 wait:
-		next = s.t_kill;
-		if (s.t_grace < next)
-			next = s.t_grace;
-		if (s.t_drain_kill < next)
-			next = s.t_drain_kill;
-		if (s.t_wait_over < next)
-			next = s.t_wait_over;
-		if (s.t_renew < next)
-			next = s.t_renew;
-		if (s.t_acquire < next)
-			next = s.t_acquire;
+		next = next_deadline(&s);
 		/* A leftover group member may have no parent of ours to tell
 		 * us it went: look again now and then. */
 		if ((s.state == DRAINING || s.state == LOST) && s.reaped &&
@@ -929,6 +1172,12 @@ wait:
 			    s.reaped)
 				after_exit(&s, now);
 		}
+		/* A deadline that passed while we slept comes before what
+		 * woke us: a command that exits after its kill deadline ran
+		 * past what the lease promised.  The signals and the store's
+		 * fd stay readable for the next turn. */
+		if (now >= next_deadline(&s))
+			continue;
 		if (pfd[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -949,7 +1198,7 @@ wait:
 		}
 		if (nfd == 3 && pfd[2].revents && s.state != DONE &&
 		    cfg->ops->process) {
-			/* Deadlines that passed while we slept come first. */
+			/* Deadlines that passed meanwhile come first. */
 			now = lr_now_ms();
 			if (now < s.t_kill) {
 				s.revents = pfd[2].revents;
@@ -982,6 +1231,7 @@ out:
 	}
 	if (s.t_acquired)
 		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
+	run_end(&s);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
 	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&

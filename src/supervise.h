@@ -28,6 +28,10 @@ struct lr_sup_cfg {
 	unsigned limit;      /* --limit, for the log lines */
 	int shared;          /* --shared, for the log lines */
 	const char *name;    /* the lease, for the state file and systemd */
+	int64_t once_per_ms; /* --once-per: at most one start per period; 0 */
+	int64_t max_time_ms; /* --max-time: stop the command after it; 0 */
+	int64_t splay_ms;    /* --splay: wait [0, splay) before the first
+			      * attempt; 0 */
 	/* Called once the lease is held: spawns the command and returns its
 	 * pid, or -1 with *code (125/126/127) after reporting why. */
 	pid_t (*spawn)(void *ctx, const struct lr_grant *g, int *code);
@@ -43,6 +47,7 @@ struct lr_sup_result {
 			      * the command had ended by itself */
 	uint64_t fence;
 	char holder[300];  /* LR_OUT_CONFLICT: who holds it, "" unknown */
+	struct lr_run last; /* LR_OUT_HELD_BACK: the start that held us back */
 	struct lr_err err; /* LR_OUT_FAILED: why */
 };
 

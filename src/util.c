@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
 
 #include "util.h"
 
@@ -116,44 +115,27 @@ int lr_int_parse(const char *s, int max)
 	return (int)v;
 }
 
-int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig)
+void lr_duration_human(int64_t ms, char *buf, size_t len)
 {
-	*sig = 0;
-	switch (o) {
-	case LR_OUT_CHILD:
-		if (WIFEXITED(wstatus))
-			return WEXITSTATUS(wstatus);
-		if (WIFSIGNALED(wstatus)) {
-			*sig = WTERMSIG(wstatus);
-			return 128 + *sig;
-		}
-		return LR_EXIT_FAILED;
-	case LR_OUT_CONFLICT:
-		return conflict_code;
-	case LR_OUT_LOST:
-		return LR_EXIT_LOST;
-	case LR_OUT_FAILED:
-		return LR_EXIT_FAILED;
-	}
-	return LR_EXIT_FAILED;
-}
+	int64_t s = ms / 1000;
 
-size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s)
-{
-	if (at >= len)
-		return at;
-	for (; *s && at + 7 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			buf[at++] = '\\';
-			buf[at++] = (char)c;
-		} else if (c < 0x20) {
-			at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c);
-		} else {
-			buf[at++] = (char)c;
-		}
-	}
-	buf[at] = '\0';
-	return at;
+	if (ms < 0)
+		ms = 0;
+	if (ms < 1000)
+		snprintf(buf, len, "%lldms", (long long)ms);
+	else if (ms < 10000 && ms % 1000 >= 100)
+		snprintf(buf, len, "%lld.%llds", (long long)s,
+			 (long long)(ms % 1000 / 100));
+	else if (s < 60)
+		snprintf(buf, len, "%llds", (long long)s);
+	else if (s < 3600 && s % 60)
+		snprintf(buf, len, "%lldm%llds", (long long)(s / 60),
+			 (long long)(s % 60));
+	else if (s < 3600)
+		snprintf(buf, len, "%lldm", (long long)(s / 60));
+	else if (s / 60 % 60)
+		snprintf(buf, len, "%lldh%lldm", (long long)(s / 3600),
+			 (long long)(s / 60 % 60));
+	else
+		snprintf(buf, len, "%lldh", (long long)(s / 3600));
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "duration.h"
+#include "exit.h"
 
 #define LR_NAME_MAX 200
 
@@ -35,31 +36,15 @@ int64_t lr_safe_ttl(int64_t p99);
  * with '.' or '-'.  Returns NULL if valid, else a reason. */
 const char *lr_name_check(const char *name);
 
-/* Appends s to buf (of len bytes, filled up to at) as the body of a JSON
- * string, stopping short rather than overflowing.  Returns the new end
- * (buf stays terminated). */
-size_t lr_json_escape(char *buf, size_t len, size_t at, const char *s);
 
 /* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
 int lr_signal_parse(const char *s);
 /* A non-negative decimal int no larger than max; -1 otherwise. */
 int lr_int_parse(const char *s, int max);
 
-/* Exit status mapping (see design.md, "Exit status"). */
-enum lr_outcome {
-	LR_OUT_CHILD,    /* child finished while the lease was held */
-	LR_OUT_CONFLICT, /* not acquired */
-	LR_OUT_LOST,     /* lease lost, child stopped */
-	LR_OUT_FAILED,   /* leaserun failed */
-};
-#define LR_EXIT_LOST 124
-#define LR_EXIT_FAILED 125
-#define LR_EXIT_NOEXEC 126
-#define LR_EXIT_NOTFOUND 127
+/* A duration for people: "850ms", "4.2s", "45s", "3m15s", "2h5m" (cut,
+ * not rounded up, past a second). */
+void lr_duration_human(int64_t ms, char *buf, size_t len);
 
-/* Returns the exit code for an outcome.  For LR_OUT_CHILD, wstatus is the
- * child's wait status: its exit code, or for a death by signal N the value
- * 128+N and *sig = N (the caller re-raises it).  *sig is 0 otherwise. */
-int lr_exit_code(enum lr_outcome o, int wstatus, int conflict_code, int *sig);
 
 #endif

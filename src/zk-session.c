@@ -689,6 +689,13 @@ int lr_zk_send_delete(struct lr_zk_session *zs, struct lr_zk_op *op,
 	return sent(op, zoo_adelete(zs->zh, path, -1, void_done, op));
 }
 
+int lr_zk_send_set(struct lr_zk_session *zs, struct lr_zk_op *op,
+		   const char *path, const char *data, int version)
+{
+	return sent(op, zoo_aset(zs->zh, path, data, (int)strlen(data),
+				 version, stat_done, op));
+}
+
 int lr_zk_send_exists_cb(struct lr_zk_session *zs, const char *path,
 			 stat_completion_t done, const void *data)
 {

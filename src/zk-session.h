@@ -147,6 +147,10 @@ int lr_zk_send_get(struct lr_zk_session *zs, struct lr_zk_op *op,
 		   const char *path);
 int lr_zk_send_delete(struct lr_zk_session *zs, struct lr_zk_op *op,
 		      const char *path);
+/* A set of path's data if its version is version (-1: any); the stat of
+ * the answer (mtime: the server's clock when it was applied) fills op. */
+int lr_zk_send_set(struct lr_zk_session *zs, struct lr_zk_op *op,
+		   const char *path, const char *data, int version);
 /* An exists that leaves our watch on path (on_node hears of it). */
 int lr_zk_send_exists(struct lr_zk_session *zs, struct lr_zk_op *op,
 		      const char *path);

@@ -2,7 +2,8 @@
  * be-fault.c - a test-only store: the file store with faults on demand.
  *
  * URL fault:///DIR.  Before each call the store reads DIR/NAME.fault,
- * lines of OP=MODE with OP one of acquire, renew, release and MODE one of
+ * lines of OP=MODE with OP one of acquire, renew, release, run_start,
+ * run_end and MODE one of
  *	ok      behave as the file store
  *	fail    return LR_ERROR ("injected failure")
  *	lost    return LR_LOST
@@ -157,6 +158,33 @@ static enum lr_status fault_break(struct lr_store *st, int slot,
 	return lr_file_ops.brk(F(st)->file, slot, deadline, err);
 }
 
+static enum lr_status fault_run_start(struct lr_store *st, int64_t period,
+				      uint64_t fence, int64_t deadline,
+				      struct lr_run *last, struct lr_err *err)
+{
+	enum lr_status rc = inject(F(st), "run_start", deadline, err);
+
+	return rc != LR_OK ? rc
+			   : lr_file_ops.run_start(F(st)->file, period, fence,
+						   deadline, last, err);
+}
+
+static enum lr_status fault_run_end(struct lr_store *st, int status,
+				    int64_t deadline, struct lr_err *err)
+{
+	enum lr_status rc = inject(F(st), "run_end", deadline, err);
+
+	return rc != LR_OK ? rc
+			   : lr_file_ops.run_end(F(st)->file, status, deadline,
+						 err);
+}
+
+static enum lr_status fault_run_last(struct lr_store *st, int64_t deadline,
+				     struct lr_run *last, struct lr_err *err)
+{
+	return lr_file_ops.run_last(F(st)->file, deadline, last, err);
+}
+
 static void fault_close(struct lr_store *st)
 {
 	if (!st)
@@ -183,4 +211,7 @@ const struct lr_store_ops lr_store_ops = {
 	.inspect = fault_inspect,
 	.brk = fault_break,
 	.close = fault_close,
+	.run_start = fault_run_start,
+	.run_end = fault_run_end,
+	.run_last = fault_run_last,
 };

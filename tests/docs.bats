@@ -16,7 +16,7 @@ setup() {
 	# A caller's settings must not change what the quick start does.
 	unset LEASERUN_URL_FILE LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT \
 		LEASERUN_KILL_AFTER LEASERUN_SIGNAL LEASERUN_CONFLICT_EXIT_CODE \
-		LEASERUN_LOG_FORMAT
+		LEASERUN_LOG_FORMAT LEASERUN_ONCE_PER LEASERUN_MAX_TIME LEASERUN_SPLAY
 }
 
 # --- extraction: one option per line, e.g. "--wait" or "-w" -------------

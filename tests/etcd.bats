@@ -557,3 +557,41 @@ etcd_auth_start() {
 	ops_loss_seen t-lost "$d/err" "$d/m.prom"
 	assert_equal "$(nkeys t-lost)" 0
 }
+
+# --- one cron job across a fleet (helpers.bash) ---
+# etcd frees an expired lease within about a second of its end, and
+# counts the period in whole seconds.
+
+@test "cron: hosts 3 minutes apart run the job once per period, by etcd's lease countdown" {
+	n=et-cron-once
+	CRON_MARGIN_MS=1500 cron_once "$n"
+	# What etcd holds: the period's key, bound to a lease of 3s while
+	# it lasts, and the last run for --status.
+	run E get "leaserun/.last/$n" --print-value-only
+	assert_output --regexp "^[0-9]+ 3000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)\$"
+	run E get "leaserun/.run/$n" -w fields
+	assert_output --partial '"Lease" :'
+	lease=$(E get "leaserun/.run/$n" -w fields | awk '$1 == "\"Lease\"" { print $3 }')
+	run E lease timetolive "$(printf '%x' "$lease")"
+	assert_output --regexp "granted with TTL\\(3s\\)"
+	# Nothing of it lands in the lock directory.
+	[ "$(nkeys "$n")" = 0 ]
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status et-cron-status
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time et-cron-max
+	[ "$(nkeys et-cron-max)" = 0 ]
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay et-cron-splay
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values et-cron-bad
+	[ -z "$(E get leaserun/.last/et-cron-bad)" ]
+}

@@ -9,6 +9,7 @@ export LEASERUN_MODULE_DIR="${LEASERUN_MODULE_DIR:-$LR_BUILDDIR/.libs}"
 
 # Options a caller's environment could set must not leak into the tests.
 unset LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT LEASERUN_KILL_AFTER \
+	LEASERUN_ONCE_PER LEASERUN_MAX_TIME LEASERUN_SPLAY \
 	LEASERUN_SIGNAL LEASERUN_CONFLICT_EXIT_CODE LEASERUN_LOG_FORMAT \
 	LEASERUN_URL_FILE LEASERUN_WARN_SIGNAL LEASERUN_METRICS_FILE \
 	LEASERUN_STATE NOTIFY_SOCKET LEASERUN_LIMIT
@@ -305,4 +306,219 @@ ps_hides_password() {
 	[ "$(grep -cF -- "$pw" "$d/argv" "$d/$n.err" | grep -vc ':0$')" = 0 ]
 	grep -qE -- "[:=][*]{${#pw}}([@&]|\$)" "$d/argv"
 	grep -q "visible in ps" "$d/$n.err"
+}
+
+# --- One cron job across a fleet: --once-per, --max-time, --splay ------
+# The same checks for every store (cron.bats for the file store, and each
+# store's own file), against the store in LEASERUN_URL.  Periods are 3s;
+# CRON_MARGIN_MS is how long after a period ends its record may still hold
+# (etcd frees an expired lease within about a second).
+
+# (Debian's faketime package, in the multiarch directory of the host.)
+FAKETIME_LIB=$(printf '%s\n' /usr/lib/*/faketime/libfaketime.so.1 | head -n 1)
+
+# skewed OFFSET CMD...: CMD with its wall clock OFFSET off ("-3m", "+3m")
+# by libfaketime: clock_gettime(CLOCK_REALTIME), time(), stat() and the
+# file times it reports are shifted; CLOCK_BOOTTIME and CLOCK_MONOTONIC
+# stay real (FAKETIME_DONT_FAKE_MONOTONIC=1), as leaserun's own timing
+# needs.  A sanitizer build wants its runtime first in the preload list
+# or told not to mind.
+skewed() {
+	local off=$1
+	shift
+	[ -e "$FAKETIME_LIB" ] ||
+		{ echo "no $FAKETIME_LIB: install faketime (.ci/install-deps)" >&2; return 1; }
+	LD_PRELOAD=$FAKETIME_LIB FAKETIME=$off FAKETIME_DONT_FAKE_MONOTONIC=1 \
+		FAKETIME_NO_CACHE=1 \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		"$@"
+}
+
+# sleep_until MS: sleeps until the Unix time MS (ms), if it is ahead.
+sleep_until() {
+	local left=$(($1 - $(now_ms)))
+	((left <= 0)) || sleep "$((left / 1000)).$(printf '%03d' $((left % 1000)))"
+}
+
+# cron_once NAME: hosts whose clocks are 3 minutes apart share one slot of
+# "--once-per 3s", judged by the store's clock:
+#  1. a host 3 minutes behind runs the job; a host with the right time,
+#     started while that job runs, waits for the lease and is held back
+#     (exit 1, one notice naming the first host, how long ago, when next);
+#  2. a host 3 minutes ahead is held back too;
+#  3. once the period has passed, the host ahead runs it;
+#  4. right after, the host behind and the right one, started together,
+#     are both held back;
+#  5. once that period has passed, the right one runs it.
+# A store that judged by the local clock would run the job twice in 1 (the
+# host behind wrote a start 3 minutes "ago") or not at all in 5 (the host
+# ahead wrote a start 3 minutes "from now").
+cron_once() {
+	local n=$1 d=$BATS_TEST_TMPDIR margin=${CRON_MARGIN_MS:-500} a rc t pid
+	local job='echo > "$0.started"; sleep 0.3; echo "$1 $PPID $LEASERUN_FENCE" >> "$0"'
+	: >"$d/runs"
+	[ $(($(skewed -3m date +%s) - $(date +%s))) -le -170 ]
+	[ $(($(skewed +3m date +%s) - $(date +%s))) -ge 170 ]
+
+	skewed -3m "$LEASERUN" -w 20s --once-per 3s "$n" sh -c "$job" "$d/runs" behind 2>"$d/1a.err" &
+	a=$!
+	BG_PIDS="${BG_PIDS:-} $a"
+	wait_until 10 exists "$d/runs.started"
+	t=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 20s --once-per 3s "$n" sh -c "$job" "$d/runs" right
+	assert_equal "$status" 1
+	rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 0
+	assert_equal "$(cut -d' ' -f1 "$d/runs")" behind
+	pid=$(cut -d' ' -f2 "$d/runs")
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "^leaserun: $n: last run started [0-9.]+(ms|s) ago on $(hostname) pid $pid, fence [0-9]+; next run allowed in [0-9.]+(ms|s)\$"
+
+	run --separate-stderr skewed +3m "$LEASERUN" --once-per 3s -n "$n" sh -c "$job" "$d/runs" ahead
+	assert_equal "$status" 1
+	assert_regex "$stderr" "last run started .* on $(hostname) pid $pid,"
+	assert_equal "$(wc -l <"$d/runs")" 1
+
+	sleep_until $((t + 3000 + margin))
+	run skewed +3m "$LEASERUN" --once-per 3s -n "$n" sh -c "$job" "$d/runs" ahead
+	assert_success
+	t=$(now_ms)
+	skewed -3m "$LEASERUN" -w 20s --once-per 3s "$n" sh -c "$job" "$d/runs" behind 2>"$d/4b.err" &
+	a=$!
+	BG_PIDS="$BG_PIDS $a"
+	run "$LEASERUN" -w 20s --once-per 3s "$n" sh -c "$job" "$d/runs" right
+	assert_equal "$status" 1
+	rc=0
+	wait "$a" || rc=$?
+	assert_equal "$rc" 1
+	grep -q "last run started .* ago on $(hostname) pid $(sed -n 2p "$d/runs" | cut -d' ' -f2)," "$d/4b.err"
+	assert_equal "$(cut -d' ' -f1 "$d/runs" | tr '\n' ' ')" "behind ahead "
+
+	sleep_until $((t + 3000 + margin))
+	run "$LEASERUN" --once-per 3s -n "$n" sh -c "$job" "$d/runs" right
+	assert_success
+	assert_equal "$(cut -d' ' -f1 "$d/runs" | tr '\n' ' ')" "behind ahead right "
+	# Fences grow run by run.
+	[ "$(cut -d' ' -f3 "$d/runs" | sort -n | tr '\n' ' ')" = "$(cut -d' ' -f3 "$d/runs" | tr '\n' ' ')" ]
+}
+
+# cron_status NAME: a run that fails still counts (at most once: the next
+# is held back), and --status shows it: who started it, with which fence,
+# when it started and ended, its exit status, the period and when the next
+# run is allowed; the same as JSON.
+cron_status() {
+	local n=$1 d=$BATS_TEST_TMPDIR fence
+	run "$LEASERUN" --once-per 1m "$n" sh -c 'echo "$LEASERUN_FENCE $PPID" > "$0"; exit 3' "$d/ran"
+	assert_equal "$status" 3
+	read -r fence pid <"$d/ran"
+	run "$LEASERUN" --once-per 1m -n "$n" true
+	assert_equal "$status" 1
+	# (etcd counts in whole seconds, down: "1m" then.)
+	assert_output --regexp "fence $fence; next run allowed in ([0-9]+s|1m)\$"
+	run "$LEASERUN" --once-per 1m -E 75 -q -n "$n" true
+	assert_equal "$status" 75
+	assert_output ""
+
+	run --separate-stderr "$LEASERUN" --status "$n"
+	assert_equal "$status" 1
+	assert_line --regexp "^run: +started ([0-9T:-]+Z )?\\(?[0-9.]+(ms|s) ago\\)? on $(hostname) pid $pid, fence $fence\$"
+	assert_line --regexp "^ended: +([0-9T:-]+Z, )?status 3\$"
+	assert_line --regexp "^period: +1m, next run allowed in ([0-9]+s|1m)\$"
+
+	run --separate-stderr "$LEASERUN" --status --json "$n"
+	assert_equal "$status" 1
+	echo "$output" >&3
+	jq -e --arg host "$(hostname)" --argjson pid "$pid" --argjson f "$fence" '
+		.held == false and .last_run.host == $host and
+		.last_run.pid == $pid and .last_run.fence == $f and
+		.last_run.status == 3 and .last_run.period_ms == 60000 and
+		.last_run.ago_ms >= 0 and .last_run.ago_ms < 30000 and
+		.last_run.next_in_ms > 30000 and .last_run.next_in_ms <= 60000 and
+		(.last_run.started_ms == null or
+		 .last_run.ended_ms >= .last_run.started_ms)' <<<"$output"
+
+	# A lease never run with --once-per has no last run.
+	run "$LEASERUN" --status --json "$n-never"
+	assert_equal "$status" 1
+	jq -e '.last_run == null' <<<"$output"
+}
+
+# cron_max_time NAME: --max-time on a job that ignores the stop signal:
+# the signal at 1s, SIGKILL after the -k grace (500ms), exit 124, logged
+# and counted as timed out, not lost; the lease is free at once.
+cron_max_time() {
+	local n=$1 d=$BATS_TEST_TMPDIR t0 t1
+	t0=$(now_ms)
+	# (timeout: a leaserun that never sent SIGKILL would wait for ever.)
+	run --separate-stderr timeout -s KILL 10 \
+		"$LEASERUN" -v --log-format json --max-time 1s -k 500ms \
+		--metrics-file "$d/m.prom" "$n" sh -c '
+		exec 2>/dev/null # sh reports the sleep that TERM ended
+		trap "echo term >> \"$0\"" TERM
+		while :; do sleep 0.05; done' "$d/term"
+	t1=$(now_ms)
+	assert_equal "$status" 124
+	echo "took $((t1 - t0))ms" >&3
+	((t1 - t0 >= 1450 && t1 - t0 < 1500 + 2500))
+	assert_equal "$(cat "$d/term")" term
+	jq -e -s 'any(.[]; .event == "timed-out" and .max_time_ms == 1000 and .signal == 15) and
+		any(.[]; .event == "exited" and .how == "signal" and .status == 9) and
+		any(.[]; .event == "released") and
+		any(.[]; .event == "stopped" and (.msg | test("max-time"))) and
+		all(.[]; .event != "lost")' <<<"$stderr"
+	[ "$(metric "$d/m.prom" "leaserun_run_timeouts_total{name=\"$n\",")" = 1 ]
+	[ "$(metric "$d/m.prom" "leaserun_lease_lost_total{name=\"$n\",")" = 0 ]
+	[ "$(metric "$d/m.prom" "leaserun_run_last_exit_status{name=\"$n\",")" = 124 ]
+	run "$LEASERUN" -n "$n" true
+	assert_success
+}
+
+# cron_splay NAME: five runs started together with --splay 1s each wait
+# their own random time below 1s before the first attempt, so their
+# starts spread; each command starts no earlier than its splay.
+cron_splay() {
+	local n=$1 d=$BATS_TEST_TMPDIR i t0 pids= s start
+	t0=$(now_ms)
+	for i in 1 2 3 4 5; do
+		"$LEASERUN" -v --log-format json --splay 1s -n "$n-$i" \
+			sh -c 'echo $(($(date +%s%N) / 1000000)) > "$0"' "$d/start.$i" \
+			2>"$d/splay.$i" &
+		pids="$pids $!"
+	done
+	BG_PIDS="${BG_PIDS:-} $pids"
+	for i in $pids; do
+		wait "$i"
+	done
+	for i in 1 2 3 4 5; do
+		s=$(jq -s 'map(select(.event == "splay"))[0].splay_ms' "$d/splay.$i")
+		start=$(cat "$d/start.$i")
+		echo "run $i: splay ${s}ms, command started after $((start - t0))ms" >&3
+		((s >= 0 && s < 1000))
+		((start - t0 >= s))
+		echo "$s"
+	done >"$d/splays"
+	# Five draws below 1s all within 100ms of each other: 1 in 2000.
+	(($(sort -n "$d/splays" | tail -n1) - $(sort -n "$d/splays" | head -n1) >= 100))
+}
+
+# cron_bad_values NAME: bad values are one line and 125; nothing runs.
+cron_bad_values() {
+	local n=$1 d=$BATS_TEST_TMPDIR
+	for args in "--once-per 0" "--once-per 0s" "--max-time abc" "--max-time 0" \
+		"--splay -1s" "--once-per 5x"; do
+		# shellcheck disable=SC2086 # one option and its value
+		run --separate-stderr "$LEASERUN" $args "$n" touch "$d/ran"
+		assert_equal "$status" 125
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_regex "$stderr" "^leaserun: invalid --(once-per|max-time|splay) '"
+	done
+	run --separate-stderr env LEASERUN_ONCE_PER=0 "$LEASERUN" "$n" touch "$d/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "^leaserun: invalid LEASERUN_ONCE_PER '0': must be more than 0"
+	run --separate-stderr env LEASERUN_MAX_TIME=abc "$LEASERUN" "$n" touch "$d/ran"
+	assert_equal "$status" 125
+	run --separate-stderr env LEASERUN_SPLAY=-1 "$LEASERUN" "$n" touch "$d/ran"
+	assert_equal "$status" 125
+	[ ! -e "$d/ran" ]
 }

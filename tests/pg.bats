@@ -504,3 +504,67 @@ pg_thaw() { pg_server_signal CONT; }
 @test "operations: a stopped server: --warn-signal at the first failed renewal, renewed again when it wakes" {
 	ops_warn_recover "$(name)" pg_freeze pg_thaw
 }
+
+# --- one cron job across a fleet (helpers.bash) ---
+# The runs live in the table leaserun_runs.  The role lr may not create
+# tables in the public schema (PostgreSQL 15), so the first test shows
+# the refusal, and then lets lr create it, as the man page says.
+
+@test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
+	pg_sql "DROP TABLE IF EXISTS leaserun_runs" >/dev/null
+	run --separate-stderr "$LEASERUN" --once-per 1m "$(name)" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	echo "$stderr" >&3
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "--once-per needs the table leaserun_runs, which role lr may not create here; have it made: CREATE TABLE leaserun_runs \\(name text PRIMARY KEY, .*status int\\); GRANT SELECT, INSERT, UPDATE ON leaserun_runs TO lr\$"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	# Nothing is held, and --status says there is no run.
+	run "$LEASERUN" --status --json "$(name)"
+	assert_failure 1
+	jq -e '.held == false and .last_run == null' <<<"$output"
+	# The statement in the message is the one that works.
+	pg_sql "$(sed -n 's/.*have it made: \(CREATE TABLE [^;]*\);.*/\1/p' <<<"$stderr")" >/dev/null
+	pg_sql "GRANT SELECT, INSERT, UPDATE ON leaserun_runs TO lr" >/dev/null
+	run "$LEASERUN" --once-per 1m "$(name)" true
+	assert_success
+	# Without UPDATE the next run cannot record its start: 125 again.
+	pg_sql "REVOKE UPDATE ON leaserun_runs FROM lr" >/dev/null
+	run --separate-stderr "$LEASERUN" --once-per 1ms "$(name)" true
+	pg_sql "DROP TABLE leaserun_runs" >/dev/null
+	assert_equal "$status" 125
+	assert_regex "$stderr" "role lr may not use the table leaserun_runs .*: GRANT SELECT, INSERT, UPDATE ON leaserun_runs TO lr\$"
+}
+
+@test "cron: a role that may create it makes the table on first use" {
+	pg_sql "DROP TABLE IF EXISTS leaserun_runs" >/dev/null
+	pg_sql "GRANT CREATE ON SCHEMA public TO lr" >/dev/null
+	run "$LEASERUN" --once-per 1m "$(name)" true
+	pg_sql "REVOKE CREATE ON SCHEMA public FROM lr" >/dev/null
+	assert_success
+	[ "$(pg_sql "SELECT tableowner FROM pg_tables WHERE tablename = 'leaserun_runs'")" = lr ]
+}
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's now()" {
+	n=$(name)
+	cron_once "$n"
+	# What the server holds: the last start, by its own clock.
+	run pg_sql "SELECT name, host, period_ms, status, ended >= started,
+		started > now() - interval '1 minute' FROM leaserun_runs WHERE name = '$n'"
+	assert_output "$n|$(hostname)|3000|0|t|t"
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status "$(name)"
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time "$(name)"
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay "$(name)"
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values "$(name)"
+}

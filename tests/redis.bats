@@ -366,8 +366,8 @@ man_redis_names() {
 	mapfile -t names < <(man_redis_names)
 	printf '# %s\n' "${names[@]}" >&3
 	# The lease, the fence counter, the queue, the release's done mark,
-	# the wake and release channels.
-	[ "${#names[@]}" = 6 ]
+	# the wake and release channels, the record of --once-per.
+	[ "${#names[@]}" = 7 ]
 	# The README names none that the man page does not.
 	while read -r k; do
 		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
@@ -386,7 +386,7 @@ man_redis_names() {
 		psubscribe "${pats[@]}" >"$d/msgs" &
 	BG_PIDS=$!
 	wait_until 5 sh -c "[ \$(grep -c '^psubscribe\$' '$d/msgs') = ${#pats[@]} ]"
-	start_holder "$n" -t 10s
+	start_holder "$n" -t 10s --once-per 1m
 	lr -w 20 "$n" true &
 	w=$!
 	BG_PIDS="$BG_PIDS $w"
@@ -637,4 +637,48 @@ guard_check() {
 	jq -e -s 'any(.[]; .event == "released") and
 		all(.[]; .event != "lost")' <<<"$stderr"
 	is_free "$n"
+}
+
+# --- one cron job across a fleet (helpers.bash) ---
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's TIME" {
+	n=$(name)
+	cron_once "$n"
+	# What the server holds: the last start, in its own milliseconds.
+	run rcli hgetall "leaserun:run:{$n}"
+	assert_line fence
+	assert_line start
+	assert_line host
+	assert_line period
+	assert_line 3000
+	assert_line end
+	assert_line status
+	[ "$(rcli ttl "leaserun:run:{$n}")" = -1 ]
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status "$(name)"
+}
+
+@test "cron: an ACL user with the documented rights keeps the runs" {
+	n=$(name)
+	run env LEASERUN_URL="$REDIS_ACL_URL" "$LEASERUN" --once-per 1m "$n" true
+	assert_success
+	run env LEASERUN_URL="$REDIS_ACL_URL" "$LEASERUN" --once-per 1m "$n" true
+	assert_failure 1
+	assert_output --partial "next run allowed in"
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time "$(name)"
+	is_free "$(name)"
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay "$(name)"
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values "$(name)"
+	[ "$(rcli exists "leaserun:run:{$(name)}")" = 0 ]
 }

@@ -54,6 +54,15 @@ load 'sem'
 	run -0 "$LEASERUN" -U "fault://$LOCKDIR" "$N" true
 }
 
+@test "cli: --once-per goes with a plain lease only" {
+	use file
+	run -125 "$LEASERUN" --once-per 1m -l 2 "$N" true
+	assert_output --partial "--once-per goes with a plain lease only, not with --limit"
+	run -125 "$LEASERUN" --once-per 1m -s "$N" true
+	assert_output --partial "not with --shared"
+	run -0 "$LEASERUN" --once-per 1m "$N" true
+}
+
 @test "cli: the command gets LEASERUN_SLOT, 0 for a plain lease, never an inherited one" {
 	use file
 	LEASERUN_SLOT=7 run -0 "$LEASERUN" "$N" sh -c 'echo "$LEASERUN_SLOT"; env | grep -c "^LEASERUN_SLOT="'

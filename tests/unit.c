@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "supervise.h"
 #include "url.h"
 #include "util.h"
@@ -391,6 +392,36 @@ static void test_url_opt_number_or_word(void)
 	}
 }
 
+static void test_json(void)
+{
+	struct lr_json j;
+	char buf[128], small[40];
+
+	lr_json_open(&j, buf, sizeof(buf));
+	lr_json_str(&j, "a", "q\"b\\s\n");
+	lr_json_int(&j, "n", -3);
+	lr_json_uint(&j, "u", 18446744073709551615ULL);
+	lr_json_bool(&j, "t", 1);
+	lr_json_str(&j, "z", NULL);
+	lr_json_close(&j);
+	CHECK(strcmp(buf, "{\"a\":\"q\\\"b\\\\s\\u000a\",\"n\":-3,"
+			  "\"u\":18446744073709551615,\"t\":true,"
+			  "\"z\":null}") == 0);
+	CHECK(!j.cut);
+	/* What does not fit is left out whole: the object still closes. */
+	lr_json_open(&j, small, sizeof(small));
+	lr_json_str(&j, "name", "job");
+	lr_json_str(&j, "host", "a-host-name-far-too-long-to-fit");
+	lr_json_int(&j, "pid", 42);
+	CHECK(lr_json_close(&j) == strlen(small));
+	CHECK(strcmp(small, "{\"name\":\"job\",\"pid\":42}") == 0);
+	CHECK(j.cut);
+	lr_json_open(&j, small, 3);
+	lr_json_int(&j, "x", 1);
+	lr_json_close(&j);
+	CHECK(strcmp(small, "{}") == 0);
+}
+
 static void test_exit_codes(void)
 {
 	int sig;
@@ -405,6 +436,36 @@ static void test_exit_codes(void)
 	CHECK(lr_exit_code(LR_OUT_CONFLICT, 0, 75, &sig) == 75);
 	CHECK(lr_exit_code(LR_OUT_LOST, 0, 1, &sig) == 124 && sig == 0);
 	CHECK(lr_exit_code(LR_OUT_FAILED, 0, 1, &sig) == 125 && sig == 0);
+	CHECK(lr_exit_code(LR_OUT_TIMEOUT, 0, 1, &sig) == 124 && sig == 0);
+	CHECK(lr_exit_code(LR_OUT_HELD_BACK, 0, 1, &sig) == 1 && sig == 0);
+	CHECK(lr_exit_code(LR_OUT_HELD_BACK, 0, 75, &sig) == 75);
+}
+
+static int human(int64_t ms, const char *want)
+{
+	char buf[32];
+
+	lr_duration_human(ms, buf, sizeof(buf));
+	if (strcmp(buf, want) != 0)
+		fprintf(stderr, "# %lld ms: \"%s\", want \"%s\"\n",
+			(long long)ms, buf, want);
+	return strcmp(buf, want) == 0;
+}
+
+static void test_human(void)
+{
+	CHECK(human(0, "0ms"));
+	CHECK(human(850, "850ms"));
+	CHECK(human(1000, "1s"));
+	CHECK(human(3000, "3s"));
+	CHECK(human(4250, "4.2s"));
+	CHECK(human(9050, "9s"));
+	CHECK(human(45999, "45s"));
+	CHECK(human(60000, "1m"));
+	CHECK(human(195000, "3m15s"));
+	CHECK(human(3600000, "1h"));
+	CHECK(human(7500000, "2h5m"));
+	CHECK(human(-5, "0ms"));
 }
 
 static void test_p99(void)
@@ -460,8 +521,11 @@ struct script {
 	int first_acquire_ms;      /* the first acquire takes this long */
 	int64_t granted_ttl;       /* grant.ttl_ms */
 	enum lr_status release;    /* what every release says */
+	enum lr_status run_start;  /* what every run_start says */
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
+	int nstart, nend, end_status; /* run_start, run_end calls; status */
+	int64_t t_acq;           /* when the first acquire came */
 };
 static struct script *sc;
 
@@ -479,6 +543,8 @@ static enum lr_status s_acquire(struct lr_store *st, int64_t d,
 {
 	g->fence = 7;
 	g->ttl_ms = sc->granted_ttl;
+	if (sc->nacq == 0)
+		sc->t_acq = lr_now_ms();
 	if (sc->nacq == 0 && sc->first_acquire_ms)
 		usleep((useconds_t)sc->first_acquire_ms * 1000);
 	sc->nacq++;
@@ -499,13 +565,40 @@ static enum lr_status s_release(struct lr_store *st, int64_t d,
 	return sc->release;
 }
 
+static enum lr_status s_run_start(struct lr_store *st, int64_t period,
+				  uint64_t fence, int64_t d,
+				  struct lr_run *last, struct lr_err *err)
+{
+	sc->nstart++;
+	if (sc->run_start == LR_BUSY) {
+		last->known = 1;
+		last->ago_ms = 1000;
+		last->next_ms = period - 1000;
+		snprintf(last->host, sizeof(last->host), "web1");
+	}
+	return sc->run_start;
+}
+
+static enum lr_status s_run_end(struct lr_store *st, int status, int64_t d,
+				struct lr_err *err)
+{
+	sc->nend++;
+	sc->end_status = status;
+	return LR_OK;
+}
+
 static const struct lr_store_ops scripted = {
 	.abi = LR_STORE_ABI,
 	.name = "scripted",
 	.acquire = s_acquire,
 	.renew = s_renew,
 	.release = s_release,
+	.run_start = s_run_start,
+	.run_end = s_run_end,
 };
+
+/* Knobs of the next run_script() (0: off). */
+static int64_t once_per, max_time, splay;
 
 static const char *child_cmd;
 
@@ -548,8 +641,12 @@ static void run_script(struct script *s, const char *cmd, int64_t wait_ms,
 	cfg.wait_ms = wait_ms;
 	cfg.stop_signal = SIGTERM;
 	cfg.spawn = s_spawn;
+	cfg.once_per_ms = once_per;
+	cfg.max_time_ms = max_time;
+	cfg.splay_ms = splay;
 	lr_supervise(&cfg, res);
 	close(cfg.sigfd);
+	once_per = max_time = splay = 0;
 }
 
 static void test_state_machine(void)
@@ -663,6 +760,101 @@ static void test_state_machine(void)
 	CHECK(!res.lost_at_release);
 }
 
+/* --max-time, --splay and --once-per through the same loop. */
+static void test_cron(void)
+{
+	struct lr_sup_result res;
+	struct script s;
+	int64_t t0;
+	int i, longer;
+
+	/* --max-time: the stop signal, and the outcome says timed out. */
+	memset(&s, 0, sizeof(s));
+	max_time = 300;
+	t0 = lr_now_ms();
+	run_script(&s, "sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_TIMEOUT);
+	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGTERM);
+	/* Before the sleep would have ended by itself, however loaded the
+	 * machine: the signal says who ended it. */
+	CHECK(lr_now_ms() - t0 >= 300 && lr_now_ms() - t0 < 4500);
+	CHECK(s.releases == 1);
+
+	/* ... SIGKILL after the grace (200ms) for one that ignores it. */
+	memset(&s, 0, sizeof(s));
+	max_time = 300;
+	t0 = lr_now_ms();
+	run_script(&s, "trap '' TERM; sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_TIMEOUT);
+	CHECK(WIFSIGNALED(res.wstatus) && WTERMSIG(res.wstatus) == SIGKILL);
+	CHECK(lr_now_ms() - t0 >= 500 && lr_now_ms() - t0 < 4500);
+	CHECK(s.releases == 1);
+
+	/* A command that ends in time is not touched. */
+	memset(&s, 0, sizeof(s));
+	max_time = 2000;
+	run_script(&s, "exit 3", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 3);
+
+	/* --splay: the first acquire comes after the splay, within it. */
+	memset(&s, 0, sizeof(s));
+	splay = 400;
+	t0 = lr_now_ms();
+	run_script(&s, "exit 0", 0, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && s.nacq == 1);
+	CHECK(s.t_acq - t0 >= 0 && s.t_acq - t0 < 400 + 200);
+
+	/* ... and not against -w: a 100ms wait still gets its second
+	 * attempt after a splay longer than it (drawn until one is). */
+	for (i = 0, longer = 0; i < 10 && longer < 2; i++) {
+		memset(&s, 0, sizeof(s));
+		s.acquire[0] = LR_BUSY;
+		s.acquire[1] = LR_OK;
+		s.na = 2;
+		splay = 400;
+		t0 = lr_now_ms();
+		run_script(&s, "exit 0", 100, &res);
+		if (s.t_acq - t0 < 150)
+			continue;
+		longer++;
+		CHECK(res.outcome == LR_OUT_CHILD && s.nacq == 2);
+	}
+	CHECK(longer == 2);
+
+	/* --once-per: held back, the lease given back, no command. */
+	memset(&s, 0, sizeof(s));
+	s.run_start = LR_BUSY;
+	once_per = 5000;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_HELD_BACK);
+	CHECK(res.last.known && res.last.next_ms == 4000);
+	CHECK(s.nstart == 1 && s.releases == 1 && s.nend == 0);
+
+	/* ... recorded: the run, then its end with the status. */
+	memset(&s, 0, sizeof(s));
+	once_per = 5000;
+	run_script(&s, "exit 4", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 4);
+	CHECK(s.nstart == 1 && s.nend == 1 && s.end_status == 4);
+	CHECK(s.releases == 1);
+
+	/* ... a timed-out run is recorded as 124. */
+	memset(&s, 0, sizeof(s));
+	once_per = 5000;
+	max_time = 200;
+	run_script(&s, "sleep 5", -1, &res);
+	CHECK(res.outcome == LR_OUT_TIMEOUT && s.end_status == 124);
+
+	/* ... a store that cannot record it: leaserun fails, no command. */
+	memset(&s, 0, sizeof(s));
+	s.run_start = LR_ERROR;
+	once_per = 5000;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_FAILED && s.releases == 1);
+	CHECK(strstr(res.err.msg, "cannot record the start") != NULL);
+	CHECK(s.nend == 0);
+}
+
 int main(void)
 {
 	test_durations();
@@ -671,12 +863,15 @@ int main(void)
 	test_urls();
 	test_url_hosts();
 	test_url_opts();
+	test_json();
 	test_url_opt_number_or_word();
 	test_url_mask();
 	test_exit_codes();
 	test_timing();
 	test_p99();
 	test_state_machine();
+	test_human();
+	test_cron();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -575,3 +575,33 @@ interval_cmd() {
 	assert_holder_rc 124
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
 }
+
+# --- one cron job across a fleet (helpers.bash) ---
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's node times" {
+	cron_once zk-cron-once
+	# What ZooKeeper holds: the record and the clock it was stamped by,
+	# beside the lock nodes (none left).
+	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-once/run"
+	assert_output --regexp "[0-9]+ 3000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)"
+	run zk_cli "$ZK_EP" "ls /leaserun/zk-cron-once"
+	assert_output --partial "[clock, run]"
+	assert_equal "$(nnodes zk-cron-once)" 0
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status zk-cron-status
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time zk-cron-max
+	assert_equal "$(nnodes zk-cron-max)" 0
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay zk-cron-splay
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values zk-cron-bad
+}
