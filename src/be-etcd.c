@@ -973,7 +973,18 @@ static void crev_is(LrEtcd__Compare *c, const char *key, int64_t rev)
 	c->create_revision = rev;
 }
 
-/* op becomes a put of value at key, bound to lease; put holds it. */
+/* c becomes "key's mod revision is rev" (0: key does not exist). */
+static void modrev_is(LrEtcd__Compare *c, const char *key, int64_t rev)
+{
+	c->result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+	c->target = LR_ETCD__COMPARE__COMPARE_TARGET__MOD;
+	c->key = bytes(key);
+	c->target_union_case = LR_ETCD__COMPARE__TARGET_UNION_MOD_REVISION;
+	c->mod_revision = rev;
+}
+
+/* op becomes a put of value at key, bound to lease (0: none); put holds
+ * it. */
 static void put_op(LrEtcd__RequestOp *op, LrEtcd__PutRequest *put,
 		   const char *key, const char *value, int64_t lease)
 {
@@ -982,6 +993,25 @@ static void put_op(LrEtcd__RequestOp *op, LrEtcd__PutRequest *put,
 	put->lease = lease;
 	op->request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
 	op->request_put = put;
+}
+
+/* r becomes the transaction named what: if every one of the ncmp cmps
+ * holds, the nsucc ops of succ, else the nfail of fail.  -1 out of
+ * memory. */
+static int txn_rpc(struct rpc *r, const char *what, LrEtcd__Compare **cmps,
+		   size_t ncmp, LrEtcd__RequestOp **succ, size_t nsucc,
+		   LrEtcd__RequestOp **fail, size_t nfail)
+{
+	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
+
+	q.n_compare = ncmp;
+	q.compare = cmps;
+	q.n_success = nsucc;
+	q.success = succ;
+	q.n_failure = nfail;
+	q.failure = fail;
+	return rpc_init(r, what, M_TXN, &q.base,
+			&lr_etcd__txn_response__descriptor);
 }
 
 /* The transaction that queues us: create our key, bound to our lease and
@@ -995,7 +1025,6 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 			  op_range = LR_ETCD__REQUEST_OP__INIT;
 	LrEtcd__RequestOp *succ[2] = {&op_put, &op_range},
 			  *fail[1] = {&op_range};
-	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 	char value[400], *end = prefix_end(st->dir);
 	int rc;
 
@@ -1011,14 +1040,7 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 	rr.keys_only = 1;
 	op_range.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
 	op_range.request_range = &rr;
-	q.n_compare = 1;
-	q.compare = cmps;
-	q.n_success = 2;
-	q.success = succ;
-	q.n_failure = 1;
-	q.failure = fail;
-	rc = rpc_init(r, "lock transaction", M_TXN, &q.base,
-		      &lr_etcd__txn_response__descriptor);
+	rc = txn_rpc(r, "lock transaction", cmps, 1, succ, 2, fail, 1);
 	free(end);
 	return rc;
 }
@@ -1192,7 +1214,6 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 	LrEtcd__RequestOp op_put = LR_ETCD__REQUEST_OP__INIT,
 			  op_del = LR_ETCD__REQUEST_OP__INIT;
 	LrEtcd__RequestOp *succ[2] = {&op_put, &op_del};
-	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 	const LrEtcd__TxnResponse *t;
 	char value[400], *key, *end;
 	enum lr_status s;
@@ -1227,12 +1248,7 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 	del.key = bytes(st->mykey);
 	op_del.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 	op_del.request_delete_range = &del;
-	q.n_compare = 2;
-	q.compare = cmps;
-	q.n_success = 2;
-	q.success = succ;
-	if (rpc_init(&r, "slot transaction", M_TXN, &q.base,
-		     &lr_etcd__txn_response__descriptor) < 0) {
+	if (txn_rpc(&r, "slot transaction", cmps, 2, succ, 2, NULL, 0) < 0) {
 		free(key);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
@@ -1601,7 +1617,6 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
 	LrEtcd__DeleteRangeRequest del = LR_ETCD__DELETE_RANGE_REQUEST__INIT;
 	LrEtcd__RequestOp op = LR_ETCD__REQUEST_OP__INIT, *succ[1] = {&op};
-	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 	struct rpc r;
 	enum lr_status s;
 
@@ -1609,12 +1624,7 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 	del.key = bytes(key);
 	op.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 	op.request_delete_range = &del;
-	q.n_compare = 1;
-	q.compare = cmps;
-	q.n_success = 1;
-	q.success = succ;
-	if (rpc_init(&r, what, M_TXN, &q.base,
-		     &lr_etcd__txn_response__descriptor) < 0) {
+	if (txn_rpc(&r, what, cmps, 1, succ, 1, NULL, 0) < 0) {
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
@@ -1872,36 +1882,17 @@ static int run_txn_rpc(struct rpc *r, const char *gate, const char *last,
 			  op_rg = LR_ETCD__REQUEST_OP__INIT,
 			  op_rl = LR_ETCD__REQUEST_OP__INIT;
 	LrEtcd__RequestOp *succ[2] = {&op_pg, &op_pl}, *fail[2] = {&op_rg, &op_rl};
-	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 
-	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
-	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__MOD;
-	cmp.key = bytes(gate);
-	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_MOD_REVISION;
-	cmp.mod_revision = mod;
-	pg.key = bytes(gate);
-	pg.value = bytes(gval);
-	pg.lease = lease;
-	pl.key = bytes(last);
-	pl.value = bytes(lval);
+	modrev_is(&cmp, gate, mod);
+	put_op(&op_pg, &pg, gate, gval, lease);
+	put_op(&op_pl, &pl, last, lval, 0);
 	rg.key = bytes(gate);
 	rl.key = bytes(last);
-	op_pg.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op_pg.request_put = &pg;
-	op_pl.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op_pl.request_put = &pl;
 	op_rg.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
 	op_rg.request_range = &rg;
 	op_rl.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
 	op_rl.request_range = &rl;
-	q.n_compare = 1;
-	q.compare = cmps;
-	q.n_success = 2;
-	q.success = succ;
-	q.n_failure = 2;
-	q.failure = fail;
-	return rpc_init(r, "run transaction", M_TXN, &q.base,
-			&lr_etcd__txn_response__descriptor);
+	return txn_rpc(r, "run transaction", cmps, 1, succ, 2, fail, 2);
 }
 
 /* The only key of the i-th answer of a failed transaction, or NULL. */
@@ -2086,7 +2077,6 @@ static enum lr_status st_run_end(struct lr_store *st, int status,
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
 	LrEtcd__PutRequest put = LR_ETCD__PUT_REQUEST__INIT;
 	LrEtcd__RequestOp op = LR_ETCD__REQUEST_OP__INIT, *succ[1] = {&op};
-	LrEtcd__TxnRequest q = LR_ETCD__TXN_REQUEST__INIT;
 	char *key, val[400];
 	struct lr_run run;
 	struct rpc r;
@@ -2102,21 +2092,9 @@ static enum lr_status st_run_end(struct lr_store *st, int status,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	cmp.result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
-	cmp.target = LR_ETCD__COMPARE__COMPARE_TARGET__MOD;
-	cmp.key = bytes(key);
-	cmp.target_union_case = LR_ETCD__COMPARE__TARGET_UNION_MOD_REVISION;
-	cmp.mod_revision = st->run_rev;
-	put.key = bytes(key);
-	put.value = bytes(val);
-	op.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op.request_put = &put;
-	q.n_compare = 1;
-	q.compare = cmps;
-	q.n_success = 1;
-	q.success = succ;
-	if (rpc_init(&r, "run end", M_TXN, &q.base,
-		     &lr_etcd__txn_response__descriptor) < 0) {
+	modrev_is(&cmp, key, st->run_rev);
+	put_op(&op, &put, key, val, 0);
+	if (txn_rpc(&r, "run end", cmps, 1, succ, 1, NULL, 0) < 0) {
 		free(key);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
