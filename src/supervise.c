@@ -61,6 +61,7 @@
 #include "notify.h"
 #include "state.h"
 #include "supervise.h"
+#include "timing.h"
 #include "waitset.h"
 
 enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE,
@@ -119,32 +120,6 @@ struct sup {
 	int timed_out;         /* --max-time stopped it: the outcome is 124 */
 	int run_started;       /* --once-per: the store recorded our start */
 };
-
-int64_t lr_deadline(int64_t t_send, int64_t ttl_ms)
-{
-	return t_send + ttl_ms - ttl_ms * LR_RHO_PERMILLE / 1000 -
-	       LR_EPSILON_MS;
-}
-
-const char *lr_timing_check(int64_t ttl_ms, int64_t renew_ms,
-			    int64_t grace_ms)
-{
-	if (ttl_ms < 500)
-		return "the TTL must be at least 500ms";
-	if (renew_ms < 10)
-		return "the renew interval must be at least 10ms";
-	if (renew_ms >= ttl_ms)
-		return "the renew interval must be shorter than the TTL";
-	if (grace_ms <= LR_KAPPA_MS)
-		return "the kill-after grace must be longer than 100ms";
-	/* R/4 is left for the round trip of the acquire itself. */
-	if (grace_ms + LR_KAPPA_MS + renew_ms + renew_ms / 4 >
-	    lr_deadline(0, ttl_ms))
-		return "the kill-after grace plus the renew interval leave no "
-		       "time to stop the command before the TTL runs out "
-		       "(need grace + 1.25*renew + 100ms <= TTL*0.99 - 2ms)";
-	return NULL;
-}
 
 static int64_t jitter(struct sup *s, int64_t base)
 {

@@ -8,11 +8,8 @@
 #include <sys/types.h>
 
 #include "backend.h"
+#include "timing.h"
 #include "util.h"
-
-#define LR_RHO_PERMILLE 10 /* ρ = 0.01: allowed clock rate error */
-#define LR_EPSILON_MS 2    /* ε: fixed margin */
-#define LR_KAPPA_MS 100    /* κ: SIGKILL this long before the deadline */
 
 struct lr_sup_cfg {
 	const struct lr_store_ops *ops;
@@ -55,12 +52,5 @@ struct lr_sup_result {
  * them for the metrics file, keeps the command's state file and tells
  * systemd. */
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res);
-
-/* The effective deadline after a successful send at t_send. */
-int64_t lr_deadline(int64_t t_send, int64_t ttl_ms);
-
-/* Checks an option set can keep the timing rules; NULL or a reason. */
-const char *lr_timing_check(int64_t ttl_ms, int64_t renew_ms,
-			    int64_t grace_ms);
 
 #endif

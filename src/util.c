@@ -15,37 +15,6 @@
 
 #include "util.h"
 
-void lr_p99_add(struct lr_p99 *p, int64_t ms)
-{
-	p->ms[p->next] = ms < 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
-	p->next = (p->next + 1) % LR_P99_N;
-	if (p->n < LR_P99_N)
-		p->n++;
-}
-
-int64_t lr_p99(const struct lr_p99 *p)
-{
-	int32_t first = 0, second = 0;
-	unsigned i;
-
-	for (i = 0; i < p->n; i++) {
-		if (p->ms[i] > first) {
-			second = first;
-			first = p->ms[i];
-		} else if (p->ms[i] > second) {
-			second = p->ms[i];
-		}
-	}
-	return second;
-}
-
-int64_t lr_safe_ttl(int64_t p99)
-{
-	int64_t t = 10 * p99, step = t < 1000 ? 100 : 1000;
-
-	return (t + step - 1) / step * step;
-}
-
 const char *lr_name_check(const char *name)
 {
 	size_t i, n = strlen(name);
