@@ -4,7 +4,9 @@
  * A store is one const struct lr_store_ops.  The file store is built into
  * the binary; every network store is a module (redis.so, pg.so, ...) that
  * exports the symbol LR_STORE_SYMBOL and that the core dlopen()s only when
- * a URL names one of its schemes.
+ * a URL names one of its schemes (the table of schemes, modules and
+ * packages is backend.c's, the one place that says which store serves a
+ * scheme).
  *
  * Rules every store keeps:
  *  - Every call is synchronous and returns by its absolute deadline, a
@@ -25,7 +27,7 @@
 #include "url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 3
+#define LR_STORE_ABI 4
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -44,7 +46,6 @@ struct lr_err {
 
 /* Capabilities.  The core refuses, before open(), a run that asks a store
  * for what it cannot do. */
-#define LR_CAP_TTL 0x1    /* the grant expires by itself unless renewed */
 #define LR_CAP_BREAK 0x2  /* brk() can remove someone else's grant */
 #define LR_CAP_LIMIT 0x4  /* req->limit above 1: a semaphore of N slots */
 #define LR_CAP_SHARED 0x8 /* req->shared: shared and exclusive holders */
@@ -142,7 +143,6 @@ struct lr_store;
 struct lr_store_ops {
 	unsigned abi;                   /* LR_STORE_ABI */
 	const char *name;               /* "file", "redis", ... */
-	const char *const *schemes;     /* NULL-terminated */
 	unsigned caps;                  /* LR_CAP_* */
 	/* Environment variables this store may read secrets from; the core
 	 * removes them from the child's environment.  May be NULL. */

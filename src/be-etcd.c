@@ -2323,15 +2323,13 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 	return LR_OK;
 }
 
-static const char *const schemes[] = {"etcd", "etcds", NULL};
 static const char *const secret_env[] = {"ETCDCTL_PASSWORD", "ETCDCTL_USER",
 					 NULL};
 
 const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "etcd",
-    .schemes = schemes,
-    .caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = secret_env,
     .open = st_open,
     .acquire = st_acquire,

@@ -1600,12 +1600,9 @@ static void file_close(struct lr_store *st)
 	free(st);
 }
 
-static const char *const file_schemes[] = { "file", NULL };
-
 const struct lr_store_ops lr_file_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "file",
-	.schemes = file_schemes,
 	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.open = file_open,
 	.acquire = file_acquire,

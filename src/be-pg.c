@@ -141,7 +141,6 @@ struct lr_store {
 
 static void name_sql(struct lr_store *st);
 
-static const char *const pg_schemes[] = { "postgres", "postgresql", NULL };
 static const char *const pg_secret_env[] = { "PGPASSWORD", NULL };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -1769,7 +1768,6 @@ static void pg_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "pg",
-	.schemes = pg_schemes,
 	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = pg_secret_env,
 	.open = pg_open,

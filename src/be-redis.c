@@ -2927,16 +2927,12 @@ static enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static const char *const schemes[] = { "redis",		 "rediss",
-				       "redis+unix",	 "redis+sentinel",
-				       "rediss+sentinel", NULL };
 static const char *const secret_env[] = { "REDISCLI_AUTH", NULL };
 
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "redis",
-	.schemes = schemes,
-	.caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = secret_env,
 	.open = r_open,
 	.acquire = r_acquire,

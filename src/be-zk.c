@@ -1817,13 +1817,10 @@ static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
 	return LR_OK;
 }
 
-static const char *const schemes[] = {"zk", NULL};
-
 const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
-    .schemes = schemes,
-    .caps = LR_CAP_TTL | LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,

@@ -193,15 +193,12 @@ static void fault_close(struct lr_store *st)
 	free(F(st));
 }
 
-static const char *const fault_schemes[] = { "fault", NULL };
-
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "fault",
-	.schemes = fault_schemes,
 	/* No LR_CAP_LIMIT or LR_CAP_SHARED: the tests show that a store
 	 * without them is refused. */
-	.caps = LR_CAP_TTL | LR_CAP_BREAK,
+	.caps = LR_CAP_BREAK,
 	.open = fault_open,
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,
