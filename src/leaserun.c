@@ -30,6 +30,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "state.h"
+#include "status.h"
 #include "supervise.h"
 #include "url.h"
 #include "util.h"
@@ -742,368 +743,6 @@ static pid_t spawn(void *ctx, const struct lr_grant *g, int *code)
 	return pid;
 }
 
-static void iso_time(char *buf, size_t len, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* A store's text goes to the terminal and into log lines: no control
- * characters. */
-static void printable(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
-/* The last recorded run (--once-per), for --status.  A store that cannot
- * read it is a warning: who holds the lease is still worth showing. */
-static void last_run(struct run *r, struct lr_store *st, struct lr_run *run)
-{
-	struct lr_err err = { "" };
-	enum lr_status rc;
-
-	lr_run_init(run);
-	if (!r->ops->run_last)
-		return;
-	rc = r->ops->run_last(st, lr_now_ms() + r->o->ttl_ms, run, &err);
-	if (rc != LR_OK) {
-		lr_log(LR_LOG_WARN, "last-run", "cannot read the last run: %s",
-		       err.msg[0] ? err.msg : lr_status_name(rc));
-		lr_run_init(run);
-	}
-	printable(run->host);
-}
-
-/* ,"last_run":{...} or ,"last_run":null, appended to buf (len bytes,
- * filled up to n; room for 6 * the host's length + 512).  Returns the new
- * end. */
-static size_t run_json(char *buf, size_t len, size_t n,
-		       const struct lr_run *run)
-{
-	char when[32];
-
-#define ADD(...) \
-	(n += (size_t)snprintf(buf + n, n < len ? len - n : 0, \
-			       __VA_ARGS__), \
-	 n = n < len ? n : len - 1)
-#define NUM(key, v, known) \
-	((known) ? ADD(",\"" key "\":%lld", (long long)(v)) \
-		 : ADD(",\"" key "\":null"))
-	if (!run->known) {
-		ADD(",\"last_run\":null");
-		return n;
-	}
-	ADD(",\"last_run\":{\"host\":");
-	if (run->host[0]) {
-		ADD("\"");
-		n = lr_json_escape(buf, len, n, run->host);
-		ADD("\"");
-	} else {
-		ADD("null");
-	}
-	NUM("pid", run->pid, run->pid);
-	if (run->fence)
-		ADD(",\"fence\":%" PRIu64, run->fence);
-	else
-		ADD(",\"fence\":null");
-	if (run->start_ms) {
-		iso_time(when, sizeof(when), run->start_ms);
-		ADD(",\"started\":\"%s\"", when);
-	} else {
-		ADD(",\"started\":null");
-	}
-	NUM("started_ms", run->start_ms, run->start_ms);
-	NUM("ago_ms", run->ago_ms, run->ago_ms >= 0);
-	if (run->end_ms) {
-		iso_time(when, sizeof(when), run->end_ms);
-		ADD(",\"ended\":\"%s\"", when);
-	} else {
-		ADD(",\"ended\":null");
-	}
-	NUM("ended_ms", run->end_ms, run->end_ms);
-	NUM("status", run->status, run->end_ms && run->status >= 0);
-	NUM("period_ms", run->period_ms, run->period_ms);
-	NUM("next_in_ms", run->next_ms, run->next_ms >= 0);
-	ADD("}");
-#undef NUM
-#undef ADD
-	return n;
-}
-
-/* Is the run of this fence one of the holders? */
-static int holds_fence(const struct lr_info *info, uint64_t fence)
-{
-	size_t i;
-
-	for (i = 0; i < info->n; i++)
-		if (info->h[i].fence == fence)
-			return 1;
-	return 0;
-}
-
-/* The run lines of --status: when it started, how it ended, when the
- * next is allowed. */
-static void run_text(const struct lr_info *info, const struct lr_run *run)
-{
-	char when[32], d[32];
-
-	if (!run->known)
-		return;
-	printf("%-8s started", "run:");
-	if (run->start_ms) {
-		iso_time(when, sizeof(when), run->start_ms);
-		printf(" %s", when);
-	}
-	if (run->ago_ms >= 0) {
-		lr_duration_human(run->ago_ms, d, sizeof(d));
-		printf(run->start_ms ? " (%s ago)" : " %s ago", d);
-	}
-	if (run->host[0])
-		printf(" on %s", run->host);
-	if (run->pid)
-		printf(" pid %ld", run->pid);
-	if (run->fence)
-		printf(", fence %" PRIu64, run->fence);
-	putchar('\n');
-	if (run->end_ms) {
-		iso_time(when, sizeof(when), run->end_ms);
-		printf("%-8s %s", "ended:", when);
-		if (run->status >= 0)
-			printf(", status %d", run->status);
-		putchar('\n');
-	} else {
-		printf("%-8s %s\n", "ended:",
-		       holds_fence(info, run->fence) ? "not yet"
-						     : "not recorded");
-	}
-	if (run->period_ms) {
-		lr_duration_human(run->period_ms, d, sizeof(d));
-		printf("%-8s %s", "period:", d);
-		if (run->next_ms > 0) {
-			lr_duration_human(run->next_ms, d, sizeof(d));
-			printf(", next run allowed in %s", d);
-		} else if (run->next_ms == 0) {
-			printf(", next run allowed now");
-		}
-		putchar('\n');
-	}
-}
-
-/* Appends to buf (len bytes, filled up to n), stopping short rather than
- * overflowing. */
-#define ADD(...) \
-	(n += (size_t)snprintf(buf + n, n < len ? len - n : 0, \
-			       __VA_ARGS__), \
-	 n = n < len ? n : len - 1)
-
-/* A holder's fields as JSON members (after a '{' or a ','), unknown ones
- * null; buf has room for them (see status_json). */
-static size_t holder_json(char *buf, size_t len, size_t n,
-			  const struct lr_holder *h)
-{
-	char when[32];
-
-	ADD("\"host\":");
-	if (h && h->host[0]) {
-		ADD("\"");
-		n = lr_json_escape(buf, len, n, h->host);
-		ADD("\"");
-	} else {
-		ADD("null");
-	}
-	if (h && h->pid)
-		ADD(",\"pid\":%ld", h->pid);
-	else
-		ADD(",\"pid\":null");
-	if (h && h->since_ms) {
-		iso_time(when, sizeof(when), h->since_ms);
-		ADD(",\"since\":\"%s\",\"since_ms\":%lld", when,
-		    (long long)h->since_ms);
-	} else {
-		ADD(",\"since\":null,\"since_ms\":null");
-	}
-	if (h && h->ttl_left_ms >= 0)
-		ADD(",\"ttl_left_ms\":%lld", (long long)h->ttl_left_ms);
-	else
-		ADD(",\"ttl_left_ms\":null");
-	return n;
-}
-
-/* One JSON object on one line; unknown fields are null.  The first holder
- * is also given at the top (host, pid, since, ttl_left_ms, fence), as
- * before there could be more than one; "holders" lists them all. */
-static void status_json(struct run *r, const struct lr_info *info,
-			const struct lr_run *run)
-{
-	const struct lr_holder *h0 = info->n ? &info->h[0] : NULL;
-	uint64_t fence = h0 ? h0->fence : info->fence;
-	char *buf;
-	size_t n = 0, len, i;
-
-	/* Every byte may grow sixfold when escaped (\u00XX). */
-	len = 6 * (strlen(r->o->name) + strlen(r->u->redacted) +
-		   strlen(run->host)) + 1024;
-	for (i = 0; i < info->n; i++)
-		len += 6 * strlen(info->h[i].host) + 256;
-	if (h0)
-		len += 6 * strlen(h0->host);
-	if (!(buf = malloc(len)))
-		die("out of memory");
-	ADD("{\"name\":\"");
-	n = lr_json_escape(buf, len, n, r->o->name);
-	ADD("\",\"store\":\"%s\",\"url\":\"", r->ops->name);
-	n = lr_json_escape(buf, len, n, r->u->redacted);
-	ADD("\",\"held\":%s,", h0 ? "true" : "false");
-	n = holder_json(buf, len, n, h0);
-	if (fence)
-		ADD(",\"fence\":%" PRIu64, fence);
-	else
-		ADD(",\"fence\":null");
-	if (info->limit)
-		ADD(",\"limit\":%u", info->limit);
-	else
-		ADD(",\"limit\":null");
-	ADD(",\"holders\":[");
-	for (i = 0; i < info->n; i++) {
-		const struct lr_holder *h = &info->h[i];
-
-		ADD("%s{\"slot\":%u,\"shared\":%s,", i ? "," : "", h->slot,
-		    h->shared ? "true" : "false");
-		n = holder_json(buf, len, n, h);
-		if (h->fence)
-			ADD(",\"fence\":%" PRIu64 "}", h->fence);
-		else
-			ADD(",\"fence\":null}");
-	}
-	ADD("]");
-	n = run_json(buf, len, n, run);
-	ADD("}\n");
-#undef ADD
-	fputs(buf, stdout);
-	free(buf);
-}
-
-/* "web1 pid 12", "web1", "pid 12" or "" into buf. */
-static void holder_who(const struct lr_holder *h, char *buf, size_t len)
-{
-	if (h->host[0] && h->pid)
-		snprintf(buf, len, "%s pid %ld", h->host, h->pid);
-	else if (h->host[0])
-		snprintf(buf, len, "%s", h->host);
-	else if (h->pid)
-		snprintf(buf, len, "pid %ld", h->pid);
-	else
-		snprintf(buf, len, "unknown");
-}
-
-/* The plain lease's holder, a line per field, as --status always
- * showed it. */
-static void status_one(const struct lr_holder *h)
-{
-	char when[32], who[300];
-
-	holder_who(h, who, sizeof(who));
-	if (h->host[0] || h->pid)
-		printf("%-8s %s\n", "holder:", who);
-	if (h->since_ms) {
-		iso_time(when, sizeof(when), h->since_ms);
-		printf("%-8s %s (%llds ago)\n", "since:", when,
-		       (long long)((lr_wall_ms() - h->since_ms) / 1000));
-	}
-	if (h->ttl_left_ms >= 0)
-		printf("%-8s %lldms left\n", "ttl:", (long long)h->ttl_left_ms);
-	else
-		printf("%-8s none (held while the holder lives)\n", "ttl:");
-	if (h->fence)
-		printf("%-8s %" PRIu64 "\n", "fence:", h->fence);
-}
-
-/* One line per holder of a semaphore or a shared lease: "slot 2:  web1
- * pid 12, since ... (5s ago), 800ms left, fence 7". */
-static void status_many(const struct lr_info *info)
-{
-	char when[32], who[300], label[32];
-	size_t i;
-
-	for (i = 0; i < info->n; i++) {
-		const struct lr_holder *h = &info->h[i];
-
-		if (h->shared)
-			snprintf(label, sizeof(label), "shared:");
-		else
-			snprintf(label, sizeof(label), "slot %u:", h->slot);
-		holder_who(h, who, sizeof(who));
-		printf("%-8s %s", label, who);
-		if (h->since_ms) {
-			iso_time(when, sizeof(when), h->since_ms);
-			printf(", since %s (%llds ago)", when,
-			       (long long)((lr_wall_ms() - h->since_ms) /
-					   1000));
-		}
-		if (h->ttl_left_ms >= 0)
-			printf(", %lldms left", (long long)h->ttl_left_ms);
-		if (h->fence)
-			printf(", fence %" PRIu64, h->fence);
-		putchar('\n');
-	}
-}
-
-static int status(struct run *r, struct lr_store *st)
-{
-	struct lr_run run;
-	struct lr_info info;
-	struct lr_err err = { "" };
-	enum lr_status rc;
-	size_t i, shared = 0;
-
-	lr_info_init(&info);
-	rc = r->ops->inspect(st, lr_now_ms() + r->o->ttl_ms, &info, &err);
-	if (rc != LR_OK) {
-		lr_info_free(&info);
-		die("cannot inspect %s on %s: %s", r->o->name, r->u->redacted,
-		    err.msg[0] ? err.msg : lr_status_name(rc));
-	}
-	lr_info_sort(&info);
-	for (i = 0; i < info.n; i++) {
-		printable(info.h[i].host);
-		shared += info.h[i].shared != 0;
-	}
-	last_run(r, st, &run);
-	if (r->o->json_out) {
-		status_json(r, &info, &run);
-	} else {
-		printf("%-8s %s\n%-8s %s\n", "name:", r->o->name, "store:",
-		       r->u->redacted);
-		if (!info.n)
-			printf("%-8s free\n", "state:");
-		else if (shared)
-			printf("%-8s held, shared by %zu\n", "state:", shared);
-		else if (info.limit > 1)
-			printf("%-8s held, %zu of %u slots\n", "state:", info.n,
-			       info.limit);
-		else
-			printf("%-8s held\n", "state:");
-		if (info.limit > 1)
-			printf("%-8s %u\n", "limit:", info.limit);
-		if (info.n == 1 && !shared && info.limit <= 1)
-			status_one(&info.h[0]);
-		else
-			status_many(&info);
-		if (!info.n && info.fence)
-			printf("%-8s %" PRIu64 " (last granted)\n", "fence:",
-			       info.fence);
-		run_text(&info, &run);
-	}
-	shared = info.n; /* held or not, once the list is gone */
-	lr_info_free(&info);
-	return shared ? 0 : 1;
-}
-
 /* The one notice of a run that --once-per held back: who ran last, how
  * long ago, when the next run may start; all by the store's clock. */
 static void held_back(struct lr_run *last)
@@ -1117,7 +756,7 @@ static void held_back(struct lr_run *last)
 		LR_NUM("next_ms", last->next_ms),
 	};
 
-	printable(last->host);
+	lr_printable(last->host);
 	if (last->host[0] && last->pid)
 		snprintf(who, sizeof(who), "%s pid %ld", last->host, last->pid);
 	else
@@ -1285,7 +924,18 @@ int main(int argc, char **argv)
 	}
 
 	if (o.mode == OPT_STATUS) {
-		code = status(&r, st);
+		const struct lr_status_req q = {
+			.ops = r.ops,
+			.st = st,
+			.name = o.name,
+			.url = r.u->redacted,
+			.budget_ms = o.ttl_ms,
+			.json = o.json_out,
+		};
+
+		code = lr_status_show(&q, why, sizeof(why));
+		if (code < 0)
+			die("%s", why);
 		r.ops->close(st);
 		lr_url_free(r.u);
 		lr_wipe_free(url_buf);

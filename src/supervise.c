@@ -215,11 +215,7 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 		goto out;
 	lr_info_sort(&info);
 	h = &info.h[0];
-	/* A store's holder text goes into log lines and systemd's
-	 * newline-separated messages: no control characters. */
-	for (char *p = h->host; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	lr_printable(h->host);
 	if (info.n > 1)
 		snprintf(more, sizeof(more), " and %zu more", info.n - 1);
 	if (h->host[0] && h->pid)

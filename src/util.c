@@ -108,3 +108,10 @@ void lr_duration_human(int64_t ms, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%lldh", (long long)(s / 3600));
 }
+
+void lr_printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}

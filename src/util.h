@@ -19,6 +19,11 @@
 const char *lr_name_check(const char *name);
 
 
+/* Makes a store's text (a holder's host name) fit for a terminal, a log
+ * line and systemd's newline-separated messages: control characters
+ * become '?'. */
+void lr_printable(char *s);
+
 /* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
 int lr_signal_parse(const char *s);
 /* A non-negative decimal int no larger than max; -1 otherwise. */
