@@ -797,64 +797,300 @@ static void __attribute__((noreturn)) die_of(int sig, int code)
 	exit(code);
 }
 
-int main(int argc, char **argv)
+/* Blocks what we handle first thing, before any library (a store's
+ * client may start threads) can get a signal delivered; fills set with
+ * the signals the loop reads from its signalfd.  SIGCHLD inherited as
+ * ignored would make the kernel reap the command behind our back: take
+ * it back, as timeout(1) does. */
+static void block_signals(sigset_t *set)
 {
-	struct opts o;
-	struct run r;
-	struct lr_store_req req;
-	struct lr_store *st = NULL;
-	struct lr_err err = { "" };
-	struct lr_sup_cfg cfg;
-	struct lr_sup_result res;
-	sigset_t set, old;
-	char host[256], why[256], *url_buf = NULL, token[37];
-	const char *reason;
-	static int *keep; /* static: still reachable at exit */
-	int sigfd, code, sig;
 	size_t i;
-	uuid_t uu;
-	enum lr_status rc;
 
-	/* Block what we handle first thing, before any library (a store's
-	 * client may start threads) can get a signal delivered.  SIGCHLD
-	 * inherited as ignored would make the kernel reap the command
-	 * behind our back: take it back, as timeout(1) does. */
 	signal(SIGCHLD, SIG_DFL);
-	sigemptyset(&set);
+	sigemptyset(set);
 	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
 		struct sigaction sa;
 
 		if (sigaction(forwarded[i], NULL, &sa) == 0 &&
 		    sa.sa_handler == SIG_IGN)
 			continue; /* inherited as ignored: not forwarded */
-		sigaddset(&set, forwarded[i]);
+		sigaddset(set, forwarded[i]);
 	}
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	sigdelset(&set, SIGPIPE);
+	sigaddset(set, SIGCHLD);
+	sigaddset(set, SIGPIPE);
+	sigprocmask(SIG_BLOCK, set, NULL);
+	sigdelset(set, SIGPIPE);
+}
 
-	/* With 0, 1 or 2 closed, our own fds would take those numbers and
-	 * log lines would land in the lock file or a store socket. */
-	for (i = 0; i < 3; i++)
-		if (fcntl((int)i, F_GETFD) < 0 &&
-		    open("/dev/null", i ? O_WRONLY : O_RDONLY) < 0)
-			return LR_EXIT_FAILED;
+/* With 0, 1 or 2 closed, our own fds would take those numbers and log
+ * lines would land in the lock file or a store socket.  0, or -1. */
+static int std_fds(void)
+{
+	int fd;
 
+	for (fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 &&
+		    open("/dev/null", fd ? O_WRONLY : O_RDONLY) < 0)
+			return -1;
+	return 0;
+}
+
+/* The command gets every fd we were started with, however many: notes
+ * them in r.  0, or -1 when out of memory. */
+static int keep_fds(struct run *r)
+{
+	static int *keep; /* static: still reachable at exit */
+	size_t n;
+
+	for (n = 64;; n *= 2) {
+		int *k = realloc(keep, n * sizeof(*keep));
+
+		if (!k)
+			return -1;
+		keep = k;
+		if ((r->nkeep = lr_open_fds(keep, n)) < n)
+			break;
+	}
+	r->keep = keep;
+	return 0;
+}
+
+/* The store the URL names, refused at once when it cannot do what was
+ * asked.  Sets r->u and r->ops; *url_buf gets what --url-file read. */
+static void choose_store(struct run *r, char **url_buf)
+{
+	struct opts *o = r->o;
+	struct lr_err err = { "" };
+	char why[256];
+
+	if (o->url_file) {
+		o->url = *url_buf = read_url_file(o->url_file);
+		forget_url_fd(r, o->url_file);
+	}
+	if (!o->url)
+		o->url = "file://";
+	if (lr_url_parse(o->url, &r->u, why, sizeof(why)) < 0)
+		usage_error("invalid store URL: %s", why);
+	if (o->url == o->url_arg && o->url_masked)
+		lr_log(LR_LOG_WARN, "guard",
+		       "a password on the command line is visible in ps until "
+		       "leaserun has overwritten it, and stays in the shell's "
+		       "history; use LEASERUN_URL or --url-file");
+	r->ops = lr_store_find(r->u->scheme, &err);
+	if (!r->ops)
+		die("%s", err.msg);
+	if (o->mode)
+		return;
+	if (o->limit > 1 && !(r->ops->caps & LR_CAP_LIMIT))
+		die("the %s store cannot let more than one hold a lease "
+		    "(--limit %u)", r->ops->name, o->limit);
+	if (o->shared && !(r->ops->caps & LR_CAP_SHARED))
+		die("the %s store has no shared leases (--shared)",
+		    r->ops->name);
+	if (o->once_per_ms && !r->ops->run_start)
+		die("the %s store cannot record runs: --once-per needs another "
+		    "store", r->ops->name);
+}
+
+/* Opens the store for a run (with a fresh owner token) or for --status
+ * and --break (without one). */
+static struct lr_store *open_store(struct run *r, struct lr_store_req *req)
+{
+	static char host[256], token[37];
+	struct opts *o = r->o;
+	struct lr_err err = { "" };
+	struct lr_store *st = NULL;
+	enum lr_status rc;
+	uuid_t uu;
+
+	if (gethostname(host, sizeof(host)) < 0)
+		strcpy(host, "unknown");
+	host[sizeof(host) - 1] = '\0';
+	uuid_generate_random(uu);
+	uuid_unparse_lower(uu, token);
+
+	memset(req, 0, sizeof(*req));
+	req->url = o->url;
+	req->u = r->u;
+	req->name = o->name;
+	req->token = o->mode ? NULL : token;
+	req->ttl_ms = o->ttl_ms;
+	req->host = host;
+	req->pid = (long)getpid();
+	req->since_ms = lr_wall_ms();
+	req->limit = o->limit;
+	req->shared = o->shared;
+	req->warn = warn_cb;
+
+	rc = r->ops->open(req,
+			  lr_now_ms() + (o->ttl_ms > 5000 ? o->ttl_ms : 5000),
+			  &st, &err);
+	if (rc != LR_OK) {
+		r->ops->close(st);
+		die("cannot open %s: %s", r->u->redacted,
+		    err.msg[0] ? err.msg : lr_status_name(rc));
+	}
+	return st;
+}
+
+/* --status and --break; returns the exit status. */
+static int admin(struct run *r, struct lr_store *st)
+{
+	struct opts *o = r->o;
+	struct lr_err err = { "" };
+	enum lr_status rc;
+	char why[1024];
+	int code = 0;
+
+	if (o->mode == OPT_STATUS) {
+		const struct lr_status_req q = {
+			.ops = r->ops,
+			.st = st,
+			.name = o->name,
+			.url = r->u->redacted,
+			.budget_ms = o->ttl_ms,
+			.json = o->json_out,
+		};
+
+		code = lr_status_show(&q, why, sizeof(why));
+		r->ops->close(st);
+		if (code < 0)
+			die("%s", why);
+		return code;
+	}
+	if (!r->ops->brk || !(r->ops->caps & LR_CAP_BREAK)) {
+		r->ops->close(st);
+		die("the %s store cannot break a lease", r->ops->name);
+	}
+	rc = r->ops->brk(st, o->slot, lr_now_ms() + o->ttl_ms, &err);
+	r->ops->close(st);
+	if (rc != LR_OK)
+		die("cannot break %s: %s", o->name,
+		    err.msg[0] ? err.msg : lr_status_name(rc));
+	if (o->slot >= 0)
+		lr_log(LR_LOG_NOTICE, "broken", "slot %d broken", o->slot);
+	else
+		lr_log(LR_LOG_NOTICE, "broken", "lease broken");
+	return 0;
+}
+
+/* The run itself: the loop of supervise.c, fed from the options. */
+static void run(struct run *r, struct lr_store *st, const sigset_t *set,
+		struct lr_sup_result *res)
+{
+	struct opts *o = r->o;
+	struct lr_sup_cfg cfg;
+	int sigfd;
+
+	sigfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sigfd < 0)
+		die("signalfd: %s", strerror(errno));
+	/* Orphaned members of the command's group come back to us, so we
+	 * can tell when the whole group is gone. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.ops = r->ops;
+	cfg.st = st;
+	cfg.sigfd = sigfd;
+	cfg.ttl_ms = o->ttl_ms;
+	cfg.renew_ms = o->renew_ms;
+	cfg.grace_ms = o->grace_ms;
+	cfg.wait_ms = o->wait_ms;
+	cfg.stop_signal = o->stop_signal;
+	cfg.warn_signal = o->warn_signal;
+	cfg.foreground = o->foreground;
+	cfg.limit = o->limit;
+	cfg.shared = o->shared;
+	cfg.name = o->name;
+	cfg.once_per_ms = o->once_per_ms;
+	cfg.max_time_ms = o->max_time_ms;
+	cfg.splay_ms = o->splay_ms;
+	cfg.spawn = spawn;
+	cfg.ctx = r;
+	lr_supervise(&cfg, res);
+	r->ops->close(st);
+	close(sigfd);
+}
+
+/* The last word on a run that ended other than by the command's own
+ * exit, then its exit status (dying of the command's signal, as it
+ * did). */
+static int outcome(const struct opts *o, struct lr_sup_result *res)
+{
+	int code, sig;
+
+	switch (res->outcome) {
+	case LR_OUT_CONFLICT: {
+		const struct lr_field f[] = { LR_STR("holder", res->holder) };
+
+		lr_logf(LR_LOG_NOTICE, "conflict", f, 1,
+			o->wait_ms == 0 ? "held by %s; not waiting"
+					: "held by %s; gave up waiting",
+			res->holder[0] ? res->holder : "another");
+		break;
+	}
+	case LR_OUT_HELD_BACK:
+		held_back(&res->last);
+		break;
+	case LR_OUT_TIMEOUT: {
+		char took[32];
+
+		lr_duration_human(o->max_time_ms, took, sizeof(took));
+		lr_log(LR_LOG_WARN, "stopped",
+		       "the command was stopped because it ran for %s "
+		       "(--max-time)",
+		       took);
+		break;
+	}
+	case LR_OUT_LOST:
+		if (res->lost_at_release)
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the lease was lost before the command ended: "
+			       "the run was not exclusive");
+		else
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the command was stopped because the lease "
+			       "was lost");
+		break;
+	case LR_OUT_FAILED:
+		if (res->die_signal)
+			die_of(res->die_signal,
+			       finish(128 + res->die_signal, 0));
+		lr_log(LR_LOG_ERROR, "error", "%s", res->err.msg);
+		break;
+	case LR_OUT_CHILD:
+		if (res->code) /* the command could not start */
+			return finish(res->code, res->code == LR_EXIT_FAILED);
+		break;
+	}
+	code = lr_exit_code(res->outcome, res->wstatus, o->conflict_code,
+			    &sig);
+	if (sig)
+		die_of(sig, finish(code, 0));
+	return finish(code, res->outcome == LR_OUT_FAILED);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct run r;
+	struct lr_store_req req;
+	struct lr_store *st;
+	struct lr_sup_result res;
+	sigset_t set;
+	char *url_buf = NULL;
+	const char *reason;
+	int code = 0;
+
+	block_signals(&set);
+	if (std_fds() < 0)
+		return LR_EXIT_FAILED;
 	memset(&o, 0, sizeof(o));
 	memset(&r, 0, sizeof(r));
 	r.o = &o;
-	/* The command gets every fd we were started with, however many. */
-	for (i = 64;; i *= 2) {
-		int *k = realloc(keep, i * sizeof(*keep));
-
-		if (!k)
-			return LR_EXIT_FAILED;
-		keep = k;
-		if ((r.nkeep = lr_open_fds(keep, i)) < i)
-			break;
-	}
-	r.keep = keep;
+	if (keep_fds(&r) < 0)
+		return LR_EXIT_FAILED;
 
 	parse(argc, argv, &o);
 	if (o.mode == OPT_CHECK)
@@ -865,183 +1101,19 @@ int main(int argc, char **argv)
 	finish_timing(&o);
 	lr_log_setup(o.verbosity, o.json, o.use_syslog, o.name);
 
-	if (o.url_file) {
-		o.url = url_buf = read_url_file(o.url_file);
-		forget_url_fd(&r, o.url_file);
-	}
-	if (!o.url)
-		o.url = "file://";
-	if (lr_url_parse(o.url, &r.u, why, sizeof(why)) < 0)
-		usage_error("invalid store URL: %s", why);
-	if (o.url == o.url_arg && o.url_masked)
-		lr_log(LR_LOG_WARN, "guard",
-		       "a password on the command line is visible in ps until "
-		       "leaserun has overwritten it, and stays in the shell's "
-		       "history; use LEASERUN_URL or --url-file");
-	r.ops = lr_store_find(r.u->scheme, &err);
-	if (!r.ops)
-		die("%s", err.msg);
-	if (!o.mode && o.limit > 1 && !(r.ops->caps & LR_CAP_LIMIT))
-		die("the %s store cannot let more than one hold a lease "
-		    "(--limit %u)", r.ops->name, o.limit);
-	if (!o.mode && o.shared && !(r.ops->caps & LR_CAP_SHARED))
-		die("the %s store has no shared leases (--shared)",
-		    r.ops->name);
-	if (!o.mode && o.once_per_ms && !r.ops->run_start)
-		die("the %s store cannot record runs: --once-per needs another "
-		    "store", r.ops->name);
+	choose_store(&r, &url_buf);
 	if (!o.mode) {
 		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);
 		metrics_on = o.metrics_file != NULL;
 		lr_notify_setup();
 	}
-
-	if (gethostname(host, sizeof(host)) < 0)
-		strcpy(host, "unknown");
-	host[sizeof(host) - 1] = '\0';
-	uuid_generate_random(uu);
-	uuid_unparse_lower(uu, token);
-
-	memset(&req, 0, sizeof(req));
-	req.url = o.url;
-	req.u = r.u;
-	req.name = o.name;
-	req.token = o.mode ? NULL : token;
-	req.ttl_ms = o.ttl_ms;
-	req.host = host;
-	req.pid = (long)getpid();
-	req.since_ms = lr_wall_ms();
-	req.limit = o.limit;
-	req.shared = o.shared;
-	req.warn = warn_cb;
-
-	rc = r.ops->open(&req, lr_now_ms() + (o.ttl_ms > 5000 ? o.ttl_ms : 5000),
-			 &st, &err);
-	if (rc != LR_OK) {
-		r.ops->close(st);
-		die("cannot open %s: %s", r.u->redacted,
-		    err.msg[0] ? err.msg : lr_status_name(rc));
-	}
-
-	if (o.mode == OPT_STATUS) {
-		const struct lr_status_req q = {
-			.ops = r.ops,
-			.st = st,
-			.name = o.name,
-			.url = r.u->redacted,
-			.budget_ms = o.ttl_ms,
-			.json = o.json_out,
-		};
-
-		code = lr_status_show(&q, why, sizeof(why));
-		if (code < 0)
-			die("%s", why);
-		r.ops->close(st);
-		lr_url_free(r.u);
-		lr_wipe_free(url_buf);
-		lr_wipe_free(o.url_arg);
-		return code;
-	}
-	if (o.mode == OPT_BREAK) {
-		if (!r.ops->brk || !(r.ops->caps & LR_CAP_BREAK)) {
-			r.ops->close(st);
-			die("the %s store cannot break a lease", r.ops->name);
-		}
-		rc = r.ops->brk(st, o.slot, lr_now_ms() + o.ttl_ms, &err);
-		r.ops->close(st);
-		if (rc != LR_OK)
-			die("cannot break %s: %s", o.name,
-			    err.msg[0] ? err.msg : lr_status_name(rc));
-		if (o.slot >= 0)
-			lr_log(LR_LOG_NOTICE, "broken", "slot %d broken",
-			       o.slot);
-		else
-			lr_log(LR_LOG_NOTICE, "broken", "lease broken");
-		lr_url_free(r.u);
-		lr_wipe_free(url_buf);
-		lr_wipe_free(o.url_arg);
-		return 0;
-	}
-
-	sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sigfd < 0)
-		die("signalfd: %s", strerror(errno));
-	/* Orphaned members of the command's group come back to us, so we
-	 * can tell when the whole group is gone. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.ops = r.ops;
-	cfg.st = st;
-	cfg.sigfd = sigfd;
-	cfg.ttl_ms = o.ttl_ms;
-	cfg.renew_ms = o.renew_ms;
-	cfg.grace_ms = o.grace_ms;
-	cfg.wait_ms = o.wait_ms;
-	cfg.stop_signal = o.stop_signal;
-	cfg.warn_signal = o.warn_signal;
-	cfg.foreground = o.foreground;
-	cfg.limit = o.limit;
-	cfg.shared = o.shared;
-	cfg.name = o.name;
-	cfg.once_per_ms = o.once_per_ms;
-	cfg.max_time_ms = o.max_time_ms;
-	cfg.splay_ms = o.splay_ms;
-	cfg.spawn = spawn;
-	cfg.ctx = &r;
-	lr_supervise(&cfg, &res);
-	r.ops->close(st);
-	close(sigfd);
+	st = open_store(&r, &req);
+	if (o.mode)
+		code = admin(&r, st);
+	else
+		run(&r, st, &set, &res);
 	lr_url_free(r.u);
 	lr_wipe_free(url_buf);
 	lr_wipe_free(o.url_arg);
-
-	switch (res.outcome) {
-	case LR_OUT_CONFLICT: {
-		const struct lr_field f[] = { LR_STR("holder", res.holder) };
-
-		lr_logf(LR_LOG_NOTICE, "conflict", f, 1,
-			o.wait_ms == 0 ? "held by %s; not waiting"
-				       : "held by %s; gave up waiting",
-			res.holder[0] ? res.holder : "another");
-		break;
-	}
-	case LR_OUT_HELD_BACK:
-		held_back(&res.last);
-		break;
-	case LR_OUT_TIMEOUT: {
-		char took[32];
-
-		lr_duration_human(o.max_time_ms, took, sizeof(took));
-		lr_log(LR_LOG_WARN, "stopped",
-		       "the command was stopped because it ran for %s "
-		       "(--max-time)",
-		       took);
-		break;
-	}
-	case LR_OUT_LOST:
-		if (res.lost_at_release)
-			lr_log(LR_LOG_WARN, "stopped",
-			       "the lease was lost before the command ended: "
-			       "the run was not exclusive");
-		else
-			lr_log(LR_LOG_WARN, "stopped",
-			       "the command was stopped because the lease "
-			       "was lost");
-		break;
-	case LR_OUT_FAILED:
-		if (res.die_signal)
-			die_of(res.die_signal,
-			       finish(128 + res.die_signal, 0));
-		lr_log(LR_LOG_ERROR, "error", "%s", res.err.msg);
-		break;
-	case LR_OUT_CHILD:
-		if (res.code) /* the command could not start */
-			return finish(res.code, res.code == LR_EXIT_FAILED);
-		break;
-	}
-	code = lr_exit_code(res.outcome, res.wstatus, o.conflict_code, &sig);
-	if (sig)
-		die_of(sig, finish(code, 0));
-	return finish(code, res.outcome == LR_OUT_FAILED);
+	return o.mode ? code : outcome(&o, &res);
 }
