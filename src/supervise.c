@@ -747,230 +747,286 @@ static void after_exit(struct sup *s, int64_t now)
 	set_state(s, DONE);
 }
 
-/* The state x event table.  Returns -1 for a pair that cannot happen. */
-static int handle(struct sup *s, enum event ev, int64_t now)
+/* The state x event table: one action per event, each saying what it
+ * does in every state.  An action returns -1 for a pair that cannot
+ * happen. */
+
+static int on_acquire(struct sup *s, int64_t now)
+{
+	if (s->state == SPLAYING)
+		splay_over(s, now);
+	else if (s->state != WAITING)
+		return -1;
+	try_acquire(s, now);
+	return 0;
+}
+
+static int on_wait_over(struct sup *s, int64_t now)
+{
+	(void)now;
+	if (s->state != WAITING)
+		return -1;
+	conflict(s); /* res->holder: as seen when the wait began */
+	return 0;
+}
+
+static int on_renew(struct sup *s, int64_t now)
+{
+	switch (s->state) {
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case DRAINING:
+	case TIMED_OUT:
+		try_renew(s, now);
+		return 0;
+	case WAITING:
+	case LOST:
+	case DONE:
+	case SPLAYING:
+		return -1;
+	}
+	return -1;
+}
+
+/* D - grace: the renewal that should have moved D did not come. */
+static void stop_at_deadline(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	const struct lr_field f[] = {
+		LR_NUM("left_ms", s->D - now),
+		LR_NUM("signal", c->stop_signal),
+	};
+
+	lr_logf(LR_LOG_WARN, "stopping", f, 2,
+		"cannot renew: %lldms left; sending signal %d to the command",
+		(long long)(s->D - now), c->stop_signal);
+	keep_state(s, LR_ST_STOPPING);
+	lr_notify("STATUS=stopping the command: %s could not be renewed",
+		  c->name);
+	s->stopped = 1;
+	kill_group(s, c->stop_signal);
+	kill_group(s, SIGCONT);
+	if (s->state != DRAINING)
+		set_state(s, STOPPING);
+	s->t_grace = NEVER; /* t_kill stays where D put it */
+}
+
+static int on_grace(struct sup *s, int64_t now)
+{
+	switch (s->state) {
+	case HELD: /* the renew that should have moved D is late */
+	case AT_RISK:
+	case DRAINING:
+		stop_at_deadline(s, now);
+		return 0;
+	case TIMED_OUT:
+		/* The stop signal went already; t_kill stays. */
+		s->t_grace = NEVER;
+		return 0;
+	case WAITING:
+	case STOPPING:
+	case LOST:
+	case DONE:
+	case SPLAYING:
+		return -1;
+	}
+	return -1;
+}
+
+static int on_kill(struct sup *s, int64_t now)
+{
+	(void)now;
+	switch (s->state) {
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case DRAINING:
+	case TIMED_OUT:
+		lose(s, s->state == STOPPING
+				? "the command did not stop in time"
+				: "the deadline passed without a renewal");
+		return 0;
+	case WAITING:
+	case LOST:
+	case DONE:
+	case SPLAYING:
+		return -1;
+	}
+	return -1;
+}
+
+static int on_drain_kill(struct sup *s, int64_t now)
+{
+	(void)now;
+	if (s->state != DRAINING)
+		return -1;
+	kill_group(s, SIGKILL);
+	s->t_drain_kill = NEVER;
+	return 0;
+}
+
+static int on_store(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" };
 	enum lr_status rc;
 
-	switch (ev) {
-	case EV_ACQUIRE:
-		if (s->state == SPLAYING)
-			splay_over(s, now);
-		else if (s->state != WAITING)
-			return -1;
-		try_acquire(s, now);
+	rc = c->ops->process(c->st, s->revents,
+			     call_deadline(s, now, s->renew_ms), &err);
+	switch (s->state) {
+	case WAITING:
+		if (rc != LR_BUSY)
+			s->t_acquire = now;
 		return 0;
-	case EV_WAIT_OVER:
-		if (s->state != WAITING)
-			return -1;
-		conflict(s); /* res->holder: as seen when the wait began */
-		return 0;
-	case EV_RENEW:
-		switch (s->state) {
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case DRAINING:
-		case TIMED_OUT:
-			try_renew(s, now);
-			return 0;
-		case WAITING:
-		case LOST:
-		case DONE:
-		case SPLAYING:
-			return -1;
+	case SPLAYING:
+		return 0; /* the store kept its session: no news */
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case DRAINING:
+	case TIMED_OUT:
+		if (rc == LR_LOST) {
+			s->certain_loss = 1;
+			lose(s, err.msg[0] ? err.msg
+					   : "the store reports it gone");
+		} else if (rc == LR_ERROR || rc == LR_TIMEOUT) {
+			s->t_renew = now; /* suspicion: check now */
 		}
-		return -1;
-	case EV_GRACE:
-		switch (s->state) {
-		case HELD: /* the renew that should have moved D is late */
-		case AT_RISK:
-		case DRAINING: {
-			const struct lr_field f[] = {
-				LR_NUM("left_ms", s->D - now),
-				LR_NUM("signal", c->stop_signal),
-			};
+		return 0;
+	case LOST:
+	case DONE:
+		return 0; /* nothing more to learn */
+	}
+	return -1;
+}
 
-			lr_logf(LR_LOG_WARN, "stopping", f, 2,
-				"cannot renew: %lldms left; sending signal %d "
-				"to the command",
-				(long long)(s->D - now), c->stop_signal);
-			keep_state(s, LR_ST_STOPPING);
-			lr_notify("STATUS=stopping the command: %s could not "
-				  "be renewed",
-				  c->name);
-			s->stopped = 1;
-			kill_group(s, c->stop_signal);
-			kill_group(s, SIGCONT);
-			if (s->state != DRAINING)
-				set_state(s, STOPPING);
-			s->t_grace = NEVER; /* t_kill stays where D put it */
-			return 0;
-		}
-		case TIMED_OUT:
-			/* The stop signal went already; t_kill stays. */
-			s->t_grace = NEVER;
-			return 0;
-		case WAITING:
-		case STOPPING:
-		case LOST:
-		case DONE:
-		case SPLAYING:
-			return -1;
-		}
-		return -1;
-	case EV_KILL:
-		switch (s->state) {
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case DRAINING:
-		case TIMED_OUT:
-			lose(s, s->state == STOPPING
-					? "the command did not stop in time"
-					: "the deadline passed without a "
-					  "renewal");
-			return 0;
-		case WAITING:
-		case LOST:
-		case DONE:
-		case SPLAYING:
-			return -1;
-		}
-		return -1;
-	case EV_DRAIN_KILL:
-		if (s->state != DRAINING)
-			return -1;
-		kill_group(s, SIGKILL);
-		s->t_drain_kill = NEVER;
+/* A signal while there is no command: ^Z stops us, as asked; WINCH and
+ * CONT mean nothing; anything else ends leaserun by that signal. */
+static void signal_while_waiting(struct sup *s)
+{
+	if (s->signo == SIGWINCH || s->signo == SIGCONT)
+		return;
+	if (s->signo == SIGTSTP) {
+		kill(getpid(), SIGSTOP);
+		return;
+	}
+	s->res->outcome = LR_OUT_FAILED;
+	s->res->die_signal = s->signo;
+	lr_err_set(&s->res->err, "stopped by signal %d while waiting",
+		   s->signo);
+	set_state(s, DONE);
+}
+
+static int on_signal(struct sup *s, int64_t now)
+{
+	(void)now;
+	switch (s->state) {
+	case WAITING:
+	case SPLAYING:
+		signal_while_waiting(s);
 		return 0;
-	case EV_STORE:
-		rc = c->ops->process(c->st, s->revents,
-				     call_deadline(s, now, s->renew_ms), &err);
-		switch (s->state) {
-		case WAITING:
-			if (rc != LR_BUSY)
-				s->t_acquire = now;
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case DRAINING:
+	case TIMED_OUT:
+		/* In --foreground the terminal already signalled the
+		 * command: do not send a second ^C. */
+		if (s->cfg->foreground && s->sicode == SI_KERNEL)
 			return 0;
-		case SPLAYING:
-			return 0; /* the store kept its session: no news */
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case DRAINING:
-		case TIMED_OUT:
-			if (rc == LR_LOST) {
-				s->certain_loss = 1;
-				lose(s, err.msg[0] ? err.msg
-						   : "the store reports it gone");
-			} else if (rc == LR_ERROR || rc == LR_TIMEOUT) {
-				s->t_renew = now; /* suspicion: check now */
-			}
-			return 0;
-		case LOST:
-		case DONE:
-			return 0; /* nothing more to learn */
-		}
-		return -1;
-	case EV_SIGNAL:
-		switch (s->state) {
-		case WAITING:
-		case SPLAYING:
-			if (s->signo == SIGWINCH || s->signo == SIGCONT)
-				return 0;
-			if (s->signo == SIGTSTP) {
-				/* ^Z while waiting: be stopped, as asked. */
-				kill(getpid(), SIGSTOP);
-				return 0;
-			}
-			s->res->outcome = LR_OUT_FAILED;
-			s->res->die_signal = s->signo;
-			lr_err_set(&s->res->err, "stopped by signal %d while "
-						 "waiting", s->signo);
-			set_state(s, DONE);
-			return 0;
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case DRAINING:
-		case TIMED_OUT:
-			/* In --foreground the terminal already signalled the
-			 * command: do not send a second ^C. */
-			if (c->foreground && s->sicode == SI_KERNEL)
-				return 0;
-			lr_log(LR_LOG_DEBUG, "signal", "forwarding signal %d",
-			       s->signo);
-			/* SIGTSTP stops the command, not us: we go on
-			 * renewing while the job is suspended. */
-			kill_group(s, s->signo);
-			return 0;
-		case LOST:
-		case DONE:
-			return 0;
-		}
-		return -1;
-	case EV_CHILD:
-		if (s->state == WAITING || s->state == SPLAYING)
-			return 0; /* a store's helper: the store reaps it */
+		lr_log(LR_LOG_DEBUG, "signal", "forwarding signal %d",
+		       s->signo);
+		/* SIGTSTP stops the command, not us: we go on
+		 * renewing while the job is suspended. */
+		kill_group(s, s->signo);
+		return 0;
+	case LOST:
+	case DONE:
+		return 0;
+	}
+	return -1;
+}
+
+static int on_child(struct sup *s, int64_t now)
+{
+	switch (s->state) {
+	case WAITING:
+	case SPLAYING:
+		return 0; /* a store's helper: the store reaps it */
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case LOST:
+	case DRAINING:
+	case TIMED_OUT:
 		reap(s);
-		switch (s->state) {
-		case WAITING:
-		case SPLAYING:
-			return -1;
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case LOST:
-		case DRAINING:
-		case TIMED_OUT:
-			if (s->reaped)
-				after_exit(s, now);
-			return 0;
-		case DONE:
-			return 0;
-		}
-		return -1;
-	case EV_MAX_TIME:
-		switch (s->state) {
-		case HELD:
-		case AT_RISK:
-			max_time(s, now);
-			return 0;
-		case STOPPING: /* the lease's deadline stops it already */
-		case DRAINING: /* it ended; its leftovers are being stopped */
-		case LOST:     /* killed already */
-			s->t_max = NEVER;
-			return 0;
-		case WAITING:
-		case SPLAYING:
-		case TIMED_OUT:
-		case DONE:
-			return -1;
-		}
-		return -1;
-	case EV_MAX_KILL:
-		switch (s->state) {
-		case TIMED_OUT:
-		case DRAINING: /* timed out, then the command itself ended */
-			kill_group(s, SIGKILL);
-			s->t_max_kill = NEVER;
-			return 0;
-		case LOST: /* killed already */
-			s->t_max_kill = NEVER;
-			return 0;
-		case WAITING:
-		case SPLAYING:
-		case HELD:
-		case AT_RISK:
-		case STOPPING:
-		case DONE:
-			return -1;
-		}
+		if (s->reaped)
+			after_exit(s, now);
+		return 0;
+	case DONE:
+		reap(s);
+		return 0;
+	}
+	return -1;
+}
+
+static int on_max_time(struct sup *s, int64_t now)
+{
+	switch (s->state) {
+	case HELD:
+	case AT_RISK:
+		max_time(s, now);
+		return 0;
+	case STOPPING: /* the lease's deadline stops it already */
+	case DRAINING: /* it ended; its leftovers are being stopped */
+	case LOST:     /* killed already */
+		s->t_max = NEVER;
+		return 0;
+	case WAITING:
+	case SPLAYING:
+	case TIMED_OUT:
+	case DONE:
 		return -1;
 	}
 	return -1;
+}
+
+static int on_max_kill(struct sup *s, int64_t now)
+{
+	(void)now;
+	switch (s->state) {
+	case TIMED_OUT:
+	case DRAINING: /* timed out, then the command itself ended */
+		kill_group(s, SIGKILL);
+		s->t_max_kill = NEVER;
+		return 0;
+	case LOST: /* killed already */
+		s->t_max_kill = NEVER;
+		return 0;
+	case WAITING:
+	case SPLAYING:
+	case HELD:
+	case AT_RISK:
+	case STOPPING:
+	case DONE:
+		return -1;
+	}
+	return -1;
+}
+
+static int (*const actions[])(struct sup *, int64_t) = {
+	[EV_ACQUIRE] = on_acquire,	 [EV_WAIT_OVER] = on_wait_over,
+	[EV_RENEW] = on_renew,		 [EV_GRACE] = on_grace,
+	[EV_KILL] = on_kill,		 [EV_DRAIN_KILL] = on_drain_kill,
+	[EV_STORE] = on_store,		 [EV_SIGNAL] = on_signal,
+	[EV_CHILD] = on_child,		 [EV_MAX_TIME] = on_max_time,
+	[EV_MAX_KILL] = on_max_kill,
+};
+
+static int handle(struct sup *s, enum event ev, int64_t now)
+{
+	return actions[ev](s, now);
 }
 
 /* The release found the lease not ours any more (expired, deleted,
@@ -1036,179 +1092,181 @@ static int64_t next_deadline(const struct sup *s)
 	return next;
 }
 
-void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
+/* The starting state: waiting, or splaying first. */
+static void start(struct sup *s, const struct lr_sup_cfg *cfg,
+		  struct lr_sup_result *res)
 {
-	struct sup s;
-	int tfd;
-
 	memset(res, 0, sizeof(*res));
-	memset(&s, 0, sizeof(s));
-	s.cfg = cfg;
-	s.res = res;
-	s.state = WAITING;
-	s.ttl = cfg->ttl_ms;
-	s.renew_ms = cfg->renew_ms;
-	s.grace_ms = cfg->grace_ms;
-	s.t_acquire = s.t_start = lr_now_ms();
-	s.t_wait_over = cfg->wait_ms > 0 ? s.t_acquire + cfg->wait_ms : NEVER;
-	s.t_renew = s.t_grace = s.t_kill = s.t_drain_kill = NEVER;
-	s.t_max = s.t_max_kill = NEVER;
-	s.backoff = 50;
-	s.seed = (unsigned)getpid() ^ (unsigned)s.t_acquire;
-	s.guard_fd = -1;
+	memset(s, 0, sizeof(*s));
+	s->cfg = cfg;
+	s->res = res;
+	s->state = WAITING;
+	s->ttl = cfg->ttl_ms;
+	s->renew_ms = cfg->renew_ms;
+	s->grace_ms = cfg->grace_ms;
+	s->t_acquire = s->t_start = lr_now_ms();
+	s->t_wait_over = cfg->wait_ms > 0 ? s->t_acquire + cfg->wait_ms : NEVER;
+	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
+	s->t_max = s->t_max_kill = NEVER;
+	s->backoff = 50;
+	s->seed = (unsigned)getpid() ^ (unsigned)s->t_acquire;
+	s->guard_fd = -1;
 	if (cfg->splay_ms > 0) {
-		int64_t d = splay_draw(&s, cfg->splay_ms);
+		int64_t d = splay_draw(s, cfg->splay_ms);
 		const struct lr_field f[] = { LR_NUM("splay_ms", d) };
 
-		s.state = SPLAYING;
-		s.t_acquire += d;
-		s.t_wait_over = NEVER;
+		s->state = SPLAYING;
+		s->t_acquire += d;
+		s->t_wait_over = NEVER;
 		lr_logf(LR_LOG_INFO, "splay", f, 1,
 			"waiting %lldms (--splay) before the first attempt",
 			(long long)d);
 		lr_notify("STATUS=waiting %lldms (--splay) before taking %s",
 			  (long long)d, cfg->name);
 	}
+}
 
-	tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (tfd < 0) {
-		lr_err_set(&res->err, "timerfd_create: %s", strerror(errno));
-		res->outcome = LR_OUT_FAILED;
-		return;
+/* The deadline due now, the most urgent first; -1 if none is. */
+static int due(const struct sup *s, int64_t now)
+{
+	if (now >= s->t_kill)
+		return EV_KILL;
+	if (now >= s->t_grace)
+		return EV_GRACE;
+	if (now >= s->t_max_kill)
+		return EV_MAX_KILL;
+	if (now >= s->t_drain_kill)
+		return EV_DRAIN_KILL;
+	if (now >= s->t_max)
+		return EV_MAX_TIME;
+	if (now >= s->t_wait_over)
+		return EV_WAIT_OVER;
+	if (now >= s->t_renew)
+		return EV_RENEW;
+	if (now >= s->t_acquire)
+		return EV_ACQUIRE;
+	return -1;
+}
+
+/* Every signal read from the signalfd, as events.  -1 on an impossible
+ * pair. */
+static int signals(struct sup *s, int64_t now)
+{
+	struct signalfd_siginfo si;
+	enum event ev;
+
+	while (s->state != DONE &&
+	       read(s->cfg->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			ev = EV_CHILD;
+		} else {
+			ev = EV_SIGNAL;
+			s->signo = (int)si.ssi_signo;
+			s->sicode = si.ssi_code;
+		}
+		if (handle(s, ev, now) < 0)
+			return -1;
 	}
+	return 0;
+}
 
-	while (s.state != DONE) {
-		struct pollfd pfd[3];
-		int64_t now = lr_now_ms(), next;
-		enum event ev;
-		int nfd, sfd = -1, r;
-		short want = 0;
+/* The one blocking point: arms the timer at the next deadline, polls the
+ * signalfd, the timer and the store's fd, and handles what woke us.
+ * Returns 0, -1 on an impossible pair (internal error), or -2 when poll()
+ * failed (res->err says why). */
+static int wait_once(struct sup *s, int tfd)
+{
+	const struct lr_sup_cfg *cfg = s->cfg;
+	struct pollfd pfd[3];
+	int64_t now = lr_now_ms(), next = next_deadline(s);
+	int nfd = 2, sfd = -1;
+	short want = 0;
 
-		/* Deadlines first, the most urgent first. */
-		if (now >= s.t_kill)
-			ev = EV_KILL;
-		else if (now >= s.t_grace)
-			ev = EV_GRACE;
-		else if (now >= s.t_max_kill)
-			ev = EV_MAX_KILL;
-		else if (now >= s.t_drain_kill)
-			ev = EV_DRAIN_KILL;
-		else if (now >= s.t_max)
-			ev = EV_MAX_TIME;
-		else if (now >= s.t_wait_over)
-			ev = EV_WAIT_OVER;
-		else if (now >= s.t_renew)
-			ev = EV_RENEW;
-		else if (now >= s.t_acquire)
-			ev = EV_ACQUIRE;
-		else
-			goto wait;
-		if (handle(&s, ev, now) < 0)
-			goto internal;
-		continue;
-wait:
-		next = next_deadline(&s);
-		/* A leftover group member may have no parent of ours to tell
-		 * us it went: look again now and then. */
-		if ((s.state == DRAINING || s.state == LOST) && s.reaped &&
-		    now + 100 < next)
-			next = now + 100;
-		lr_timerfd_arm(tfd, next == NEVER ? -1 : next);
+	/* A leftover group member may have no parent of ours to tell us it
+	 * went: look again now and then. */
+	if ((s->state == DRAINING || s->state == LOST) && s->reaped &&
+	    now + 100 < next)
+		next = now + 100;
+	lr_timerfd_arm(tfd, next == NEVER ? -1 : next);
 
-		pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
-		pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };
-		nfd = 2;
-		if (cfg->ops->wait_fd && cfg->ops->process && s.state != LOST)
-			sfd = cfg->ops->wait_fd(cfg->st, &want);
-		if (sfd >= 0) {
-			pfd[2] = (struct pollfd){ sfd, want, 0 };
-			nfd = 3;
+	pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
+	pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };
+	if (cfg->ops->wait_fd && cfg->ops->process && s->state != LOST)
+		sfd = cfg->ops->wait_fd(cfg->st, &want);
+	if (sfd >= 0) {
+		pfd[2] = (struct pollfd){ sfd, want, 0 };
+		nfd = 3;
+	}
+	if (poll(pfd, (nfds_t)nfd, -1) < 0) {
+		if (errno == EINTR)
+			return 0;
+		lr_err_set(&s->res->err, "poll: %s", strerror(errno));
+		s->res->outcome = LR_OUT_FAILED;
+		return -2;
+	}
+	now = lr_now_ms();
+	if (pfd[1].revents) {
+		uint64_t n;
+
+		if (read(tfd, &n, sizeof(n)) < 0) {
+			/* spurious or cancelled: deadlines rechecked */
 		}
-		r = poll(pfd, (nfds_t)nfd, -1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			lr_err_set(&res->err, "poll: %s", strerror(errno));
-			res->outcome = LR_OUT_FAILED;
-			break;
-		}
+		if ((s->state == DRAINING || s->state == LOST) && s->reaped)
+			after_exit(s, now);
+	}
+	/* A deadline that passed while we slept comes before what woke us:
+	 * a command that exits after its kill deadline ran past what the
+	 * lease promised.  The signals and the store's fd stay readable for
+	 * the next turn. */
+	if (now >= next_deadline(s))
+		return 0;
+	if ((pfd[0].revents & POLLIN) && signals(s, now) < 0)
+		return -1;
+	if (nfd == 3 && pfd[2].revents && s->state != DONE) {
+		/* Deadlines that passed meanwhile come first. */
 		now = lr_now_ms();
-		if (pfd[1].revents) {
-			uint64_t n;
-
-			if (read(tfd, &n, sizeof(n)) < 0) {
-				/* spurious or cancelled: deadlines rechecked */
-			}
-			if ((s.state == DRAINING || s.state == LOST) &&
-			    s.reaped)
-				after_exit(&s, now);
-		}
-		/* A deadline that passed while we slept comes before what
-		 * woke us: a command that exits after its kill deadline ran
-		 * past what the lease promised.  The signals and the store's
-		 * fd stay readable for the next turn. */
-		if (now >= next_deadline(&s))
-			continue;
-		if (pfd[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			while (read(cfg->sigfd, &si, sizeof(si)) ==
-			       (ssize_t)sizeof(si)) {
-				if (si.ssi_signo == SIGCHLD) {
-					ev = EV_CHILD;
-				} else {
-					ev = EV_SIGNAL;
-					s.signo = (int)si.ssi_signo;
-					s.sicode = si.ssi_code;
-				}
-				if (handle(&s, ev, now) < 0)
-					goto internal;
-				if (s.state == DONE)
-					break;
-			}
-		}
-		if (nfd == 3 && pfd[2].revents && s.state != DONE &&
-		    cfg->ops->process) {
-			/* Deadlines that passed meanwhile come first. */
-			now = lr_now_ms();
-			if (now < s.t_kill) {
-				s.revents = pfd[2].revents;
-				if (handle(&s, EV_STORE, now) < 0)
-					goto internal;
-			}
+		if (now < s->t_kill) {
+			s->revents = pfd[2].revents;
+			if (handle(s, EV_STORE, now) < 0)
+				return -1;
 		}
 	}
-	goto out;
-internal:
-	lr_err_set(&res->err, "internal error: no transition from state %s",
-		   state_names[s.state]);
-	res->outcome = LR_OUT_FAILED;
-out:
+	return 0;
+}
+
+/* The end of every run: the group is gone (killed here if an error path
+ * left it), the end is recorded, the lease given back if it may still be
+ * ours, and only then the state file and the guard go. */
+static void finish(struct sup *s)
+{
+	const struct lr_sup_cfg *cfg = s->cfg;
+	struct lr_sup_result *res = s->res;
+
 	/* Only the error paths get here with the group alive: it must be
 	 * gone before the lease is given back, or not given back at all. */
-	if (s.pid > 0 && (!s.reaped || lr_child_group_alive(s.pid,
-							    cfg->foreground))) {
+	if (s->pid > 0 &&
+	    (!s->reaped || lr_child_group_alive(s->pid, cfg->foreground))) {
 		int64_t until = lr_now_ms() + 2000;
 
-		kill_group(&s, SIGKILL);
-		while ((!s.reaped || lr_child_group_alive(s.pid,
-							  cfg->foreground)) &&
+		kill_group(s, SIGKILL);
+		while ((!s->reaped ||
+			lr_child_group_alive(s->pid, cfg->foreground)) &&
 		       lr_now_ms() < until) {
-			reap(&s);
+			reap(s);
 			poll(NULL, 0, 10);
 		}
-		if (!s.reaped || lr_child_group_alive(s.pid, cfg->foreground))
-			s.certain_loss = 1; /* let it expire instead */
+		if (!s->reaped || lr_child_group_alive(s->pid, cfg->foreground))
+			s->certain_loss = 1; /* let it expire instead */
 	}
-	if (s.t_acquired)
-		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s.t_acquired);
-	run_end(&s);
+	if (s->t_acquired)
+		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s->t_acquired);
+	run_end(s);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
-	if (s.pid > 0 || (res->outcome == LR_OUT_CHILD && !s.pid &&
-			  res->code)) {
-		if (!s.certain_loss)
-			release(&s);
+	if (s->pid > 0 ||
+	    (res->outcome == LR_OUT_CHILD && !s->pid && res->code)) {
+		if (!s->certain_loss)
+			release(s);
 		else
 			lr_notify("STOPPING=1\nSTATUS=lost %s", cfg->name);
 	}
@@ -1217,6 +1275,37 @@ out:
 	lr_state_remove();
 	/* The guard lives until then, to remove the state file if we are
 	 * killed while releasing; the group it would kill is gone. */
-	lr_child_guard_stop(s.guard, s.guard_fd);
+	lr_child_guard_stop(s->guard, s->guard_fd);
+}
+
+void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
+{
+	struct sup s;
+	int tfd, ev, rc = 0;
+
+	start(&s, cfg, res);
+	tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (tfd < 0) {
+		lr_err_set(&res->err, "timerfd_create: %s", strerror(errno));
+		res->outcome = LR_OUT_FAILED;
+		return;
+	}
+	while (s.state != DONE && rc == 0) {
+		int64_t now = lr_now_ms();
+
+		/* Deadlines first, the most urgent first; then wait. */
+		ev = due(&s, now);
+		if (ev >= 0)
+			rc = handle(&s, (enum event)ev, now);
+		else
+			rc = wait_once(&s, tfd);
+	}
+	if (rc == -1) {
+		lr_err_set(&res->err,
+			   "internal error: no transition from state %s",
+			   state_names[s.state]);
+		res->outcome = LR_OUT_FAILED;
+	}
+	finish(&s);
 	close(tfd);
 }
