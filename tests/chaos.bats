@@ -25,15 +25,17 @@ ms() { echo $(($1 * 1000000)); }
 # at START_MS and writes once a ms until LAST_MS (each write judged by
 # the resource as the section would see it, so interleavings stay
 # consistent), acquired and released as leaserun logs it.
+# SLOT (default 0) and MODE (x, or s for --shared) say how it holds.
 section() {
-	local id=$1 f=$2 s=$3 e=$4 rc=${5:-0} t
-	echo "$(ms "$s") $id $f start 100 101" >>"$R/events"
+	local id=$1 f=$2 s=$3 e=$4 rc=${5:-0} t mode=${MODE:-x} how=
+	echo "$(ms "$s") $id $f start 100 101 ${SLOT:-0} $mode" >>"$R/events"
 	for ((t = s + 1; t <= e; t++)); do
 		echo "$(ms "$t") $id $f write $t accept 0" >>"$R/events"
 	done
 	{
 		echo "### $id"
-		echo "{\"event\":\"acquired\",\"fence\":$f}"
+		[ "$mode" = x ] || how=',"mode":"shared"'
+		echo "{\"event\":\"acquired\",\"fence\":$f,\"slot\":${SLOT:-0}$how}"
 		echo '{"event":"released"}'
 	} >>"$R/log.w1"
 	echo "$id $rc" >>"$R/exits"
@@ -252,6 +254,61 @@ two_grants() {
 	assert_success
 }
 
+@test "more holders at once than the limit fails the run, and so does a slot past it" {
+	fake_run
+	echo limit=2 >>"$R/meta"
+	SLOT=0 section w1.1 1 0 20
+	SLOT=1 section w2.1 2 5 25
+	SLOT=2 section w3.1 3 10 30
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "at-once=3 (limit 2) too-many=1"
+	assert_output --partial "too many at once: w3.1 (fence 3, slot 2) started at +0.010s while 2 of a limit of 2 ran"
+	assert_output --partial "wrong grant: w3.1 (fence 3, slot 2): slot 2 of a limit of 2"
+}
+
+@test "two holders of one slot overlap: the run fails, though the limit held" {
+	fake_run
+	echo limit=3 >>"$R/meta"
+	SLOT=1 section w1.1 1 0 20
+	SLOT=1 section w2.1 2 10 30
+	SLOT=0 section w3.1 3 12 14
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "unexplained=1"
+	assert_output --partial "unexplained overlap: w2.1 (fence 2, slot 1) started at +0.010s"
+	refute_output --partial "too many at once:"
+}
+
+@test "readers overlap each other; a writer beside one fails the run" {
+	fake_run
+	echo readers=2 >>"$R/meta"
+	MODE=s section w1.1 1 0 20
+	MODE=s section w2.1 2 5 25
+	section w3.1 3 30 40
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "overlaps: shared=1 explained=0 window=0"
+	MODE=x section w4.1 4 35 45 # beside the writer w3.1
+	MODE=s section w5.1 5 42 50 # a reader beside w4.1
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "unexplained=2"
+	assert_output --partial "unexplained overlap: w4.1 (fence 4) started"
+	assert_output --partial "unexplained overlap: w5.1 (fence 5, shared) started"
+}
+
+@test "a grant in the other mode than asked for fails the run" {
+	fake_run
+	echo readers=1 >>"$R/meta"
+	MODE=s section w1.1 1 0 10
+	section w2.1 2 11 20
+	sed -i 's/,"mode":"shared"//' "$R/log.w1"
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "wrong grant: w1.1 (fence 1, shared): asked for a shared lease, leaserun logged an exclusive grant"
+}
+
 @test "a real run of sections without leaserun fails: they overlap" {
 	run "$CHAOS" -n -s 3 -w 3 -F none file
 	echo "$output"
@@ -272,4 +329,17 @@ two_grants() {
 	assert_output --partial "chaos file: PASS"
 	assert_output --regexp "acquisitions=[1-9][0-9]* sections=[1-9]"
 	assert_output --partial "faults=0 (none)"
+}
+
+@test "real runs of leaserun --limit 2 and --shared on the file store pass" {
+	run "$CHAOS" -s 3 -w 4 -l 2 -F none file
+	echo "$output"
+	assert_success
+	assert_output --partial "chaos file -l 2: PASS"
+	assert_output --partial "at-once=2 (limit 2) too-many=0"
+	run "$CHAOS" -s 3 -w 4 -r 2 -F none file
+	echo "$output"
+	assert_success
+	assert_output --partial "chaos file -r 2: PASS"
+	assert_output --regexp "overlaps: shared=[1-9]"
 }

@@ -4,36 +4,44 @@
  * injector needs.  Built by "make check" and "make chaos", never
  * installed.
  *
- *   section run DIR RUNID WRITES GAP_MS LINGER
+ *   section run DIR RUNID WRITES GAP_MS LINGER [MODE]
  *	The critical section, run by leaserun.  Logs "start", then makes
  *	WRITES writes to the resource GAP_MS apart (more while it is pinned,
  *	see below), then logs "end".  With LINGER 1 it first forks a
  *	grandchild in its process group ("section linger") that writes to
  *	the resource every GAP_MS until it is killed: leaserun must stop it
- *	before it releases the lease.
+ *	before it releases the lease.  MODE is how leaserun was asked to
+ *	hold the lease: x (exclusive, the default) or s (--shared); the
+ *	slot is LEASERUN_SLOT (0 without it).
  *   section now
  *	Prints CLOCK_MONOTONIC in nanoseconds, the clock of every log line.
  *   section pin DIR TIMEOUT_MS
  *	Asks the next section that starts to stay (to keep writing) until
- *	DIR/pin.RUNID is removed, and prints "RUNID LEASERUN_PID PID" of the
- *	section that took the pin; exit 1 if none started in TIMEOUT_MS.
+ *	DIR/pin.RUNID is removed, and prints "RUNID LEASERUN_PID PID SLOT
+ *	MODE" of the section that took the pin; exit 1 if none started in
+ *	TIMEOUT_MS.
  *
  * DIR/events holds one line per event, each written with one write(2)
  * on an O_APPEND file, so lines of concurrent writers never mix:
  *
- *	T RUNID FENCE start LEASERUN_PID PID
+ *	T RUNID FENCE start LEASERUN_PID PID SLOT MODE
  *	T RUNID FENCE write SEQ accept|reject MAX_BEFORE
  *	T RUNID FENCE pinned|linger|end
  *
- * T is CLOCK_MONOTONIC in ns.  The resource is DIR/resource: the highest
- * fence it has accepted, in decimal.  A write takes flock(2) on it, reads
- * that number, accepts the write if its fence is >= it (and stores the
- * fence), then logs the decision, all under the lock, so the order of the
- * write lines is the order of the decisions.  A section killed by SIGKILL
- * logs no "end": the checker defines a section by its start and writes.
- * The resource stores the new highest fence before it logs the accept, so
- * a kill in between can lose an accept line but never make a logged
- * accept look stale.
+ * T is CLOCK_MONOTONIC in ns.  The resource is one file per slot,
+ * DIR/resource.SLOT, since the holders of other slots run at the same
+ * time (the man page: "Slots and shared leases"); it keeps two numbers,
+ * the highest fence it has accepted and the highest an exclusive holder
+ * wrote with.  An exclusive write is accepted if its fence is >= the
+ * first, a shared one (a reader: other readers may hold beside it, but
+ * no writer) if its fence is >= the second; MAX_BEFORE is the number it
+ * was judged by.  A write takes flock(2) on the file, reads, judges,
+ * stores, then logs the decision, all under the lock, so the order of
+ * one slot's write lines is the order of its decisions.  A section killed
+ * by SIGKILL logs no "end": the checker defines a section by its start
+ * and writes.  The resource stores the new highest fences before it logs
+ * the accept, so a kill in between can lose an accept line but never make
+ * a logged accept look stale.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,9 +65,11 @@ struct sec {
 	const char *dir;
 	const char *runid;
 	uint64_t fence;
-	int events;   /* DIR/events, O_APPEND */
-	int resource; /* DIR/resource */
-	unsigned seq; /* writes made */
+	unsigned slot; /* LEASERUN_SLOT */
+	int shared;    /* held with --shared */
+	int events;    /* DIR/events, O_APPEND */
+	int resource;  /* DIR/resource.SLOT */
+	unsigned seq;  /* writes made */
 };
 
 static int64_t now_ns(void)
@@ -132,23 +142,26 @@ static void put_file(const char *dir, const char *name, const char *text)
 
 static void open_logs(struct sec *s)
 {
-	char p[PATH_MAX];
+	char p[PATH_MAX], name[32];
 
 	path(p, s->dir, "events");
 	s->events = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (s->events < 0)
 		die("cannot open %s: %s", p, strerror(errno));
-	path(p, s->dir, "resource");
+	snprintf(name, sizeof(name), "resource.%u", s->slot);
+	path(p, s->dir, name);
 	s->resource = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (s->resource < 0)
 		die("cannot open %s: %s", p, strerror(errno));
 }
 
-/* The fenced resource: accept if our fence is >= the highest seen. */
+/* The fenced resource of our slot: "ALL X", the highest fence accepted
+ * and the highest an exclusive holder wrote with.  Accept if our fence is
+ * >= ALL (exclusive) or >= X (shared). */
 static void fenced_write(struct sec *s)
 {
-	char buf[32];
-	uint64_t max = 0;
+	char buf[64];
+	uint64_t all = 0, x = 0, max;
 	ssize_t n;
 	int accept;
 
@@ -158,11 +171,19 @@ static void fenced_write(struct sec *s)
 	n = pread(s->resource, buf, sizeof(buf) - 1, 0);
 	if (n > 0) {
 		buf[n] = '\0';
-		max = strtoull(buf, NULL, 10);
+		if (sscanf(buf, "%" SCNu64 " %" SCNu64, &all, &x) != 2)
+			die("the resource %s/resource.%u is garbled", s->dir,
+			    s->slot);
 	}
+	max = s->shared ? x : all;
 	accept = s->fence >= max;
-	if (accept && s->fence > max) {
-		n = snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", s->fence);
+	if (accept && (s->fence > all || (!s->shared && s->fence > x))) {
+		if (s->fence > all)
+			all = s->fence;
+		if (!s->shared)
+			x = s->fence;
+		n = snprintf(buf, sizeof(buf), "%020" PRIu64 " %020" PRIu64 "\n",
+			     all, x);
 		if (pwrite(s->resource, buf, n, 0) != n)
 			die("cannot write the resource: %s", strerror(errno));
 	}
@@ -192,36 +213,48 @@ static int take_pin(struct sec *s)
 	if (rename(req, mine) < 0)
 		return 0;
 	event(s, "pinned");
-	snprintf(info, sizeof(info), "%s %ld %ld\n", s->runid, (long)getppid(),
-		 (long)getpid());
+	snprintf(info, sizeof(info), "%s %ld %ld %u %c\n", s->runid,
+		 (long)getppid(), (long)getpid(), s->slot,
+		 s->shared ? 's' : 'x');
 	put_file(s->dir, "claimed", info);
 	return 1;
 }
 
-static uint64_t fence_from_env(void)
+/* Run without leaserun (the checker's own test): fence 0, slot 0. */
+static uint64_t from_env(const char *name)
 {
-	const char *f = getenv("LEASERUN_FENCE");
+	const char *v = getenv(name);
 
-	/* Run without leaserun (the checker's own test): fence 0. */
-	return f ? strtoull(f, NULL, 10) : 0;
+	return v ? strtoull(v, NULL, 10) : 0;
 }
 
-static int cmd_run(char **argv)
+static int mode_arg(const char *mode)
 {
-	struct sec s = { argv[0], argv[1], fence_from_env(), -1, -1, 0 };
+	if (strcmp(mode, "x") && strcmp(mode, "s"))
+		die("mode %s: x (exclusive) or s (shared)", mode);
+	return *mode == 's';
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct sec s = { argv[0], argv[1], from_env("LEASERUN_FENCE"),
+			 from_env("LEASERUN_SLOT"), 0, -1, -1, 0 };
 	long writes = atol(argv[2]), gap = atol(argv[3]);
 	int linger = atoi(argv[4]), pin;
 	int64_t t0 = now_ns();
 
+	s.shared = argc > 5 && mode_arg(argv[5]);
 	open_logs(&s);
-	event(&s, "start %ld %ld", (long)getppid(), (long)getpid());
+	event(&s, "start %ld %ld %u %c", (long)getppid(), (long)getpid(),
+	      s.slot, s.shared ? 's' : 'x');
 	pin = take_pin(&s);
 	if (linger && fork() == 0) {
-		char fence[24];
+		char fence[24], slot[16];
 
 		snprintf(fence, sizeof(fence), "%" PRIu64, s.fence);
+		snprintf(slot, sizeof(slot), "%u", s.slot);
 		execl("/proc/self/exe", "section", "linger", s.dir, s.runid,
-		      fence, argv[3], (char *)NULL);
+		      fence, argv[3], slot, s.shared ? "s" : "x", (char *)NULL);
 		_exit(127);
 	}
 	while (s.seq < (unsigned long)writes || (pin && pinned(&s, t0))) {
@@ -234,10 +267,12 @@ static int cmd_run(char **argv)
 
 static __attribute__((noreturn)) void cmd_linger(char **argv)
 {
-	struct sec s = { argv[0], argv[1], 0, -1, -1, 1000 };
+	struct sec s = { argv[0], argv[1], 0, 0, 0, -1, -1, 1000 };
 	long gap = atol(argv[3]);
 
 	s.fence = strtoull(argv[2], NULL, 10);
+	s.slot = (unsigned)strtoul(argv[4], NULL, 10);
+	s.shared = mode_arg(argv[5]);
 	open_logs(&s);
 	event(&s, "linger");
 	for (;;) {
@@ -305,14 +340,14 @@ int main(int argc, char **argv)
 		printf("%" PRId64 "\n", now_ns());
 		return 0;
 	}
-	if (argc == 7 && !strcmp(argv[1], "run"))
-		return cmd_run(argv + 2);
-	if (argc == 6 && !strcmp(argv[1], "linger"))
+	if ((argc == 7 || argc == 8) && !strcmp(argv[1], "run"))
+		return cmd_run(argc - 2, argv + 2);
+	if (argc == 8 && !strcmp(argv[1], "linger"))
 		cmd_linger(argv + 2);
 	if (argc == 4 && !strcmp(argv[1], "pin"))
 		return cmd_pin(argv + 2);
-	fputs("usage: section run DIR RUNID WRITES GAP_MS LINGER\n"
-	      "       section linger DIR RUNID FENCE GAP_MS\n"
+	fputs("usage: section run DIR RUNID WRITES GAP_MS LINGER [x|s]\n"
+	      "       section linger DIR RUNID FENCE GAP_MS SLOT x|s\n"
 	      "       section now\n"
 	      "       section pin DIR TIMEOUT_MS\n",
 	      stderr);
