@@ -212,5 +212,5 @@ $LOCKDIR/job.fence:0"
 	wait_until 3 eval '! stopped '"$child"
 	kill -TERM "$pid"
 	wait_rc "$pid"
-	assert_equal "$rc" 143
+	assert_equal "$RC" 143
 }

@@ -208,7 +208,7 @@ refuses() {
 	tr '\0' '\n' < "/proc/$(cat "$T/pid")/cmdline" > "$T/child.argv"
 	kill "$pid"
 	wait_rc "$pid"
-	assert_equal "$rc" 143
+	assert_equal "$RC" 143
 	cat "$T/lr.argv"
 	# leaserun's own words, up to NAME: every form overwritten in place,
 	# the same words, the same length.

@@ -143,7 +143,7 @@ free_counter() {
 	done
 	for p in $pids; do
 		wait_rc "$p"
-		assert_equal "$rc" 0
+		assert_equal "$RC" 0
 	done
 	for i in 1 2 3; do
 		assert_equal "$(cat "$T/fence.$i")" "$((i + 1))"
@@ -160,7 +160,7 @@ free_counter() {
 	rm "$LOCKDIR/job.lock"
 	wait_until 3 dead "$(cat "$T/pid")"
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 }
 
 @test "the lock file replaced under a running job is loss: 124 at once" {
@@ -171,7 +171,7 @@ free_counter() {
 	mv "$T/other" "$LOCKDIR/job.lock"
 	wait_until 3 dead "$(cat "$T/pid")"
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 	# The counter is not in the lock file: a replaced file cannot lower it.
 	next=$(lr job sh -c 'echo $LEASERUN_FENCE')
 	(( next > $(cat "$T/fence") ))
@@ -197,7 +197,7 @@ free_counter() {
 	# At once: the holder may not have seen the removal yet.
 	next=$(lr -n job sh -c 'echo $LEASERUN_FENCE')
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 	(( next > $(cat "$T/fence") ))
 }
 
@@ -215,9 +215,9 @@ free_counter() {
 	wait_until 5 lr --status job
 	free_counter
 	wait_rc "$a"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	wait_rc "$b"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	# The one on the removed file finds it replaced and takes the new one
 	# after the other: two grants, two fences above the last, in order.
 	run cat "$T/fences"
@@ -245,7 +245,7 @@ free_counter() {
 	assert_success
 	wait_until 3 dead "$(cat "$T/pid")"
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 	next=$(lr job sh -c 'echo $LEASERUN_FENCE')
 	(( next > $(cat "$T/fence") ))
 }
@@ -332,9 +332,9 @@ $f.lock"
 	assert_success
 	wait_until 10 exists "$T/w"
 	wait_rc "$waiter"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	(( $(cat "$T/w") > 1 ))
 	kill -CONT "$holder"
 	wait_rc "$holder"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 }

@@ -76,8 +76,10 @@ dead() {
 }
 exists() { [ -s "$1" ]; }
 
-# wait_rc PID: waits for a background job of this shell, sets rc.
-wait_rc() { rc=0; wait "$1" || rc=$?; }
+# wait_rc PID: waits for a background job of this shell and sets RC to
+# its exit status.  (Not in $(...): a subshell cannot wait for a job of
+# its parent that is still running.)
+wait_rc() { RC=0; wait "$1" || RC=$?; }
 
 # with_default_signals CMD...: execs CMD with INT and QUIT at their default
 # action (bash starts background jobs with them ignored).

@@ -39,13 +39,6 @@ teardown() {
 	fi
 }
 
-# The exit status of background job $1, in RC.  (Not "$(status_of)":
-# a command substitution is a subshell, which cannot wait for our jobs.)
-wait_rc() {
-	RC=0
-	wait "$1" || RC=$?
-}
-
 # A lease name unique to this test.
 name() { echo "pg-$BATS_TEST_NUMBER"; }
 

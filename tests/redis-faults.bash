@@ -41,14 +41,6 @@ gone() { ! redis_running "$1"; }
 is_held() { [ "$(rcli exists "$(keyof "$1")")" = 1 ]; }
 is_free() { [ "$(rcli exists "$(keyof "$1")")" = 0 ]; }
 
-# wait_rc PID: waits for a background job of this shell and sets RC to
-# its exit status.  (Not in $(...): a subshell cannot wait for a job of
-# its parent that is still running.)
-wait_rc() {
-	RC=0
-	wait "$1" || RC=$?
-}
-
 # The number of script runs (EVALSHA and EVAL, not counting NOSCRIPT
 # answers) since the last reset.
 script_calls() {

@@ -82,11 +82,11 @@ failover_under_load() {
 	sn_wait_failover "$m"
 	echo "# the master moved from $m to $(sn_master_port)" >&3
 	wait_rc "$h"
-	echo "# the holder: $rc" >&3
-	[ "$rc" = 0 ] || [ "$rc" = 124 ] || { cat "$d/h.err"; return 1; }
+	echo "# the holder: $RC" >&3
+	[ "$RC" = 0 ] || [ "$RC" = 124 ] || { cat "$d/h.err"; return 1; }
 	for p in $pids; do
 		wait_rc "$p"
-		[ "$rc" = 0 ] || { cat "$d"/w*.err; return 1; }
+		[ "$RC" = 0 ] || { cat "$d"/w*.err; return 1; }
 	done
 	cat "$d"/iv.* >"$d/log"
 	[ "$(wc -l <"$d/log")" = 4 ]

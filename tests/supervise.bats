@@ -56,7 +56,7 @@ setup() {
 	wait_until 3 dead "$(cat "$T/pid")"
 	wait_until 1 dead "$(cat "$T/grand")"
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 	# At once means no stop signal and no grace: someone else may hold
 	# the lease already.
 	[ ! -e "$T/term" ]
@@ -71,7 +71,7 @@ setup() {
 	wait_until 3 grep -q 'renew failed' "$T/log"
 	rm "$LOCKDIR/job.fault"
 	wait_rc "$pid"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	[ -e "$T/done" ]
 	grep -q 'renewed again' "$T/log"
 }
@@ -80,7 +80,7 @@ setup() {
 	"$LEASERUN" -U "file://$LOCKDIR" job sh -c 'sleep 30 & echo $! > '"$T"'/left; exit 0' &
 	pid=$!
 	wait_rc "$pid"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	dead "$(cat "$T/left")"
 	run lr -U "file://$LOCKDIR" -n job true
 	assert_success
@@ -96,7 +96,7 @@ setup() {
 	kill -CONT "$pid"
 	wait_until 3 dead "$child"
 	wait_rc "$pid"
-	assert_equal "$rc" 124
+	assert_equal "$RC" 124
 }
 
 @test "a successful acquire whose release fails still exits with the command's status" {
@@ -152,7 +152,7 @@ setup() {
 	sleep 0.3
 	kill -TERM "$waiter"
 	wait_rc "$waiter"
-	assert_equal "$rc" 143
+	assert_equal "$RC" 143
 	kill "$holder"; wait "$holder" || true
 	run lr -n job true
 	assert_success
@@ -188,7 +188,7 @@ setup() {
 	wait_until 5 grep -q '"event":"renewed"' "$T/err"
 	rm "$LOCKDIR/job.fault"
 	wait_rc "$pid"
-	assert_equal "$rc" 0
+	assert_equal "$RC" 0
 	jq -e -s '[.[] | select(.event == "renewed")] | length >= 3' "$T/err"
 	jq -e -s '[.[] | select(.event == "renewed")][0].latency_ms >= 350' "$T/err"
 	run grep -c slow-heartbeat "$T/err"
