@@ -62,7 +62,7 @@ teardown() {
 	hold job --once-per 1m
 	run "$LEASERUN" --status job
 	assert_success
-	assert_line --regexp "^run: +started .* on $(hostname) pid $HOLDER, fence $(cat "$BATS_TEST_TMPDIR/fence.job")\$"
+	assert_line --regexp "^run: +started .* on $(hostname) pid $HOLDER, fence $(cat "$BATS_TEST_TMPDIR/job.fence")\$"
 	assert_line --regexp "^ended: +not yet\$"
 	release job
 	assert_holder_rc 0

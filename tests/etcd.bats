@@ -204,7 +204,7 @@ lease_hex() {
 
 @test "a revoked lease stops the command at once (124)" {
 	hold t9
-	child=$(cat "$BATS_TEST_TMPDIR/child.t9")
+	child=$(cat "$BATS_TEST_TMPDIR/t9.pid")
 	t0=$(now_ms)
 	E lease revoke "$(lease_hex t9)"
 	wait_holder
@@ -212,7 +212,7 @@ lease_hex() {
 	[ $(($(now_ms) - t0)) -lt 1500 ]
 	run kill -0 "$child"
 	assert_failure
-	grep -q "lost" "$BATS_TEST_TMPDIR/err.t9"
+	grep -q "lost" "$BATS_TEST_TMPDIR/t9.err"
 }
 
 @test "a deleted key stops the command at once (124)" {
@@ -293,7 +293,7 @@ lease_hex() {
 
 @test "kill -9 of leaserun: the command dies with it, the lease is free after the TTL" {
 	hold t11 -t 5s
-	child=$(cat "$BATS_TEST_TMPDIR/child.t11")
+	child=$(cat "$BATS_TEST_TMPDIR/t11.pid")
 	t0=$(now_ms)
 	kill -9 "$HOLDER"
 	wait_gone "$child" 20
@@ -321,7 +321,7 @@ lease_hex() {
 
 @test "etcd stopped (SIGSTOP): the holder stops the command before the TTL runs out (124)" {
 	hold t13 -t 3s
-	child=$(cat "$BATS_TEST_TMPDIR/child.t13")
+	child=$(cat "$BATS_TEST_TMPDIR/t13.pid")
 	pid=$(cat "$LRE_DIR/e0.pid")
 	t0=$(now_ms)
 	kill -STOP "$pid"
@@ -545,7 +545,7 @@ etcd_auth_start() {
 	E lease revoke "$(lease_hex t-ops2)" >/dev/null
 	wait_holder
 	assert_equal "$HRC" 124
-	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
+	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
 @test "a command that deletes its own key and exits 0 at once: 124, the loss logged and counted" {

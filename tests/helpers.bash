@@ -234,61 +234,42 @@ wait_gone() {
 	return 1
 }
 
-# hold NAME [leaserun options]: a holder whose command runs until it is
-# killed or release() is called; returns once the command runs.  Sets
-# HOLDER (leaserun's pid), CHILD (the command's pid), HOLDER_RC_FILE.
+# hold NAME [leaserun options]: starts "leaserun OPTIONS NAME COMMAND" in
+# the background, where COMMAND runs until it is killed or "release NAME"
+# is called, and returns once COMMAND runs.  Sets HOLDER (leaserun's pid,
+# a job of this shell, so that wait_rc, wait_holder and assert_holder_rc
+# can wait for it) and CHILD (COMMAND's pid).  COMMAND's fence is in
+# $BATS_TEST_TMPDIR/NAME.fence and leaserun's stderr in NAME.err there.
 hold() {
-	local name=$1
+	local n=$1 d=$BATS_TEST_TMPDIR
 	shift
-	mkfifo "$BATS_TEST_TMPDIR/gate.$name"
-	rm -f "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER_RC_FILE=$BATS_TEST_TMPDIR/rc.$name
-	(
-		rc=0 # the test's errexit holds in here too
-		"$LEASERUN" "$@" "$name" sh -c \
-			'echo $$ > "$0/child.$1"; echo "$LEASERUN_FENCE" > "$0/fence.$1"; touch "$0/started.$1"; exec cat "$0/gate.$1"' \
-			"$BATS_TEST_TMPDIR" "$name" 2>"$BATS_TEST_TMPDIR/err.$name" || rc=$?
-		echo "$rc" >"$HOLDER_RC_FILE"
-	) 3>&- &
-	HOLDER_SUB=$!
-	BG_PIDS="${BG_PIDS:-} $HOLDER_SUB"
-	wait_file "$BATS_TEST_TMPDIR/started.$name"
-	HOLDER=$(pgrep -P "$HOLDER_SUB" -x leaserun | head -n1)
-	[ -n "$HOLDER" ]
-	CHILD=$(cat "$BATS_TEST_TMPDIR/child.$name")
-	BG_PIDS="$BG_PIDS $HOLDER $CHILD"
+	# A test may start a holder of the same name again (ps_hides_password
+	# does): what the last one left must not count for this one.
+	rm -f "$d/$n.gate" "$d/$n.pid"
+	mkfifo "$d/$n.gate"
+	"$LEASERUN" "$@" "$n" sh -c \
+		'echo "$LEASERUN_FENCE" > "$0.fence"; echo $$ > "$0.pid"; exec cat "$0.gate"' \
+		"$d/$n" 2>"$d/$n.err" 3>&- &
+	HOLDER=$!
+	BG_PIDS="${BG_PIDS:-} $HOLDER"
+	wait_until 15 exists "$d/$n.pid"
+	CHILD=$(cat "$d/$n.pid")
+	BG_PIDS="$BG_PIDS $CHILD"
 }
 
+# start_holder NAME [leaserun options]: hold, with leaserun's pid in BG as
+# well (the name the Redis and PostgreSQL tests use for it).
+start_holder() { hold "$@"; BG=$HOLDER; }
+
 release() {
-	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/gate.$1"
+	timeout 5 sh -c 'echo go > "$1"' sh "$BATS_TEST_TMPDIR/$1.gate"
 }
 
 # Waits for the holder started by hold(); sets HRC to its exit status.
-wait_holder() {
-	wait "$HOLDER_SUB" || true
-	HRC=$(cat "$HOLDER_RC_FILE")
-}
+wait_holder() { wait_rc "$HOLDER"; HRC=$RC; }
 
-# Waits for the holder started by hold() (in this shell, not in a $(...):
-# a subshell cannot wait for it) and checks its exit status.
-assert_holder_rc() {
-	wait "$HOLDER_SUB" || true
-	assert_equal "$(cat "$HOLDER_RC_FILE")" "$1"
-}
-
-# Starts "leaserun [OPTS] NAME sh -c 'echo $$ > pidfile; exec sleep 60'"
-# in the background; sets BG (leaserun's pid) and CHILD (the command's),
-# whose fence is in $BATS_TEST_TMPDIR/NAME.fence.
-start_holder() {
-	local n=$1; shift
-	"$LEASERUN" "$@" "$n" sh -c "echo \$LEASERUN_FENCE > '$BATS_TEST_TMPDIR/$n.fence'; echo \$\$ > '$BATS_TEST_TMPDIR/$n.pid'; exec sleep 60" \
-		2>"$BATS_TEST_TMPDIR/$n.err" &
-	BG=$!
-	BG_PIDS="$BG_PIDS $BG"
-	wait_until 10 exists "$BATS_TEST_TMPDIR/$n.pid"
-	CHILD=$(cat "$BATS_TEST_TMPDIR/$n.pid")
-	BG_PIDS="$BG_PIDS $CHILD"
-}
+# Waits for the holder started by hold() and checks its exit status.
+assert_holder_rc() { wait_rc "$HOLDER"; assert_equal "$RC" "$1"; }
 
 # ps_hides_password NAME PASSWORD OPTION...: a holder started as
 # "leaserun OPTION... NAME command", where OPTION... gives the store's URL

@@ -49,7 +49,7 @@ interval_cmd() {
 	run zk_cli "$ZK_EP" "stat /leaserun/t1/$node"
 	czxid=$(printf '%s\n' "$output" | sed -n 's/^cZxid = //p')
 	[ -n "$czxid" ]
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/fence.t1")" "$((czxid))"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/t1.fence")" "$((czxid))"
 	assert_output --partial "ephemeralOwner = 0x"
 	refute_output --partial "ephemeralOwner = 0x0"$'\n'
 	release t1
@@ -101,7 +101,7 @@ interval_cmd() {
 
 @test "a waiter gets the lease as soon as the holder is done, not after the TTL" {
 	hold t6 -t 20s
-	f1=$(cat "$BATS_TEST_TMPDIR/fence.t6")
+	f1=$(cat "$BATS_TEST_TMPDIR/t6.fence")
 	(
 		rc=0
 		"$LEASERUN" -v -t 20s -w 30s t6 sh -c 'date +%s%N > "$0/got"; echo $LEASERUN_FENCE > "$0/f2"' "$BATS_TEST_TMPDIR" \
@@ -180,7 +180,7 @@ interval_cmd() {
 	assert_success
 	assert_output --partial "held"
 	assert_output --partial "$(hostname) pid $HOLDER"
-	assert_output --partial "fence:   $(cat "$BATS_TEST_TMPDIR/fence.t7")"
+	assert_output --partial "fence:   $(cat "$BATS_TEST_TMPDIR/t7.fence")"
 	release t7
 	assert_holder_rc 0
 	run "$LEASERUN" --status t7
@@ -199,7 +199,7 @@ interval_cmd() {
 	wait_gone "$CHILD" 10
 	[ $(($(now_ms) - t0)) -lt 2000 ]
 	assert_holder_rc 124
-	grep -q "was deleted" "$BATS_TEST_TMPDIR/err.t8"
+	grep -q "was deleted" "$BATS_TEST_TMPDIR/t8.err"
 }
 
 @test "--break removes the holder: it is stopped at once with 124 and a waiter takes over" {
@@ -328,7 +328,7 @@ interval_cmd() {
 	# The old session lives on in the server's log until it expires.
 	run "$LEASERUN" -w 10s t15 sh -c 'echo $LEASERUN_FENCE'
 	assert_success
-	[ "$output" -gt "$(cat "$BATS_TEST_TMPDIR/fence.t15")" ]
+	[ "$output" -gt "$(cat "$BATS_TEST_TMPDIR/t15.fence")" ]
 }
 
 @test "a restart within the TTL keeps the lease (the session survives)" {
@@ -339,8 +339,8 @@ interval_cmd() {
 	zk_wait_ready "$ZK_DIR" 1
 	# The disconnect makes it renew at once (the first renewal was due
 	# only after 6.7s); that renewal rides out the restart.
-	wait_until 15 grep -q "renewed" "$BATS_TEST_TMPDIR/err.t16"
-	cat "$BATS_TEST_TMPDIR/err.t16"
+	wait_until 15 grep -q "renewed" "$BATS_TEST_TMPDIR/t16.err"
+	cat "$BATS_TEST_TMPDIR/t16.err"
 	alive "$CHILD"
 	run "$LEASERUN" -n t16 true
 	assert_failure 1
@@ -376,9 +376,9 @@ interval_cmd() {
 	t0=$(now_ms)
 	# socat closed its listening socket on the accept: the port is free.
 	proxy_up
-	wait_until 10 grep -q "renewed" "$BATS_TEST_TMPDIR/err.t16b"
+	wait_until 10 grep -q "renewed" "$BATS_TEST_TMPDIR/t16b.err"
 	t1=$(now_ms)
-	cat "$BATS_TEST_TMPDIR/err.t16b"
+	cat "$BATS_TEST_TMPDIR/t16b.err"
 	echo "renewed $((t1 - t0))ms after the silent server took the connection"
 	# A handshake gets a tenth of the TTL (1s), then the next try.
 	[ $((t1 - t0)) -lt 4000 ]
@@ -559,7 +559,7 @@ interval_cmd() {
 	kill -CONT "$zpid"
 	release u5
 	assert_holder_rc 0
-	run grep -v '^leaserun: ' "$BATS_TEST_TMPDIR/err.u5"
+	run grep -v '^leaserun: ' "$BATS_TEST_TMPDIR/u5.err"
 	assert_output ""
 }
 
@@ -573,7 +573,7 @@ interval_cmd() {
 	node=$(nodes t-ops2)
 	run zk_cli "$ZK_EP" "delete /leaserun/t-ops2/$node"
 	assert_holder_rc 124
-	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/err.t-ops2" "$BATS_TEST_TMPDIR/m.prom"
+	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
 # --- one cron job across a fleet (helpers.bash) ---
