@@ -50,7 +50,10 @@ done
 if nm -D "$LEASERUN" 2>/dev/null | grep -q __asan_init; then
 	echo "bench: warning: $LEASERUN is built with ASan; figures are not representative" >&2
 fi
-unset LEASERUN_URL LEASERUN_TTL LEASERUN_WAIT
+# Nothing from the caller's environment may change what leaserun does:
+# every LEASERUN_ variable goes but the module directory above.
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_ | grep -vx LEASERUN_MODULE_DIR) NOTIFY_SOCKET
 
 # shellcheck source=../tests/zk-server.bash
 . "$srcdir/tests/zk-server.bash"
