@@ -11,10 +11,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 @test "two hosts, one 3 minutes behind and one ahead, run the job once per period by the kernel's clock" {

@@ -1,8 +1,7 @@
 #!/usr/bin/env bats
 # The etcd store against a real three-member etcd cluster on loopback.
 
-load '/usr/lib/bats/bats-support/load'
-load '/usr/lib/bats/bats-assert/load'
+load 'helpers'
 load 'etcd-server'
 
 setup_file() {
@@ -22,10 +21,7 @@ teardown_file() {
 }
 
 teardown() {
-	local p
-	for p in ${BG_PIDS:-}; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 @test "the leader is killed while a job holds: the job keeps its lease or is stopped, never two holders" {

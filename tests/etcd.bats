@@ -24,11 +24,8 @@ teardown_file() {
 teardown() {
 	# A test that failed half-way must not leave etcd stopped, nor
 	# anything running in the background.
-	local p
 	kill -CONT "$(cat "$LRE_DIR/e0.pid")" 2>/dev/null || true
-	for p in ${BG_PIDS:-}; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	if [ -f "$BATS_TEST_TMPDIR/authdir" ]; then
 		etcd_stop_all "$(cat "$BATS_TEST_TMPDIR/authdir")"
 		rm -rf "$(cat "$BATS_TEST_TMPDIR/authdir")"

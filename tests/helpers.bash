@@ -16,6 +16,16 @@ unset LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT LEASERUN_KILL_AFTER \
 
 lr() { "$LEASERUN" "$@"; }
 
+# kill_bg: a test's background processes, whatever became of the test:
+# each pid in BG_PIDS is continued (a test may have stopped it) and killed.
+kill_bg() {
+	local p
+	for p in ${BG_PIDS:-}; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+
 # needs_root WHY: a test that needs root fails without it, so that a run
 # as root (CI) can never pass by skipping it.  A build that runs as a user
 # by design sets LR_SKIP_ROOT_TESTS=1 (debian/rules does), and there the

@@ -18,10 +18,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 # bg CMD...: runs CMD in the background, killed at teardown; sets BG.

@@ -23,10 +23,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	# The server must be running for the next test, whatever this one did.
 	pg_server_signal CONT || true
 	pg_sql "ALTER ROLE lr RESET ALL" >/dev/null 2>&1 || true

@@ -14,10 +14,7 @@ redis_test_setup() {
 }
 
 redis_test_teardown() {
-	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	# The server must be running and sane for the next test, whatever
 	# this one did.
 	kill -CONT "$(redis_pid)" 2>/dev/null || true

@@ -25,9 +25,7 @@ setup() {
 
 teardown() {
 	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	for p in $SN_NODES; do
 		kill -CONT "$(sn_node_pid "$p")" 2>/dev/null || true
 	done

@@ -12,10 +12,7 @@ setup() {
 }
 
 teardown() {
-	local p
-	for p in $BG_PIDS; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 # use STORE: the tests that follow talk to STORE's server; a store this

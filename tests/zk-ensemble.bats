@@ -22,10 +22,7 @@ teardown_file() {
 }
 
 teardown() {
-	local p
-	for p in ${BG_PIDS:-}; do
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	true
 }
 

@@ -22,11 +22,7 @@ teardown_file() {
 }
 
 teardown() {
-	local p
-	for p in ${BG_PIDS:-}; do
-		kill -CONT "$p" 2>/dev/null || true
-		kill -9 "$p" 2>/dev/null || true
-	done
+	kill_bg
 	# A test that stopped the server must not leave it stopped.
 	[ -s "$ZK_DIR/zk1/pid" ] && kill -CONT "$(cat "$ZK_DIR/zk1/pid")" 2>/dev/null
 	true
