@@ -7,12 +7,13 @@ load '/usr/lib/bats/bats-assert/load'
 : "${LR_BUILDDIR:=$(dirname "$LEASERUN")}"
 export LEASERUN_MODULE_DIR="${LEASERUN_MODULE_DIR:-$LR_BUILDDIR/.libs}"
 
-# Options a caller's environment could set must not leak into the tests.
-unset LEASERUN_TTL LEASERUN_RENEW LEASERUN_WAIT LEASERUN_KILL_AFTER \
-	LEASERUN_ONCE_PER LEASERUN_MAX_TIME LEASERUN_SPLAY \
-	LEASERUN_SIGNAL LEASERUN_CONFLICT_EXIT_CODE LEASERUN_LOG_FORMAT \
-	LEASERUN_URL_FILE LEASERUN_WARN_SIGNAL LEASERUN_METRICS_FILE \
-	LEASERUN_STATE NOTIFY_SOCKET LEASERUN_LIMIT
+# Options a caller's environment could set must not leak into the tests:
+# every LEASERUN_ variable goes, whatever its name, but the module
+# directory and LEASERUN_URL, which a file's setup_file may export for its
+# tests (this file is loaded again for each test, after setup_file).
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_ | grep -vx -e LEASERUN_MODULE_DIR -e LEASERUN_URL) \
+	NOTIFY_SOCKET
 
 lr() { "$LEASERUN" "$@"; }
 
