@@ -25,6 +25,10 @@
 # hyperfine's runs (default 200); SKIP_SHORT=1 measures only the
 # hand-over.  Build without sanitizers for figures worth quoting.
 set -eu
+# Nothing from the caller's environment may change what leaserun does
+# (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_) NOTIFY_SOCKET
 
 builddir=$(cd "${1:-.}" && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)

@@ -15,6 +15,10 @@
 # tmpfs and one flush of the disk elsewhere (TMPDIR=/var/tmp measures
 # that).  Target: within 1.15x of flock.
 set -eu
+# Nothing from the caller's environment may change what leaserun does
+# (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_) NOTIFY_SOCKET
 
 builddir=$(cd "${1:-.}" && pwd)
 LEASERUN=$builddir/leaserun

@@ -26,6 +26,10 @@
 # PG_FSYNC=on starts the server with fsync, so that the WAL flush each
 # grant waits for (its fence must survive a crash) reaches the disk.
 set -eu
+# Nothing from the caller's environment may change what leaserun does
+# (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_) NOTIFY_SOCKET
 
 builddir=$(cd "${1:-.}" && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)

@@ -26,6 +26,10 @@
 # number of hyperfine runs (default 300); SKIP_SHORT=1 measures only the
 # hand-over.
 set -eu
+# Nothing from the caller's environment may change what leaserun does
+# (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
+# shellcheck disable=SC2046 # names: nothing to split or glob
+unset $(compgen -v LEASERUN_) NOTIFY_SOCKET
 
 builddir=$(cd "${1:-.}" && pwd)
 LEASERUN=$builddir/leaserun
