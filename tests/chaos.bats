@@ -309,11 +309,18 @@ two_grants() {
 	assert_output --partial "wrong grant: w1.1 (fence 1, shared): asked for a shared lease, leaserun logged an exclusive grant"
 }
 
-@test "a real run of sections without leaserun fails: they overlap" {
-	run "$CHAOS" -n -s 3 -w 3 -F none file
+# chaos ARGS...: a real run of tests/chaos/run, in $output (shown if the
+# test fails); the run directory a failed run keeps is removed.
+chaos() {
+	local d
+	run "$CHAOS" "$@"
 	echo "$output"
 	d=$(sed -n 's/.*run directory kept: //p' <<<"$output")
 	[ -z "$d" ] || rm -rf "$d"
+}
+
+@test "a real run of sections without leaserun fails: they overlap" {
+	chaos -n -s 3 -w 3 -F none file
 	assert_failure 1
 	assert_output --partial "chaos file: FAIL"
 	assert_output --regexp "unexplained=[1-9]"
@@ -321,10 +328,7 @@ two_grants() {
 }
 
 @test "a real run of leaserun on the file store, no faults: it passes" {
-	run "$CHAOS" -s 3 -w 3 -F none file
-	echo "$output"
-	d=$(sed -n 's/.*run directory kept: //p' <<<"$output")
-	[ -z "$d" ] || rm -rf "$d"
+	chaos -s 3 -w 3 -F none file
 	assert_success
 	assert_output --partial "chaos file: PASS"
 	assert_output --regexp "acquisitions=[1-9][0-9]* sections=[1-9]"
@@ -332,13 +336,11 @@ two_grants() {
 }
 
 @test "real runs of leaserun --limit 2 and --shared on the file store pass" {
-	run "$CHAOS" -s 3 -w 4 -l 2 -F none file
-	echo "$output"
+	chaos -s 3 -w 4 -l 2 -F none file
 	assert_success
 	assert_output --partial "chaos file -l 2: PASS"
 	assert_output --partial "at-once=2 (limit 2) too-many=0"
-	run "$CHAOS" -s 3 -w 4 -r 2 -F none file
-	echo "$output"
+	chaos -s 3 -w 4 -r 2 -F none file
 	assert_success
 	assert_output --partial "chaos file -r 2: PASS"
 	assert_output --regexp "overlaps: shared=[1-9]"
