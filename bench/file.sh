@@ -9,11 +9,12 @@
 # 2. Memory: peak RSS (GNU time's %M) of each, median of 21 runs, and the
 #    ratio.  Target: under 2 MB for leaserun.
 # Needs hyperfine, flock and /usr/bin/time.  RUNS=N sets hyperfine's runs
-# (default 500).  The lock directory is made in TMPDIR, by default on a
-# tmpfs as the file store's default directory is (/run/lock, else
-# /dev/shm): each grant fsyncs its fence counter, which costs nothing on a
-# tmpfs and one flush of the disk elsewhere (TMPDIR=/var/tmp measures
-# that).  Target: within 1.15x of flock.
+# (default 500).  The lock directory is made in TMPDIR, by default on the
+# first tmpfs of /run/lock, /dev/shm and /tmp, as the file store's default
+# directory is on a usual Linux system: each grant fsyncs its fence
+# counter, which costs nothing on a tmpfs and one flush of the disk
+# elsewhere (TMPDIR=/var/tmp measures that; flock(1) syncs nothing).
+# Target: within 1.15x of flock.
 set -eu
 # Nothing from the caller's environment may change what leaserun does
 # (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
@@ -28,14 +29,19 @@ for tool in hyperfine flock /usr/bin/time; do
 done
 [ -x "$LEASERUN" ] || { echo "bench: no leaserun in $builddir" >&2; exit 2; }
 
+# The first writable tmpfs among the file store's usual homes: /run/lock
+# is not a tmpfs everywhere (in some containers it is on the root disk).
 if [ -z "${TMPDIR:-}" ]; then
 	for d in /run/lock /dev/shm /tmp; do
-		[ -w "$d" ] && { TMPDIR=$d; break; }
+		[ -w "$d" ] && [ "$(stat -f -c %T "$d")" = tmpfs ] &&
+			{ TMPDIR=$d; break; }
 	done
+	TMPDIR=${TMPDIR:-/tmp}
 fi
 tmp=$(mktemp -d "$TMPDIR/leaserun-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+echo "lock directory: $TMPDIR ($(stat -f -c %T "$TMPDIR"))"
 hyperfine -N --warmup 50 --runs "$runs" --export-csv "$tmp/t.csv" \
 	-n leaserun "$LEASERUN -U file://$tmp -n bench true" \
 	-n flock "flock -n $tmp/flock.lock true" >"$tmp/hyperfine.out" 2>&1
