@@ -2342,15 +2342,20 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	struct lr_err gerr = { "" }, ignored;
 	enum lr_status s, gs = LR_OK;
 	const redisReply *r;
-	int n = 0, si, ri = -1, guards = !st->guarded, ours, need;
+	int n = 0, si, ri = -1, mi = -1, pi = -1, ours, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
 	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
 	snprintf(lim, sizeof(lim), "%u", req->limit);
 	snprintf(tail, sizeof(tail), "%s %s %.300s", pid, since, host);
-	if (guards) {
+	/* A guard set to ignore asks nothing. */
+	if (!st->guarded && st->evict != GUARD_IGNORE) {
+		mi = n;
 		cmds[n++] = (struct cmd){ 2, mem, NULL };
+	}
+	if (!st->guarded && st->persist != GUARD_IGNORE) {
+		pi = n;
 		cmds[n++] = (struct cmd){ 2, per, NULL };
 	}
 	if (st->replicas_opt < 0) {
@@ -2367,15 +2372,13 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 			       deadline, err);
 	if (s != LR_OK)
 		return s;
-	if (guards) {
-		st->guarded = 1;
-		gs = guard(st, st->evict, "evict", cmds[0].r, "memory",
+	st->guarded = 1;
+	if (mi >= 0)
+		gs = guard(st, st->evict, "evict", cmds[mi].r, "memory",
 			   "maxmemory_policy", evicts, &gerr);
-		if (gs == LR_OK)
-			gs = guard(st, st->persist, "persist", cmds[1].r,
-				   "persistence", "aof_enabled", forgets,
-				   &gerr);
-	}
+	if (gs == LR_OK && pi >= 0)
+		gs = guard(st, st->persist, "persist", cmds[pi].r,
+			   "persistence", "aof_enabled", forgets, &gerr);
 	if (ri >= 0)
 		replicas_seen(st, cmds[ri].r);
 	ours = watch_check(st, &w, cmds);

@@ -547,6 +547,24 @@ guard_check() {
 	[ -z "$stderr" ]
 }
 
+# info_calls: how many INFO commands the server has run before this one
+# (which itself is one).
+info_calls() {
+	rcli info commandstats | sed -n 's/^cmdstat_info:calls=\([0-9]*\),.*/\1/p'
+}
+
+@test "guards set to ignore do not ask the server (no INFO)" {
+	local before
+	before=$(info_calls)
+	run lr "$(name)" true
+	assert_success
+	(( $(info_calls) > before + 1 ))
+	before=$(info_calls)
+	LEASERUN_URL="$REDIS_URL?evict=ignore&persist=ignore&replicas=0" run lr "$(name)" true
+	assert_success
+	[ "$(info_calls)" = "$((before + 1))" ]
+}
+
 @test "50 contenders: no overlap, fences strictly increase" {
 	n=$(name)
 	log=$BATS_TEST_TMPDIR/log
