@@ -667,20 +667,6 @@ static struct script inspect_lua = {
 	""
 };
 
-static void scripts_init(void)
-{
-	struct script *all[] = { &acquire_lua,	     &renew_lua,
-				 &release_lua,	     &break_lua,
-				 &acquire_multi_lua, &renew_multi_lua,
-				 &release_multi_lua, &inspect_lua,
-				 &run_start_lua,     &run_end_lua };
-	size_t i;
-
-	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		if (!all[i]->sha[0])
-			sha1_hex(all[i]->body, all[i]->sha);
-}
-
 /* ---- small helpers ----------------------------------------------------- */
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
@@ -1519,6 +1505,10 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	redisReply *r;
 	int i;
 
+	/* Each script's digest is worked out when it is first run, not
+	 * all of them at every start: a run uses two or three. */
+	if (!sc->sha[0])
+		sha1_hex(sc->body, sc->sha);
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	argv[0] = "EVALSHA";
 	argv[1] = sc->sha;
@@ -2090,7 +2080,6 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	enum lr_status s;
 	redisReply *r;
 
-	scripts_init();
 	*out = st = calloc(1, sizeof(*st));
 	if (!st) {
 		lr_err_set(err, "out of memory");
