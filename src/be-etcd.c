@@ -413,6 +413,99 @@ static int trip_done(void *ctx)
 
 enum failkind { F_NONE, F_TRANSPORT, F_TIMEOUT };
 
+/* Sends the n calls in r, and the keepalive and the watch on our key that
+ * x asks for.  NULL, or what could not be sent (in why, or static). */
+static const char *trip_send(struct lr_store *st, struct rpc *r, size_t n,
+			     struct extras *x, char *why, size_t whylen,
+			     struct lr_err *err)
+{
+	const char *bad = NULL;
+	size_t i;
+
+	for (i = 0; i < n && !bad; i++) {
+		r[i].call = lr_grpc_call(st->conn, r[i].path, r[i].req,
+					 r[i].len, 1, err);
+		if (!r[i].call) {
+			snprintf(why, whylen, "%s", err->msg);
+			bad = why;
+		}
+	}
+	if (!bad && x && x->keepalive) {
+		if (keepalive_send(st) < 0)
+			bad = "cannot send a keepalive";
+		x->ka_ticket = st->ka_sent;
+	}
+	if (!bad && x && x->own_watch && !st->own.id)
+		watch_create(st, &st->own, st->mykey, x->own_start);
+	return bad;
+}
+
+/* After the wait: what broke, the connection, a call, the keepalive, or
+ * NULL.  A call that ended with "unavailable" or an expired token counts
+ * as broken: *code and *what then say which (else *code is 0). */
+static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
+			      const struct extras *x, int *code,
+			      const char **what)
+{
+	const char *bad = NULL;
+	size_t i;
+
+	for (i = 0; i < n && !bad; i++) {
+		const char *m;
+		enum lr_grpc_state gs =
+		    lr_grpc_state(r[i].call, &r[i].code, &m);
+
+		if (gs == LR_GRPC_BROKEN) {
+			bad = m;
+		} else if (gs == LR_GRPC_STATUS) {
+			snprintf(r[i].msg, sizeof(r[i].msg), "%s", etcd_msg(m));
+			if (is_unavailable(r[i].code, r[i].msg) ||
+			    is_token_expired(r[i].code, r[i].msg)) {
+				bad = r[i].msg;
+				*code = r[i].code;
+				*what = r[i].what;
+			}
+		}
+	}
+	if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
+		const char *m = "the keepalive stream ended";
+
+		if (st->kstream &&
+		    lr_grpc_state(st->kstream, code, &m) == LR_GRPC_STATUS)
+			m = etcd_msg(m);
+		else
+			*code = 0;
+		bad = m;
+		*what = "lease keepalive";
+	}
+	return bad;
+}
+
+/* The replies of the calls that succeeded, unpacked into r[i].reply.
+ * LR_OK, or LR_ERROR for one etcd did not send or we cannot read. */
+static enum lr_status trip_unpack(struct rpc *r, size_t n,
+				  const struct endpoint *ep,
+				  struct lr_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const uint8_t *m;
+		size_t len;
+
+		if (r[i].code != 0)
+			continue;
+		if (lr_grpc_next(r[i].call, &m, &len) != 1 ||
+		    !(r[i].reply = protobuf_c_message_unpack(r[i].rdesc, NULL,
+							      len, m))) {
+			lr_err_set(err, "etcd %s: malformed reply from %s",
+				   r[i].what, ep->label);
+			return LR_ERROR;
+		}
+	}
+	return LR_OK;
+}
+
 /*
  * One round trip: the n unary calls in r, and what x asks for, sent
  * together to the current endpoint and awaited; on a connection that
@@ -451,24 +544,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 		if (s == LR_ERROR)
 			return s;
 		if (s == LR_OK) {
-			for (i = 0; i < n && !bad; i++) {
-				r[i].call =
-				    lr_grpc_call(st->conn, r[i].path, r[i].req,
-						 r[i].len, 1, err);
-				if (!r[i].call) {
-					snprintf(why, sizeof(why), "%s",
-						 err->msg);
-					bad = why;
-				}
-			}
-			if (!bad && x && x->keepalive) {
-				if (keepalive_send(st) < 0)
-					bad = "cannot send a keepalive";
-				x->ka_ticket = st->ka_sent;
-			}
-			if (!bad && x && x->own_watch && !st->own.id)
-				watch_create(st, &st->own, st->mykey,
-					     x->own_start);
+			bad = trip_send(st, r, n, x, why, sizeof(why), err);
 			rc = bad ? -1
 				 : lr_grpc_wait(st->conn, end, trip_done, &t);
 			if (rc == 0) {
@@ -488,55 +564,10 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			snprintf(why, sizeof(why), "%s", err->msg);
 			bad = why;
 		}
-		/* What broke: the connection, a call, the keepalive. */
-		for (i = 0; i < n && !bad; i++) {
-			const char *m;
-			enum lr_grpc_state gs =
-			    lr_grpc_state(r[i].call, &r[i].code, &m);
-
-			if (gs == LR_GRPC_BROKEN) {
-				bad = m;
-			} else if (gs == LR_GRPC_STATUS) {
-				snprintf(r[i].msg, sizeof(r[i].msg), "%s",
-					 etcd_msg(m));
-				if (is_unavailable(r[i].code, r[i].msg) ||
-				    is_token_expired(r[i].code, r[i].msg)) {
-					bad = r[i].msg;
-					code = r[i].code;
-					what = r[i].what;
-				}
-			}
-		}
-		if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
-			const char *m = "the keepalive stream ended";
-
-			if (st->kstream && lr_grpc_state(st->kstream, &code,
-							 &m) == LR_GRPC_STATUS)
-				m = etcd_msg(m);
-			else
-				code = 0;
-			bad = m;
-			what = "lease keepalive";
-		}
-		if (!bad) {
-			for (i = 0; i < n; i++) {
-				const uint8_t *m;
-				size_t len;
-
-				if (r[i].code != 0)
-					continue;
-				if (lr_grpc_next(r[i].call, &m, &len) != 1 ||
-				    !(r[i].reply = protobuf_c_message_unpack(
-					  r[i].rdesc, NULL, len, m))) {
-					lr_err_set(err,
-						   "etcd %s: malformed reply "
-						   "from %s",
-						   r[i].what, ep->label);
-					return LR_ERROR;
-				}
-			}
-			return LR_OK;
-		}
+		if (!bad)
+			bad = trip_fault(st, r, n, x, &code, &what);
+		if (!bad)
+			return trip_unpack(r, n, ep, err);
 		if (is_token_expired(code, bad)) {
 			if (!st->user) {
 				lr_err_set(err,
@@ -554,15 +585,13 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 				continue;
 			}
 		}
-		if (code) {
-			last = F_TRANSPORT;
+		last = F_TRANSPORT;
+		if (code)
 			lr_err_set(err, "etcd %s at %s: %s", what, ep->label,
 				   bad);
-		} else {
-			last = F_TRANSPORT;
+		else
 			lr_err_set(err, "cannot reach etcd at %s: %s",
 				   ep->label, bad);
-		}
 		conn_drop(st);
 	next:
 		st->cur = (st->cur + 1) % st->neps;
