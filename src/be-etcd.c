@@ -413,6 +413,99 @@ static int trip_done(void *ctx)
 
 enum failkind { F_NONE, F_TRANSPORT, F_TIMEOUT };
 
+/* Sends the n calls in r, and the keepalive and the watch on our key that
+ * x asks for.  NULL, or what could not be sent (in why, or static). */
+static const char *trip_send(struct lr_store *st, struct rpc *r, size_t n,
+			     struct extras *x, char *why, size_t whylen,
+			     struct lr_err *err)
+{
+	const char *bad = NULL;
+	size_t i;
+
+	for (i = 0; i < n && !bad; i++) {
+		r[i].call = lr_grpc_call(st->conn, r[i].path, r[i].req,
+					 r[i].len, 1, err);
+		if (!r[i].call) {
+			snprintf(why, whylen, "%s", err->msg);
+			bad = why;
+		}
+	}
+	if (!bad && x && x->keepalive) {
+		if (keepalive_send(st) < 0)
+			bad = "cannot send a keepalive";
+		x->ka_ticket = st->ka_sent;
+	}
+	if (!bad && x && x->own_watch && !st->own.id)
+		watch_create(st, &st->own, st->mykey, x->own_start);
+	return bad;
+}
+
+/* After the wait: what broke, the connection, a call, the keepalive, or
+ * NULL.  A call that ended with "unavailable" or an expired token counts
+ * as broken: *code and *what then say which (else *code is 0). */
+static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
+			      const struct extras *x, int *code,
+			      const char **what)
+{
+	const char *bad = NULL;
+	size_t i;
+
+	for (i = 0; i < n && !bad; i++) {
+		const char *m;
+		enum lr_grpc_state gs =
+		    lr_grpc_state(r[i].call, &r[i].code, &m);
+
+		if (gs == LR_GRPC_BROKEN) {
+			bad = m;
+		} else if (gs == LR_GRPC_STATUS) {
+			snprintf(r[i].msg, sizeof(r[i].msg), "%s", etcd_msg(m));
+			if (is_unavailable(r[i].code, r[i].msg) ||
+			    is_token_expired(r[i].code, r[i].msg)) {
+				bad = r[i].msg;
+				*code = r[i].code;
+				*what = r[i].what;
+			}
+		}
+	}
+	if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
+		const char *m = "the keepalive stream ended";
+
+		if (st->kstream &&
+		    lr_grpc_state(st->kstream, code, &m) == LR_GRPC_STATUS)
+			m = etcd_msg(m);
+		else
+			*code = 0;
+		bad = m;
+		*what = "lease keepalive";
+	}
+	return bad;
+}
+
+/* The replies of the calls that succeeded, unpacked into r[i].reply.
+ * LR_OK, or LR_ERROR for one etcd did not send or we cannot read. */
+static enum lr_status trip_unpack(struct rpc *r, size_t n,
+				  const struct endpoint *ep,
+				  struct lr_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const uint8_t *m;
+		size_t len;
+
+		if (r[i].code != 0)
+			continue;
+		if (lr_grpc_next(r[i].call, &m, &len) != 1 ||
+		    !(r[i].reply = protobuf_c_message_unpack(r[i].rdesc, NULL,
+							      len, m))) {
+			lr_err_set(err, "etcd %s: malformed reply from %s",
+				   r[i].what, ep->label);
+			return LR_ERROR;
+		}
+	}
+	return LR_OK;
+}
+
 /*
  * One round trip: the n unary calls in r, and what x asks for, sent
  * together to the current endpoint and awaited; on a connection that
@@ -451,24 +544,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 		if (s == LR_ERROR)
 			return s;
 		if (s == LR_OK) {
-			for (i = 0; i < n && !bad; i++) {
-				r[i].call =
-				    lr_grpc_call(st->conn, r[i].path, r[i].req,
-						 r[i].len, 1, err);
-				if (!r[i].call) {
-					snprintf(why, sizeof(why), "%s",
-						 err->msg);
-					bad = why;
-				}
-			}
-			if (!bad && x && x->keepalive) {
-				if (keepalive_send(st) < 0)
-					bad = "cannot send a keepalive";
-				x->ka_ticket = st->ka_sent;
-			}
-			if (!bad && x && x->own_watch && !st->own.id)
-				watch_create(st, &st->own, st->mykey,
-					     x->own_start);
+			bad = trip_send(st, r, n, x, why, sizeof(why), err);
 			rc = bad ? -1
 				 : lr_grpc_wait(st->conn, end, trip_done, &t);
 			if (rc == 0) {
@@ -488,55 +564,10 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			snprintf(why, sizeof(why), "%s", err->msg);
 			bad = why;
 		}
-		/* What broke: the connection, a call, the keepalive. */
-		for (i = 0; i < n && !bad; i++) {
-			const char *m;
-			enum lr_grpc_state gs =
-			    lr_grpc_state(r[i].call, &r[i].code, &m);
-
-			if (gs == LR_GRPC_BROKEN) {
-				bad = m;
-			} else if (gs == LR_GRPC_STATUS) {
-				snprintf(r[i].msg, sizeof(r[i].msg), "%s",
-					 etcd_msg(m));
-				if (is_unavailable(r[i].code, r[i].msg) ||
-				    is_token_expired(r[i].code, r[i].msg)) {
-					bad = r[i].msg;
-					code = r[i].code;
-					what = r[i].what;
-				}
-			}
-		}
-		if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
-			const char *m = "the keepalive stream ended";
-
-			if (st->kstream && lr_grpc_state(st->kstream, &code,
-							 &m) == LR_GRPC_STATUS)
-				m = etcd_msg(m);
-			else
-				code = 0;
-			bad = m;
-			what = "lease keepalive";
-		}
-		if (!bad) {
-			for (i = 0; i < n; i++) {
-				const uint8_t *m;
-				size_t len;
-
-				if (r[i].code != 0)
-					continue;
-				if (lr_grpc_next(r[i].call, &m, &len) != 1 ||
-				    !(r[i].reply = protobuf_c_message_unpack(
-					  r[i].rdesc, NULL, len, m))) {
-					lr_err_set(err,
-						   "etcd %s: malformed reply "
-						   "from %s",
-						   r[i].what, ep->label);
-					return LR_ERROR;
-				}
-			}
-			return LR_OK;
-		}
+		if (!bad)
+			bad = trip_fault(st, r, n, x, &code, &what);
+		if (!bad)
+			return trip_unpack(r, n, ep, err);
 		if (is_token_expired(code, bad)) {
 			if (!st->user) {
 				lr_err_set(err,
@@ -554,15 +585,13 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 				continue;
 			}
 		}
-		if (code) {
-			last = F_TRANSPORT;
+		last = F_TRANSPORT;
+		if (code)
 			lr_err_set(err, "etcd %s at %s: %s", what, ep->label,
 				   bad);
-		} else {
-			last = F_TRANSPORT;
+		else
 			lr_err_set(err, "cannot reach etcd at %s: %s",
 				   ep->label, bad);
-		}
 		conn_drop(st);
 	next:
 		st->cur = (st->cur + 1) % st->neps;
@@ -1276,6 +1305,165 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 	return s;
 }
 
+/* Frees the keys a listing of the queue kept. */
+static void scan_clear(struct scan *sc)
+{
+	free(sc->pred_key);
+	free(sc->xpred_key);
+	sc->pred_key = sc->xpred_key = NULL;
+}
+
+/*
+ * The round trip of an attempt, with r[] (cleared by the caller) for its
+ * calls: keep the lease alive (or grant it), queue our key and list the
+ * queue, with the watch on our key.  LR_OK: sc says where our key
+ * stands.  LR_LOST: look again (a new lease, at the end of the queue).
+ * Else err says what failed.
+ */
+static enum lr_status enqueue(struct lr_store *st, struct rpc *r,
+			      struct scan *sc, int64_t deadline,
+			      struct lr_err *err)
+{
+	struct extras x = {0};
+	const LrEtcd__TxnResponse *t;
+	enum lr_status s;
+	int grant = 0;
+	size_t n = 0;
+
+	if (!st->lease || st->ka_lost == st->lease) {
+		/* None yet, or it ran out while we waited (stopped for
+		 * longer than the TTL): a new one, at the end of the
+		 * queue. */
+		if (new_lease(st, err) < 0)
+			return LR_ERROR;
+		grant = 1;
+	}
+	/* An earlier lease is kept alive now, within this call, so that it
+	 * lasts a full TTL from after the core's t_send, as a fresh grant
+	 * would. */
+	x.keepalive = !grant;
+	x.own_watch = 1;
+	x.own_start = st->rev ? st->rev + 1 : 0;
+	if (grant && lease_grant_rpc(st, &r[n++]) < 0)
+		goto oom;
+	if (enqueue_rpc(st, &r[n++]) < 0)
+		goto oom;
+	s = round_trip(st, r, n, &x, deadline, err);
+	if (s != LR_OK)
+		return s;
+	if (grant) {
+		/* "already exists": ours, from a try whose reply was lost
+		 * (the ID is 63 random bits). */
+		if (r[0].code && !strstr(r[0].msg, "already exists")) {
+			lr_err_set(err, "etcd lease grant failed at %s: %s",
+				   st->eps[st->cur].label, r[0].msg);
+			return LR_ERROR;
+		}
+		st->lease_ttl_s =
+		    r[0].code
+			? 0
+			: ((LrEtcd__LeaseGrantResponse *)r[0].reply)->ttl;
+		st->last_ka = lr_now_ms();
+	} else if (st->ka_lost == st->lease) {
+		return LR_LOST; /* new lease, end of the queue */
+	} else {
+		st->last_ka = lr_now_ms();
+	}
+	if (r[n - 1].code) {
+		if (r[n - 1].code == GRPC_NOT_FOUND &&
+		    strstr(r[n - 1].msg, "lease not found")) {
+			/* Applied before the grant (both were in flight),
+			 * or our lease is gone. */
+			if (!grant)
+				st->ka_lost = st->lease;
+			return LR_LOST;
+		}
+		lr_err_set(err, "etcd lock transaction failed at %s: %s",
+			   st->eps[st->cur].label, r[n - 1].msg);
+		return LR_ERROR;
+	}
+	t = (const LrEtcd__TxnResponse *)r[n - 1].reply;
+	if (scan_queue(st, t, sc) < 0) {
+		lr_err_set(err,
+			   "etcd lock transaction: our key %s is missing from "
+			   "the reply",
+			   st->mykey);
+		return LR_ERROR;
+	}
+	st->rev = t->header ? t->header->revision : 0;
+	st->my_crev = sc->mine;
+	return LR_OK;
+oom:
+	lr_err_set(err, "out of memory");
+	return LR_ERROR;
+}
+
+/* Whether the run holds once its key is settled: a semaphore's run that
+ * claimed a slot, a shared run with no exclusive key before it, any
+ * other run first in the queue. */
+static int our_turn(const struct lr_store *st, const struct scan *sc)
+{
+	if (st->req->limit > 1)
+		return st->slot_claimed;
+	if (st->req->shared)
+		return !sc->xpred;
+	return sc->mine == sc->low;
+}
+
+/* Our turn: the watch on our key must cover the listing first.  LR_OK
+ * fills *g; LR_LOST: our key was deleted at once, queue it again. */
+static enum lr_status take_hold(struct lr_store *st, struct lr_grant *g,
+				int64_t deadline, struct lr_err *err)
+{
+	enum lr_status s = own_settle(st, deadline, err);
+
+	if (s == LR_LOST && st->slot_claimed)
+		st->ka_lost = st->lease; /* a new key, queued again */
+	if (s != LR_OK)
+		return s;
+	st->hold = H_HOLDING;
+	watch_cancel(st, &st->pred);
+	st->ka_at = -1;
+	g->fence = (uint64_t)st->my_crev;
+	g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
+			? st->lease_ttl_s * 1000
+			: 0;
+	g->slot = st->req->limit > 1 ? st->slot : 0;
+	return LR_OK;
+}
+
+/* Waiting in the queue: the keepalive that keeps our place is due at
+ * TTL/3.  LR_BUSY, with who holds in err. */
+static enum lr_status wait_in_queue(struct lr_store *st, const struct scan *sc,
+				    struct lr_err *err)
+{
+	st->hold = H_WAITING;
+	lr_grpc_pump(st->conn);
+	st->ka_at = st->last_ka + st->req->ttl_ms / 3;
+	lr_err_set(err, "held by another client (create revision %" PRId64 ")",
+		   sc->low);
+	return LR_BUSY;
+}
+
+/* Someone is ahead: keep our place, watch the one just before us (a
+ * shared run: the last exclusive one before us).  LR_BUSY, or LR_ERROR. */
+static enum lr_status wait_for_pred(struct lr_store *st, struct scan *sc,
+				    struct lr_err *err)
+{
+	if (st->req->shared) {
+		free(sc->pred_key);
+		sc->pred_key = sc->xpred_key;
+		sc->xpred_key = NULL;
+	}
+	if (!sc->pred_key) {
+		lr_err_set(err, "etcd: cannot tell who is ahead in %s",
+			   st->dir);
+		return LR_ERROR;
+	}
+	watch_ahead(st, sc->pred_key, NULL);
+	return wait_in_queue(st, sc, err);
+}
+
 /*
  * One attempt: keep the lease alive (or grant it), queue our key and see
  * where it stands, in one round trip with the watch on our key.
@@ -1286,7 +1474,7 @@ static enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
 	struct rpc r[MAX_RPCS];
 	struct scan sc = {0};
 	enum lr_status s;
-	int rounds = 0, grant = 0, granted = 0;
+	int rounds = 0;
 	size_t i;
 
 	if (st->hold == H_HOLDING) {
@@ -1294,171 +1482,51 @@ static enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	memset(r, 0, sizeof(r));
-again:
-	for (i = 0; i < MAX_RPCS; i++)
-		rpc_clear(&r[i]);
-	free(sc.pred_key);
-	free(sc.xpred_key);
-	sc.pred_key = sc.xpred_key = NULL;
-	if (++rounds > 4) {
-		if (!err->msg[0])
-			lr_err_set(err, "etcd: our key %s keeps going away",
-				   st->mykey);
-		s = LR_ERROR;
-		goto out;
-	}
-	if (!st->lease || st->ka_lost == st->lease) {
-		/* None yet, or it ran out while we waited (stopped for
-		 * longer than the TTL): a new one, at the end of the
-		 * queue. */
-		if (new_lease(st, err) < 0) {
-			s = LR_ERROR;
-			goto out;
-		}
-		grant = 1;
-		granted = 0;
-	}
-	{
-		/* An earlier lease is kept alive now, within this call, so
-		 * that it lasts a full TTL from after the core's t_send, as
-		 * a fresh grant would. */
-		struct extras x = {
-		    .keepalive = !grant,
-		    .own_watch = 1,
-		    .own_start = st->rev ? st->rev + 1 : 0,
-		};
-		size_t n = 0;
-
-		if (grant && lease_grant_rpc(st, &r[n++]) < 0)
-			goto oom;
-		if (enqueue_rpc(st, &r[n++]) < 0)
-			goto oom;
-		s = round_trip(st, r, n, &x, deadline, err);
-		if (s != LR_OK)
-			goto out;
-		if (grant) {
-			/* "already exists": ours, from a try whose reply
-			 * was lost (the ID is 63 random bits). */
-			if (r[0].code && !strstr(r[0].msg, "already exists")) {
+	for (;;) {
+		for (i = 0; i < MAX_RPCS; i++)
+			rpc_clear(&r[i]);
+		scan_clear(&sc);
+		if (++rounds > 4) {
+			if (!err->msg[0])
 				lr_err_set(err,
-					   "etcd lease grant failed at %s: "
-					   "%s",
-					   st->eps[st->cur].label, r[0].msg);
-				s = LR_ERROR;
-				goto out;
-			}
-			st->lease_ttl_s =
-			    r[0].code
-				? 0
-				: ((LrEtcd__LeaseGrantResponse *)r[0].reply)
-				      ->ttl;
-			st->last_ka = lr_now_ms();
-			grant = 0;
-			granted = 1;
-		} else if (st->ka_lost == st->lease) {
-			goto again; /* new lease, end of the queue */
-		} else {
-			st->last_ka = lr_now_ms();
-		}
-		if (r[n - 1].code) {
-			if (r[n - 1].code == GRPC_NOT_FOUND &&
-			    strstr(r[n - 1].msg, "lease not found")) {
-				/* Applied before the grant (both were in
-				 * flight), or our lease is gone. */
-				if (!granted)
-					st->ka_lost = st->lease;
-				granted = 0;
-				goto again;
-			}
-			lr_err_set(err,
-				   "etcd lock transaction failed at %s: %s",
-				   st->eps[st->cur].label, r[n - 1].msg);
-			s = LR_ERROR;
-			goto out;
-		}
-		granted = 0;
-		{
-			const LrEtcd__TxnResponse *t =
-			    (const LrEtcd__TxnResponse *)r[n - 1].reply;
-
-			if (scan_queue(st, t, &sc) < 0) {
-				lr_err_set(err,
-					   "etcd lock transaction: our key %s "
-					   "is missing from the reply",
+					   "etcd: our key %s keeps going away",
 					   st->mykey);
-				s = LR_ERROR;
-				goto out;
-			}
-			st->rev = t->header ? t->header->revision : 0;
-			st->my_crev = sc.mine;
+			s = LR_ERROR;
+			break;
 		}
-	}
-	if (sc.other) {
-		lr_err_limit(err, st->req, sc.other);
-		s = LR_ERROR;
-		goto out;
-	}
-	if (st->req->limit > 1 && sc.mine == sc.low) {
-		/* First in the queue: a free slot, or wait for one. */
-		s = claim_slot(st, &sc, deadline, err);
+		s = enqueue(st, r, &sc, deadline, err);
 		if (s == LR_LOST)
-			goto again;
-		if (s == LR_BUSY)
-			goto wait;
+			continue;
 		if (s != LR_OK)
-			goto out;
+			break;
+		if (sc.other) {
+			lr_err_limit(err, st->req, sc.other);
+			s = LR_ERROR;
+			break;
+		}
+		if (st->req->limit > 1 && sc.mine == sc.low) {
+			/* First in the queue: a free slot, or wait for one. */
+			s = claim_slot(st, &sc, deadline, err);
+			if (s == LR_LOST)
+				continue;
+			if (s == LR_BUSY) {
+				s = wait_in_queue(st, &sc, err);
+				break;
+			}
+			if (s != LR_OK)
+				break;
+		}
+		if (!our_turn(st, &sc)) {
+			s = wait_for_pred(st, &sc, err);
+			break;
+		}
+		s = take_hold(st, g, deadline, err);
+		if (s != LR_LOST)
+			break; /* LR_LOST: deleted at once, queue it again */
 	}
-	if (st->req->limit > 1 ? st->slot_claimed
-	    : st->req->shared  ? !sc.xpred
-			       : sc.mine == sc.low) {
-		s = own_settle(st, deadline, err);
-		if (s == LR_LOST && st->slot_claimed)
-			st->ka_lost = st->lease; /* a new key, queued again */
-		if (s == LR_LOST)
-			goto again; /* deleted at once: queue it again */
-		if (s != LR_OK)
-			goto out;
-		st->hold = H_HOLDING;
-		watch_cancel(st, &st->pred);
-		st->ka_at = -1;
-		g->fence = (uint64_t)st->my_crev;
-		g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
-				? st->lease_ttl_s * 1000
-				: 0;
-		g->slot = st->req->limit > 1 ? st->slot : 0;
-		s = LR_OK;
-		goto out;
-	}
-	/* Someone is ahead: keep our place, watch the one just before us
-	 * (a shared run: the last exclusive one before us). */
-	if (st->req->shared) {
-		free(sc.pred_key);
-		sc.pred_key = sc.xpred_key;
-		sc.xpred_key = NULL;
-	}
-	if (!sc.pred_key) {
-		lr_err_set(err, "etcd: cannot tell who is ahead in %s",
-			   st->dir);
-		s = LR_ERROR;
-		goto out;
-	}
-	watch_ahead(st, sc.pred_key, NULL);
-wait:
-	st->hold = H_WAITING;
-	lr_grpc_pump(st->conn);
-	st->ka_at = st->last_ka + st->req->ttl_ms / 3;
-	lr_err_set(err, "held by another client (create revision %" PRId64 ")",
-		   sc.low);
-	s = LR_BUSY;
-	goto out;
-oom:
-	lr_err_set(err, "out of memory");
-	s = LR_ERROR;
-out:
 	for (i = 0; i < MAX_RPCS; i++)
 		rpc_clear(&r[i]);
-	free(sc.pred_key);
-	free(sc.xpred_key);
+	scan_clear(&sc);
 	return s;
 }
 

@@ -1773,6 +1773,110 @@ static enum lr_status check_opts(const struct lr_store *st, unsigned given,
 	return LR_OK;
 }
 
+/* The URL's options that are plain values, into st. */
+static void take_opts(struct lr_store *st, const struct lr_store_req *req,
+		      const union lr_url_val *val, unsigned given)
+{
+	st->db = (long)val[OPT_DB].n;
+	st->cap_ms = GIVEN(OPT_TIMEOUT) ? val[OPT_TIMEOUT].n
+					: clamp64(req->ttl_ms / 3, 100, 2000);
+	st->evict = (enum guard_mode)val[OPT_EVICT].n;
+	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
+	st->replicas_opt = (int)val[OPT_REPLICAS].n;
+	st->cacert = val[OPT_CACERT].s;
+	st->cert = val[OPT_CERT].s;
+	st->certkey = val[OPT_KEY].s;
+}
+
+/* The Sentinels' user and password from the URL's options, then the
+ * server's from the URL (else REDISCLI_AUTH, as redis-cli reads it):
+ * copies of their own in st, and a user never without a password. */
+static enum lr_status take_secrets(struct lr_store *st, const struct lr_url *u,
+				   const union lr_url_val *val,
+				   struct lr_err *err)
+{
+	if (secret_dup(val[OPT_SENTINEL_USER].s, &st->sentinel_user) < 0 ||
+	    secret_dup(val[OPT_SENTINEL_PASSWORD].s, &st->sentinel_pass) < 0)
+		goto oom;
+	if (st->sentinel_user && !st->sentinel_pass) {
+		lr_err_set(err, "redis URL names sentinel_user '%s' but no "
+				"sentinel_password",
+			   st->sentinel_user);
+		return LR_ERROR;
+	}
+	if (u->user && *u->user) {
+		st->user = strdup(u->user);
+		if (!st->user)
+			goto oom;
+	}
+	if (secret_dup(u->password ? u->password
+				   : secure_getenv("REDISCLI_AUTH"),
+		       &st->pass) < 0)
+		goto oom;
+	if (st->user && !st->pass) {
+		lr_err_set(err, "redis URL names user '%s' but no password "
+				"(put it in the URL or REDISCLI_AUTH)",
+			   st->user);
+		return LR_ERROR;
+	}
+	return LR_OK;
+oom:
+	lr_err_set(err, "out of memory");
+	return LR_ERROR;
+}
+
+/* The names of the lease's keys and channels, under prefix v (each its
+ * own allocation in st, freed by close()).  0, or -1 out of memory. */
+static int make_keys(struct lr_store *st, const struct lr_store_req *req,
+		     const char *v)
+{
+	const char *tok = req->token ? req->token : "";
+	size_t n = strlen(v) + strlen(req->name) + strlen(tok) + 40, m;
+
+	st->multi = req->shared || req->limit > 1;
+	st->key = malloc(n);
+	st->plain = malloc(n);
+	st->fence_key = malloc(n);
+	st->chan = malloc(n);
+	m = n + 40;
+	st->ks_chan = malloc(m);
+	st->waiters = malloc(n);
+	st->wake_prefix = malloc(n);
+	st->wake_chan = malloc(n);
+	st->done_key = malloc(n);
+	st->holders = malloc(n);
+	st->limit_key = malloc(n);
+	st->hold_prefix = malloc(n);
+	st->slot_prefix = malloc(n);
+	st->slot_key = malloc(n);
+	if (!st->key || !st->plain || !st->fence_key || !st->chan ||
+	    !st->ks_chan || !st->waiters || !st->wake_prefix ||
+	    !st->wake_chan || !st->done_key || !st->holders ||
+	    !st->limit_key || !st->hold_prefix || !st->slot_prefix ||
+	    !st->slot_key)
+		return -1;
+	snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
+	snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
+	snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
+		 st->multi ? "m:" : "", tok);
+	snprintf(st->done_key, n, "%sdone:{%s}:%s", v, req->name, tok);
+	snprintf(st->plain, n, "%s{%s}", v, req->name);
+	snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
+	if (st->multi)
+		snprintf(st->key, n, "%s%s", st->hold_prefix, tok);
+	else
+		snprintf(st->key, n, "%s", st->plain);
+	snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
+	snprintf(st->chan, n, "%sreleased:{%s}", v, req->name);
+	snprintf(st->ks_chan, n + 40, "__keyspace@%ld__:%s", st->db,
+		 st->plain);
+	snprintf(st->holders, n, "%sholders:{%s}", v, req->name);
+	snprintf(st->limit_key, n, "%slimit:{%s}", v, req->name);
+	snprintf(st->slot_prefix, n, "%sslot:{%s}:", v, req->name);
+	st->slot_key[0] = '\0';
+	return 0;
+}
+
 static enum lr_status parse_url(struct lr_store *st,
 				const struct lr_store_req *req,
 				struct lr_err *err)
@@ -1791,7 +1895,6 @@ static enum lr_status parse_url(struct lr_store *st,
 		[OPT_SENTINEL_USER] = { .s = NULL },
 		[OPT_SENTINEL_PASSWORD] = { .s = NULL },
 	};
-	const char *v;
 	unsigned given;
 	enum lr_status s;
 
@@ -1810,92 +1913,15 @@ static enum lr_status parse_url(struct lr_store *st,
 		s = check_opts(st, given, err);
 	if (s != LR_OK)
 		return s;
-	st->db = (long)val[OPT_DB].n;
-	st->cap_ms = GIVEN(OPT_TIMEOUT) ? val[OPT_TIMEOUT].n
-					: clamp64(req->ttl_ms / 3, 100, 2000);
-	st->evict = (enum guard_mode)val[OPT_EVICT].n;
-	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
-	st->replicas_opt = (int)val[OPT_REPLICAS].n;
-	st->cacert = val[OPT_CACERT].s;
-	st->cert = val[OPT_CERT].s;
-	st->certkey = val[OPT_KEY].s;
-	if (secret_dup(val[OPT_SENTINEL_USER].s, &st->sentinel_user) < 0 ||
-	    secret_dup(val[OPT_SENTINEL_PASSWORD].s, &st->sentinel_pass) < 0)
-		goto oom;
-	if (st->sentinel_user && !st->sentinel_pass) {
-		lr_err_set(err, "redis URL names sentinel_user '%s' but no "
-				"sentinel_password",
-			   st->sentinel_user);
+	take_opts(st, req, val, given);
+	s = take_secrets(st, u, val, err);
+	if (s != LR_OK)
+		return s;
+	if (make_keys(st, req, val[OPT_PREFIX].s) < 0) {
+		lr_err_set(err, "out of memory");
 		return LR_ERROR;
-	}
-	v = val[OPT_PREFIX].s;
-
-	if (u->user && *u->user) {
-		st->user = strdup(u->user);
-		if (!st->user)
-			goto oom;
-	}
-	if (secret_dup(u->password ? u->password
-				   : secure_getenv("REDISCLI_AUTH"),
-		       &st->pass) < 0)
-		goto oom;
-	if (st->user && !st->pass) {
-		lr_err_set(err, "redis URL names user '%s' but no password "
-				"(put it in the URL or REDISCLI_AUTH)",
-			   st->user);
-		return LR_ERROR;
-	}
-
-	{
-		const char *tok = req->token ? req->token : "";
-		size_t n = strlen(v) + strlen(req->name) + strlen(tok) + 40, m;
-
-		st->multi = req->shared || req->limit > 1;
-		st->key = malloc(n);
-		st->plain = malloc(n);
-		st->fence_key = malloc(n);
-		st->chan = malloc(n);
-		m = n + 40;
-		st->ks_chan = malloc(m);
-		st->waiters = malloc(n);
-		st->wake_prefix = malloc(n);
-		st->wake_chan = malloc(n);
-		st->done_key = malloc(n);
-		st->holders = malloc(n);
-		st->limit_key = malloc(n);
-		st->hold_prefix = malloc(n);
-		st->slot_prefix = malloc(n);
-		st->slot_key = malloc(n);
-		if (!st->key || !st->plain || !st->fence_key || !st->chan ||
-		    !st->ks_chan || !st->waiters || !st->wake_prefix ||
-		    !st->wake_chan || !st->done_key || !st->holders ||
-		    !st->limit_key || !st->hold_prefix || !st->slot_prefix ||
-		    !st->slot_key)
-			goto oom;
-		snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
-		snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
-		snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
-			 st->multi ? "m:" : "", tok);
-		snprintf(st->done_key, n, "%sdone:{%s}:%s", v, req->name, tok);
-		snprintf(st->plain, n, "%s{%s}", v, req->name);
-		snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
-		if (st->multi)
-			snprintf(st->key, n, "%s%s", st->hold_prefix, tok);
-		else
-			snprintf(st->key, n, "%s", st->plain);
-		snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
-		snprintf(st->chan, n, "%sreleased:{%s}", v, req->name);
-		snprintf(st->ks_chan, n + 40, "__keyspace@%ld__:%s", st->db,
-			 st->plain);
-		snprintf(st->holders, n, "%sholders:{%s}", v, req->name);
-		snprintf(st->limit_key, n, "%slimit:{%s}", v, req->name);
-		snprintf(st->slot_prefix, n, "%sslot:{%s}:", v, req->name);
-		st->slot_key[0] = '\0';
 	}
 	return LR_OK;
-oom:
-	lr_err_set(err, "out of memory");
-	return LR_ERROR;
 }
 
 /* ---- guards ------------------------------------------------------------ */

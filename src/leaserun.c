@@ -391,149 +391,166 @@ static void version(void)
 	lr_store_each(print_store, NULL);
 }
 
-static void parse(int argc, char **argv, struct opts *o)
+/* -n, -w, -E, -t, --renew, -k, --once-per, --max-time, --splay: when
+ * and how long.  1 if c is one of them. */
+static int timing_option(struct opts *o, int c)
 {
-	int c;
-
-	o->wait_ms = -1;
-	o->ttl_ms = o->renew_ms = o->grace_ms = -1;
-	o->conflict_code = 1;
-	o->stop_signal = SIGTERM;
-	o->limit = 1;
-	o->slot = -1;
-	env_defaults(o);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:l:sxvqVh",
-				longopts, NULL)) != -1) {
-		switch (c) {
-		case 'n':
-			o->nonblock = 1;
-			break;
-		case 'w':
-			o->wait_ms = duration("--wait", optarg);
-			break;
-		case 'E':
-			o->conflict_code = code_arg("--conflict-exit-code",
-						    optarg);
-			break;
-		case 'c':
-			o->command = optarg;
-			break;
-		case 'U':
-			url_arg(o, optarg);
-			break;
-		case OPT_URL_FILE:
-			o->url_file = optarg;
-			o->url = NULL;
-			break;
-		case 't':
-			o->ttl_ms = duration("--ttl", optarg);
-			break;
-		case OPT_RENEW:
-			o->renew_ms = duration("--renew", optarg);
-			break;
-		case OPT_SIGNAL:
-			o->stop_signal = signal_arg("--signal", optarg);
-			break;
-		case OPT_WARN_SIGNAL:
-			o->warn_signal = warn_signal_arg("--warn-signal",
-							 optarg);
-			break;
-		case 'k':
-			o->grace_ms = duration("--kill-after", optarg);
-			break;
-		case OPT_FOREGROUND:
-			o->foreground = 1;
-			break;
-		case 'l':
-			o->limit = limit_arg("--limit", optarg);
-			break;
-		case 's':
-			o->shared = 1;
-			break;
-		case 'x':
-			o->shared = 0;
-			break;
-		case OPT_SLOT: {
-			int k = lr_int_parse(optarg, LR_LIMIT_MAX - 1);
-
-			if (k < 0)
-				usage_error("invalid --slot '%s': expected 0 to "
-					    "%d", optarg, LR_LIMIT_MAX - 1);
-			o->slot = k;
-			break;
-		}
-		case 'v':
-			o->verbosity = o->verbosity < 0 ? 1 : o->verbosity + 1;
-			break;
-		case 'q':
-			o->verbosity = -1;
-			break;
-		case OPT_LOG_FORMAT:
-			log_format(o, "--log-format", optarg);
-			break;
-		case OPT_SYSLOG:
-			o->use_syslog = 1;
-			break;
-		case OPT_METRICS_FILE:
-			if (!*optarg)
-				usage_error("--metrics-file needs a path");
-			o->metrics_file = optarg;
-			break;
-		case OPT_JSON:
-			o->json_out = 1;
-			break;
-		case OPT_ONCE_PER:
-			o->once_per_ms =
-				positive_duration("--once-per", optarg);
-			break;
-		case OPT_MAX_TIME:
-			o->max_time_ms =
-				positive_duration("--max-time", optarg);
-			break;
-		case OPT_SPLAY:
-			o->splay_ms = duration("--splay", optarg);
-			break;
-		case OPT_STATUS:
-		case OPT_BREAK:
-		case OPT_CHECK:
-			if (o->mode && o->mode != c)
-				usage_error("--status, --break and --check "
-					    "exclude each other");
-			o->mode = c;
-			break;
-		case 'V':
-			version();
-			exit(0);
-		case 'h':
-			usage();
-			exit(0);
-		case ':':
-			usage_error("option '%s' needs an argument",
-				    argv[optind - 1]);
-		default:
-			if (optopt)
-				usage_error("unknown option '-%c'", optopt);
-			/* Not what follows '=': "--ur=URL" (ambiguous) may
-			 * hold a password. */
-			usage_error("unknown option '%.*s'",
-				    (int)strcspn(argv[optind - 1], "="),
-				    argv[optind - 1]);
-		}
+	switch (c) {
+	case 'n':
+		o->nonblock = 1;
+		break;
+	case 'w':
+		o->wait_ms = duration("--wait", optarg);
+		break;
+	case 'E':
+		o->conflict_code = code_arg("--conflict-exit-code", optarg);
+		break;
+	case 't':
+		o->ttl_ms = duration("--ttl", optarg);
+		break;
+	case OPT_RENEW:
+		o->renew_ms = duration("--renew", optarg);
+		break;
+	case 'k':
+		o->grace_ms = duration("--kill-after", optarg);
+		break;
+	case OPT_ONCE_PER:
+		o->once_per_ms = positive_duration("--once-per", optarg);
+		break;
+	case OPT_MAX_TIME:
+		o->max_time_ms = positive_duration("--max-time", optarg);
+		break;
+	case OPT_SPLAY:
+		o->splay_ms = duration("--splay", optarg);
+		break;
+	default:
+		return 0;
 	}
-	if (o->mode == OPT_CHECK) {
-		if (optind < argc)
-			usage_error("--check takes no arguments: it reads "
-				    "LEASERUN_STATE");
-		return;
+	return 1;
+}
+
+/* -c, -U, --url-file, --signal, --warn-signal, --foreground, -l, -s, -x:
+ * what runs, in which store, and how the lease is shared.  1 if c is one
+ * of them. */
+static int run_option(struct opts *o, int c)
+{
+	switch (c) {
+	case 'c':
+		o->command = optarg;
+		break;
+	case 'U':
+		url_arg(o, optarg);
+		break;
+	case OPT_URL_FILE:
+		o->url_file = optarg;
+		o->url = NULL;
+		break;
+	case OPT_SIGNAL:
+		o->stop_signal = signal_arg("--signal", optarg);
+		break;
+	case OPT_WARN_SIGNAL:
+		o->warn_signal = warn_signal_arg("--warn-signal", optarg);
+		break;
+	case OPT_FOREGROUND:
+		o->foreground = 1;
+		break;
+	case 'l':
+		o->limit = limit_arg("--limit", optarg);
+		break;
+	case 's':
+		o->shared = 1;
+		break;
+	case 'x':
+		o->shared = 0;
+		break;
+	default:
+		return 0;
 	}
+	return 1;
+}
+
+/* -v, -q, --log-format, --syslog, --metrics-file, --json: what is said,
+ * and where.  1 if c is one of them. */
+static int output_option(struct opts *o, int c)
+{
+	switch (c) {
+	case 'v':
+		o->verbosity = o->verbosity < 0 ? 1 : o->verbosity + 1;
+		break;
+	case 'q':
+		o->verbosity = -1;
+		break;
+	case OPT_LOG_FORMAT:
+		log_format(o, "--log-format", optarg);
+		break;
+	case OPT_SYSLOG:
+		o->use_syslog = 1;
+		break;
+	case OPT_METRICS_FILE:
+		if (!*optarg)
+			usage_error("--metrics-file needs a path");
+		o->metrics_file = optarg;
+		break;
+	case OPT_JSON:
+		o->json_out = 1;
+		break;
+	default:
+		return 0;
+	}
+	return 1;
+}
+
+/* --status, --break, --slot, --check, -V, -h, and what getopt refused:
+ * the modes, and the options that end the parse here. */
+static void mode_option(struct opts *o, int c, char **argv)
+{
+	int k;
+
+	switch (c) {
+	case OPT_SLOT:
+		k = lr_int_parse(optarg, LR_LIMIT_MAX - 1);
+		if (k < 0)
+			usage_error("invalid --slot '%s': expected 0 to %d",
+				    optarg, LR_LIMIT_MAX - 1);
+		o->slot = k;
+		break;
+	case OPT_STATUS:
+	case OPT_BREAK:
+	case OPT_CHECK:
+		if (o->mode && o->mode != c)
+			usage_error("--status, --break and --check "
+				    "exclude each other");
+		o->mode = c;
+		break;
+	case 'V':
+		version();
+		exit(0);
+	case 'h':
+		usage();
+		exit(0);
+	case ':':
+		usage_error("option '%s' needs an argument", argv[optind - 1]);
+	default:
+		if (optopt)
+			usage_error("unknown option '-%c'", optopt);
+		/* Not what follows '=': "--ur=URL" (ambiguous) may hold a
+		 * password. */
+		usage_error("unknown option '%.*s'",
+			    (int)strcspn(argv[optind - 1], "="),
+			    argv[optind - 1]);
+	}
+}
+
+/* The options that go only with a mode, or not with each other. */
+static void check_combinations(const struct opts *o)
+{
 	if (o->json_out && o->mode != OPT_STATUS)
 		usage_error("--json goes with --status or --check");
 	if (o->slot >= 0 && o->mode != OPT_BREAK)
 		usage_error("--slot goes with --break");
 	if (o->shared && o->limit > 1)
-		usage_error("--shared and --limit %u exclude each other: shared "
-			    "holders share one slot",
+		usage_error("--shared and --limit %u exclude each other: "
+			    "shared holders share one slot",
 			    o->limit);
 	/* A run recorded per period is one run: a second holder beside it
 	 * could record its own start at the same moment. */
@@ -541,6 +558,12 @@ static void parse(int argc, char **argv, struct opts *o)
 		usage_error("--once-per goes with a plain lease only, not with "
 			    "%s",
 			    o->shared ? "--shared" : "--limit");
+}
+
+/* The words after the options: NAME, then the command (or none, for
+ * --status and --break). */
+static void operands(struct opts *o, int argc, char **argv)
+{
 	if (optind >= argc)
 		usage_error("no lease name given");
 	o->name = argv[optind++];
@@ -573,6 +596,33 @@ static void parse(int argc, char **argv, struct opts *o)
 	} else if (!o->command && !argv[optind]) {
 		usage_error("no command given");
 	}
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	int c;
+
+	o->wait_ms = -1;
+	o->ttl_ms = o->renew_ms = o->grace_ms = -1;
+	o->conflict_code = 1;
+	o->stop_signal = SIGTERM;
+	o->limit = 1;
+	o->slot = -1;
+	env_defaults(o);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:l:sxvqVh",
+				longopts, NULL)) != -1)
+		if (!timing_option(o, c) && !run_option(o, c) &&
+		    !output_option(o, c))
+			mode_option(o, c, argv);
+	if (o->mode == OPT_CHECK) {
+		if (optind < argc)
+			usage_error("--check takes no arguments: it reads "
+				    "LEASERUN_STATE");
+		return;
+	}
+	check_combinations(o);
+	operands(o, argc, argv);
 }
 
 static void finish_timing(struct opts *o)
