@@ -149,25 +149,12 @@ static char *redact(const char *s, const char *at)
 	return r;
 }
 
-int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
+/* The scheme, s up to p (the "://"), lower-cased into u. */
+static int url_scheme(struct lr_url *u, const char *s, const char *p,
+		      char *why, size_t len)
 {
-	struct lr_url *u;
-	const char *p, *auth, *auth_end, *at, *colon, *q;
 	size_t i;
 
-	*out = NULL;
-	u = calloc(1, sizeof(*u));
-	if (!u) {
-		snprintf(why, len, "out of memory");
-		return -1;
-	}
-	*out = u;
-
-	p = strstr(s, "://");
-	if (!p || p == s) {
-		snprintf(why, len, "not a URL (expected scheme://...)");
-		return -1;
-	}
 	for (i = 0; s + i < p; i++) {
 		int c = (unsigned char)s[i];
 
@@ -178,13 +165,25 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 		}
 	}
 	u->scheme = strndup(s, (size_t)(p - s));
-	if (!u->scheme)
-		goto oom;
+	if (!u->scheme) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
 	for (i = 0; u->scheme[i]; i++)
 		u->scheme[i] = (char)tolower((unsigned char)u->scheme[i]);
+	return 0;
+}
 
-	auth = p + 3;
-	auth_end = auth + strcspn(auth, "/?#");
+/* The user information and the hosts, between auth and auth_end (the
+ * first '/', '?' or '#').  *at is the '@' that ends the user information,
+ * or NULL. */
+static int url_authority(struct lr_url *u, const char *auth,
+			 const char *auth_end, const char **at, char *why,
+			 size_t len)
+{
+	const char *colon, *q;
+	size_t i;
+
 	if (strchr(auth_end, '@')) {
 		/* "u:ab/cd@host": the password holds a '/' or '?'.  Say so
 		 * without echoing any of it. */
@@ -197,26 +196,29 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 		snprintf(why, len, "URL fragments (#) are not allowed");
 		return -1;
 	}
-	at = NULL;
+	*at = NULL;
 	for (q = auth; q < auth_end; q++)
 		if (*q == '@')
-			at = q; /* the last '@': passwords may hold one */
-	if (at) {
-		colon = memchr(auth, ':', (size_t)(at - auth));
-		u->user = lr_url_decode(auth, (size_t)((colon ? colon : at) - auth));
+			*at = q; /* the last '@': passwords may hold one */
+	if (*at) {
+		colon = memchr(auth, ':', (size_t)(*at - auth));
+		u->user = lr_url_decode(auth,
+					(size_t)((colon ? colon : *at) - auth));
 		if (colon)
 			u->password = lr_url_decode(colon + 1,
-					     (size_t)(at - colon - 1));
+					     (size_t)(*at - colon - 1));
 		if (!u->user || (colon && !u->password)) {
 			snprintf(why, len, "bad percent-escape in URL user "
 					   "information");
 			return -1;
 		}
-		auth = at + 1;
+		auth = *at + 1;
 	}
 	u->hosts = strndup(auth, (size_t)(auth_end - auth));
-	if (!u->hosts)
-		goto oom;
+	if (!u->hosts) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
 	for (i = 0; u->hosts[i]; i++) {
 		int c = (unsigned char)u->hosts[i];
 
@@ -225,9 +227,15 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 			return -1;
 		}
 	}
+	return 0;
+}
 
-	p = auth_end;
-	q = p + strcspn(p, "?#");
+/* The path, and the query's parameters, from p (the end of the hosts). */
+static int url_path_query(struct lr_url *u, const char *p, char *why,
+			  size_t len)
+{
+	const char *q = p + strcspn(p, "?#");
+
 	u->path = lr_url_decode(p, (size_t)(q - p));
 	if (!u->path) {
 		snprintf(why, len, "bad percent-escape in URL path");
@@ -237,33 +245,55 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 		snprintf(why, len, "URL fragments (#) are not allowed");
 		return -1;
 	}
-	if (*q == '?') {
-		p = q + 1;
-		while (*p) {
-			size_t n = strcspn(p, "&#");
+	if (*q != '?')
+		return 0;
+	for (p = q + 1; *p;) {
+		size_t n = strcspn(p, "&#");
 
-			if (p[n] == '#') {
-				snprintf(why, len,
-					 "URL fragments (#) are not allowed");
-				return -1;
-			}
-			if (n && add_param(u, p, n) < 0) {
-				snprintf(why, len, "bad URL query parameter");
-				return -1;
-			}
-			p += n;
-			if (*p == '&')
-				p++;
+		if (p[n] == '#') {
+			snprintf(why, len, "URL fragments (#) are not allowed");
+			return -1;
 		}
+		if (n && add_param(u, p, n) < 0) {
+			snprintf(why, len, "bad URL query parameter");
+			return -1;
+		}
+		p += n;
+		if (*p == '&')
+			p++;
 	}
-
-	u->redacted = redact(s, at);
-	if (!u->redacted)
-		goto oom;
 	return 0;
-oom:
-	snprintf(why, len, "out of memory");
-	return -1;
+}
+
+int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
+{
+	struct lr_url *u;
+	const char *p, *auth_end, *at;
+
+	*out = NULL;
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	*out = u;
+	p = strstr(s, "://");
+	if (!p || p == s) {
+		snprintf(why, len, "not a URL (expected scheme://...)");
+		return -1;
+	}
+	if (url_scheme(u, s, p, why, len) < 0)
+		return -1;
+	auth_end = p + 3 + strcspn(p + 3, "/?#");
+	if (url_authority(u, p + 3, auth_end, &at, why, len) < 0 ||
+	    url_path_query(u, auth_end, why, len) < 0)
+		return -1;
+	u->redacted = redact(s, at);
+	if (!u->redacted) {
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 static size_t mask(char *p, const char *end)
