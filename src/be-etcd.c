@@ -2027,22 +2027,50 @@ static enum lr_status run_age(struct lr_store *st, int64_t lease,
 	return LR_OK;
 }
 
+/* The period's lease, granted: its ID ours (random), so nothing else
+ * can share it.  *lease is 0 unless it was granted. */
+static enum lr_status run_lease(struct lr_store *st, int64_t period_ms,
+				int64_t deadline, int64_t *lease,
+				struct lr_err *err)
+{
+	LrEtcd__LeaseGrantRequest gq = LR_ETCD__LEASE_GRANT_REQUEST__INIT;
+	enum lr_status s;
+	struct rpc g;
+	uint64_t id = 0;
+
+	*lease = 0;
+	memset(&g, 0, sizeof(g));
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+		lr_err_set(err, "getrandom: %s", strerror(errno));
+		return LR_ERROR;
+	}
+	gq.id = (int64_t)(id & INT64_MAX) ? (int64_t)(id & INT64_MAX) : 1;
+	gq.ttl = (period_ms + 999) / 1000;
+	if (rpc_init(&g, "lease grant", M_GRANT, &gq.base,
+		     &lr_etcd__lease_grant_response__descriptor) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	s = call1(st, &g, deadline, err);
+	if (s == LR_OK)
+		*lease = gq.id;
+	rpc_clear(&g);
+	return s;
+}
+
 static enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 				   uint64_t fence, int64_t deadline,
 				   struct lr_run *last, struct lr_err *err)
 {
-	LrEtcd__LeaseGrantRequest gq = LR_ETCD__LEASE_GRANT_REQUEST__INIT;
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	char gval[32], lval[400];
 	struct lr_run run;
-	struct rpc r, g;
+	struct rpc r;
 	enum lr_status s = LR_ERROR;
 	int64_t lease = 0, mod = 0;
-	uint64_t id = 0;
 	int tries;
 
 	memset(&r, 0, sizeof(r));
-	memset(&g, 0, sizeof(g));
 	if (!gate || !lkey)
 		goto oom;
 	snprintf(gval, sizeof(gval), "%" PRIu64, fence);
@@ -2054,22 +2082,9 @@ static enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 	snprintf(run.host, sizeof(run.host), "%s",
 		 st->req->host ? st->req->host : "");
 	lr_run_format(&run, lval, sizeof(lval));
-	/* The period's lease: its ID ours, so nothing else can share it. */
-	if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
-		lr_err_set(err, "getrandom: %s", strerror(errno));
+	s = run_lease(st, period_ms, deadline, &lease, err);
+	if (s != LR_OK)
 		goto out;
-	}
-	lease = (int64_t)(id & INT64_MAX) ? (int64_t)(id & INT64_MAX) : 1;
-	gq.id = lease;
-	gq.ttl = (period_ms + 999) / 1000;
-	if (rpc_init(&g, "lease grant", M_GRANT, &gq.base,
-		     &lr_etcd__lease_grant_response__descriptor) < 0)
-		goto oom;
-	s = call1(st, &g, deadline, err);
-	if (s != LR_OK) {
-		lease = 0;
-		goto out;
-	}
 	for (tries = 0; tries < 3; tries++) {
 		const LrEtcd__TxnResponse *t;
 		const LrEtcd__KeyValue *gkv, *lkv;
@@ -2132,7 +2147,6 @@ out:
 	if (lease)
 		lease_revoke(st, lease, deadline);
 	rpc_clear(&r);
-	rpc_clear(&g);
 	free(gate);
 	free(lkey);
 	return s;
