@@ -7,9 +7,10 @@
 # 1. One short run: "leaserun -n NAME true" on Redis, "flock -n FILE true",
 #    and a careful redis-cli script doing the same lease by hand (SET NX PX
 #    with a random token, the command, a Lua compare-and-delete).  hyperfine
-#    without a shell.  Targets: within 1.2x of flock, 4x faster than the
-#    redis-cli script.  "leaserun -n" on the file store is measured too,
-#    to tell the core's own cost from the Redis store's.
+#    without a shell.  Targets: within 1.25x of flock (issue 16), 4x faster
+#    than the redis-cli script.  "leaserun -n" on the file store (on a
+#    tmpfs) is measured too, to tell the core's own cost from the Redis
+#    store's.
 # 2. Hand-over: 20 waiters queue on one name; each holds the lease for
 #    50 ms.  A gap is "previous holder's command ended -> next command
 #    started" (bash's $EPOCHREALTIME, the last and the first thing the
@@ -47,6 +48,12 @@ if [ ! -x "$LEASERUN" ] || [ ! -e "$LEASERUN_MODULE_DIR/redis.so" ]; then
 fi
 
 tmp=$(mktemp -d /tmp/leaserun-bench.XXXXXX)
+# The file store's runs on a tmpfs, as its default directory is on a
+# usual system (on a disk, each grant also flushes its fence counter).
+ftmp=$tmp
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+	ftmp=$(mktemp -d /dev/shm/leaserun-bench.XXXXXX)
+fi
 port=$("$builddir/tests/freeport")
 redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
 	--dir "$tmp" --logfile "$tmp/redis.log" </dev/null >/dev/null 2>&1 &
@@ -54,7 +61,7 @@ rpid=$!
 cleanup() {
 	kill "$rpid" 2>/dev/null || true
 	wait "$rpid" 2>/dev/null || true
-	rm -rf "$tmp"
+	rm -rf "$tmp" "$ftmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
@@ -84,14 +91,14 @@ short_run() {
 		-n "leaserun -n (redis)" "$LEASERUN -n -U $url bench true" \
 		-n "flock -n" "flock -n $tmp/flock.lock true" \
 		-n "redis-cli script" "sh $tmp/cli.sh $port" \
-		-n "leaserun -n (file)" "$LEASERUN -n -U file://$tmp bench true"
+		-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true"
 
 	# CSV: command,mean,stddev,median,user,system,min,max (seconds).
 	awk -F, 'NR > 1 { med[NR - 1] = $4; mean[NR - 1] = $2 }
 		END {
 			printf "\nmedian: leaserun %.2f ms, flock %.2f ms, redis-cli script %.2f ms\n",
 				med[1] * 1000, med[2] * 1000, med[3] * 1000
-			printf "leaserun / flock            = %.2fx (median; mean %.2fx; target <= 1.2x)\n",
+			printf "leaserun / flock            = %.2fx (median; mean %.2fx; target <= 1.25x)\n",
 				med[1] / med[2], mean[1] / mean[2]
 			printf "redis-cli script / leaserun = %.2fx (median; mean %.2fx; target >= 4x)\n",
 				med[3] / med[1], mean[3] / mean[1]
@@ -106,6 +113,6 @@ if [ "${SKIP_SHORT:-}" != 1 ]; then
 fi
 echo "== hand-over with 20 waiters (holder's command ends -> next starts)"
 handover "$url" redis
-mkdir -p "$tmp/locks"
-handover "file://$tmp/locks" file
+mkdir -p "$ftmp/locks"
+handover "file://$ftmp/locks" file
 echo "(target for redis: median under 5 ms on loopback)"
