@@ -658,23 +658,33 @@ static int on_wait_over(struct sup *s, int64_t now)
 	return 0;
 }
 
-static int on_renew(struct sup *s, int64_t now)
+/* The states in which the lease is ours to renew, and so to lose: the
+ * command runs, or its group is being stopped.  The states with a
+ * command to signal or reap are these and LOST. */
+static int renewing(enum state st)
 {
-	switch (s->state) {
+	switch (st) {
 	case HELD:
 	case AT_RISK:
 	case STOPPING:
 	case DRAINING:
 	case TIMED_OUT:
-		try_renew(s, now);
-		return 0;
+		return 1;
 	case WAITING:
 	case LOST:
 	case DONE:
 	case SPLAYING:
-		return -1;
+		return 0;
 	}
-	return -1;
+	return 0;
+}
+
+static int on_renew(struct sup *s, int64_t now)
+{
+	if (!renewing(s->state))
+		return -1;
+	try_renew(s, now);
+	return 0;
 }
 
 /* D - grace: the renewal that should have moved D did not come. */
@@ -718,23 +728,11 @@ static int on_grace(struct sup *s, int64_t now)
 static int on_kill(struct sup *s, int64_t now)
 {
 	(void)now;
-	switch (s->state) {
-	case HELD:
-	case AT_RISK:
-	case STOPPING:
-	case DRAINING:
-	case TIMED_OUT:
-		lose(s, s->state == STOPPING
-				? "the command did not stop in time"
-				: "the deadline passed without a renewal");
-		return 0;
-	case WAITING:
-	case LOST:
-	case DONE:
-	case SPLAYING:
+	if (!renewing(s->state))
 		return -1;
-	}
-	return -1;
+	lose(s, s->state == STOPPING ? "the command did not stop in time"
+				     : "the deadline passed without a renewal");
+	return 0;
 }
 
 static int on_drain_kill(struct sup *s, int64_t now)
