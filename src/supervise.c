@@ -39,6 +39,15 @@
  * store to record the start, by its own clock, after the acquire and its
  * validity check and before the command starts: the lease serialises the
  * hosts, and the store's clock, not ours, tells whether a period passed.
+ *
+ * The transitions act (spawn, signal, release) and say what happened, once,
+ * with report(): report.c words it for the log, the command's state file,
+ * systemd and the metrics, always in that order.  What the loop does to
+ * the command is placed around the report, so that the state file is
+ * written before the command starts and before any signal that asks it
+ * to look (--warn-signal, the stop signal), and removed only after the
+ * release.  Only the -vv trace of the machine (state changes, forwarded
+ * signals) is logged here directly.
  */
 #include "config.h"
 
@@ -57,8 +66,7 @@
 
 #include "child.h"
 #include "log.h"
-#include "metrics.h"
-#include "notify.h"
+#include "report.h"
 #include "state.h"
 #include "supervise.h"
 #include "timing.h"
@@ -101,7 +109,7 @@ struct sup {
 	int64_t t_start;       /* for the wait time */
 	int64_t t_acquired;    /* for the hold time; 0 before */
 	int waiting_logged;
-	int state_failed;      /* the state file could not be written */
+	struct lr_reporter rep; /* what the events of this run share */
 	int too_late;          /* acquires in a row answered too late */
 	pid_t pid;             /* the command, 0 before / after */
 	pid_t guard;           /* kills the group if we are killed */
@@ -166,29 +174,19 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 	return d > now ? d : now;
 }
 
-/* Rewrites the command's state file; warns once if it cannot.  A file
- * that cannot be updated any more stays as it was: its deadline makes
- * --check say "expired" once that passes, which is the truth or late
- * news, never a lie about a lease we lost. */
-static void keep_state(struct sup *s, enum lr_lease_state st)
+/* Tells the log, the state file, systemd and the metrics what happened
+ * (report.h); the lease's fence and deadline go with every event. */
+static void report(struct sup *s, struct lr_report ev)
 {
-	if (s->state_failed)
-		return;
-	if (lr_state_write(s->cfg->name, st, s->res->fence, s->D) < 0) {
-		s->state_failed = 1;
-		if (lr_state_path())
-			lr_log(LR_LOG_WARN, "state",
-			       "cannot update the lease state file (%s); "
-			       "leaserun --check will report the lease "
-			       "expired from %lldms on",
-			       strerror(errno),
-			       (long long)(s->D - lr_now_ms()));
-		else
-			lr_log(LR_LOG_WARN, "state",
-			       "cannot write the lease state file (%s); the "
-			       "command runs without LEASERUN_STATE",
-			       strerror(errno));
-	}
+	ev.fence = s->res->fence;
+	ev.deadline = s->D;
+	lr_report(&s->rep, &ev);
+}
+
+/* Why a store call failed: in its own words, or else by its status. */
+static const char *failed(const struct lr_err *err, enum lr_status rc)
+{
+	return err->msg[0] ? err->msg : lr_status_name(rc);
 }
 
 /* "host pid N", as far as the store knows; "" if it does not.  Of
@@ -228,38 +226,11 @@ out:
 	lr_info_free(&info);
 }
 
-/* The "acquired" line: the fence, and the slot of a semaphore or the
- * mode of a shared lease. */
-static void log_acquired(struct sup *s, const struct lr_grant *g,
-			 int64_t now)
-{
-	const struct lr_sup_cfg *c = s->cfg;
-	const struct lr_field f[] = {
-		LR_NUM("fence", g->fence),
-		LR_NUM("wait_ms", now - s->t_start),
-		LR_NUM("ttl_ms", s->ttl),
-		LR_NUM("slot", g->slot),
-		LR_STR("mode", c->shared ? "shared" : "exclusive"),
-	};
-
-	if (c->limit > 1)
-		lr_logf(LR_LOG_INFO, "acquired", f, 4,
-			"acquired slot %u of %u, fence %llu", g->slot,
-			c->limit, (unsigned long long)g->fence);
-	else if (c->shared)
-		lr_logf(LR_LOG_INFO, "acquired", f, 5,
-			"acquired shared, fence %llu",
-			(unsigned long long)g->fence);
-	else
-		lr_logf(LR_LOG_INFO, "acquired", f, 3, "acquired, fence %llu",
-			(unsigned long long)g->fence);
-}
-
 static void conflict(struct sup *s)
 {
 	s->res->outcome = LR_OUT_CONFLICT;
-	lr_metrics_count(LR_M_CONFLICTS);
-	lr_metrics_observe(LR_H_WAIT, lr_now_ms() - s->t_start);
+	report(s, (struct lr_report){ .kind = LR_REP_CONFLICT,
+				      .ms = lr_now_ms() - s->t_start });
 	set_state(s, DONE);
 }
 
@@ -271,16 +242,10 @@ static void kill_group(struct sup *s, int sig)
 
 static void lose(struct sup *s, const char *why)
 {
-	const struct lr_field f[] = { LR_STR("reason", why) };
-
 	/* The kill first: the command has nothing to learn any more. */
 	s->stopped = 1;
 	kill_group(s, SIGKILL);
-	lr_logf(LR_LOG_WARN, "lost", f, 1,
-		"lease lost: %s; killing the command", why);
-	keep_state(s, LR_ST_LOST);
-	lr_notify("STATUS=lost %s: %s; the command was killed", s->cfg->name,
-		  why);
+	report(s, (struct lr_report){ .kind = LR_REP_LOST, .why = why });
 	set_state(s, LOST);
 	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
 }
@@ -312,9 +277,8 @@ static int granted(struct sup *s, const struct lr_grant *g)
 		fail(s, &err);
 		return 0;
 	}
-	lr_log(LR_LOG_INFO, "ttl",
-	       "the store granted a TTL of %lldms; renewing every %lldms",
-	       (long long)s->ttl, (long long)s->renew_ms);
+	report(s, (struct lr_report){ .kind = LR_REP_TTL, .ms = s->ttl,
+				      .n = s->renew_ms });
 	return 1;
 }
 
@@ -345,13 +309,9 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 			   c->ops->name);
 	lr_duration_human(c->once_per_ms, period, sizeof(period));
 	if (rc == LR_OK) {
-		const struct lr_field f[] = { LR_NUM("period_ms",
-						     c->once_per_ms) };
-
 		s->run_started = 1;
-		lr_logf(LR_LOG_INFO, "recorded", f, 1,
-			"start recorded; the next run is allowed in %s",
-			period);
+		report(s, (struct lr_report){ .kind = LR_REP_RECORDED,
+					      .ms = c->once_per_ms });
 		return 0;
 	}
 	/* No command ran: nothing to hold, nothing to count as held. */
@@ -360,7 +320,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	s->t_renew = s->t_grace = s->t_kill = NEVER;
 	if (rc == LR_BUSY) {
 		s->res->outcome = LR_OUT_HELD_BACK;
-		lr_metrics_count(LR_M_SKIPPED);
+		report(s, (struct lr_report){ .kind = LR_REP_HELD_BACK });
 		set_state(s, DONE);
 		return 1;
 	}
@@ -396,9 +356,65 @@ static void run_end(struct sup *s)
 		deadline = s->D - LR_KAPPA_MS > now ? s->D - LR_KAPPA_MS : now;
 	rc = c->ops->run_end(c->st, status, deadline, &err);
 	if (rc != LR_OK)
-		lr_log(LR_LOG_WARN, "run-end",
-		       "could not record the end of the run: %s",
-		       err.msg[0] ? err.msg : lr_status_name(rc));
+		report(s, (struct lr_report){ .kind = LR_REP_RUN_END_FAILED,
+					      .why = failed(&err, rc) });
+}
+
+/* The lease is held and may be used: the state file first, so the
+ * command can read it from its first instruction; then the command; then
+ * the guard, which needs its pid.  Returns with the state HELD, or DONE
+ * if the command could not start. */
+static void run_command(struct sup *s, const struct lr_grant *g)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+
+	report(s, (struct lr_report){ .kind = LR_REP_HOLDING });
+	s->pid = c->spawn(c->ctx, g, &s->res->code);
+	if (s->pid < 0) {
+		s->pid = 0;
+		s->reaped = 1;
+		s->res->outcome = LR_OUT_CHILD;
+		set_state(s, DONE);
+		return;
+	}
+	report(s, (struct lr_report){ .kind = LR_REP_STARTED, .n = s->pid });
+	if (c->max_time_ms > 0)
+		s->t_max = lr_now_ms() + c->max_time_ms;
+	if (!c->foreground) {
+		const char *const rm[3] = { lr_state_path(), lr_state_tmp(),
+					    lr_state_dir() };
+
+		s->guard = lr_child_guard_start(
+			s->pid, lr_state_path() ? rm : NULL, &s->guard_fd);
+		if (s->guard < 0) {
+			report(s, (struct lr_report){ .kind = LR_REP_NO_GUARD,
+						      .n = errno });
+			s->guard = 0;
+		}
+	}
+	s->t_acquire = s->t_wait_over = NEVER;
+	set_state(s, HELD);
+}
+
+/* Busy: give up (-n), or wait, naming the holder once. */
+static void busy(struct sup *s, int64_t now)
+{
+	if (s->cfg->wait_ms == 0) {
+		holder(s, now, s->res->holder, sizeof(s->res->holder));
+		conflict(s);
+		return;
+	}
+	if (!s->waiting_logged) {
+		/* Asked once, before the store starts its wait (a store may
+		 * not take other calls during it). */
+		holder(s, now, s->res->holder, sizeof(s->res->holder));
+		report(s, (struct lr_report){ .kind = LR_REP_WAITING,
+					      .why = s->res->holder });
+		s->waiting_logged = 1;
+	}
+	s->t_acquire = now + jitter(s, s->backoff);
+	if (s->backoff < 1000)
+		s->backoff *= 2;
 }
 
 static void try_acquire(struct sup *s, int64_t now)
@@ -423,10 +439,8 @@ static void try_acquire(struct sup *s, int64_t now)
 		extend(s, t_send);
 		if (s->D - now < s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
 			/* Too little validity left to run safely. */
-			lr_log(LR_LOG_INFO, "retry",
-			       "acquired with only %lldms left; giving it "
-			       "back and trying again",
-			       (long long)(s->D - now));
+			report(s, (struct lr_report){ .kind = LR_REP_TOO_LATE,
+						      .left_ms = s->D - now });
 			c->ops->release(c->st, now + 1000, &err);
 			if (++s->too_late >= 5) {
 				lr_err_set(&err, "the store took %lldms to "
@@ -445,73 +459,15 @@ static void try_acquire(struct sup *s, int64_t now)
 		s->too_late = 0;
 		s->res->fence = g.fence;
 		s->t_acquired = now;
-		log_acquired(s, &g, now);
-		lr_metrics_count(LR_M_ACQUIRED);
-		lr_metrics_observe(LR_H_WAIT, now - s->t_start);
-		if (run_gate(s, &g))
-			return;
-		keep_state(s, LR_ST_HELD);
-		s->pid = c->spawn(c->ctx, &g, &s->res->code);
-		if (s->pid < 0) {
-			s->pid = 0;
-			s->reaped = 1;
-			s->res->outcome = LR_OUT_CHILD;
-			set_state(s, DONE);
-			return;
-		}
-		{
-			const struct lr_field f[] = { LR_NUM("pid", s->pid) };
-
-			lr_logf(LR_LOG_INFO, "started", f, 1,
-				"command started, pid %ld", (long)s->pid);
-		}
-		lr_notify("READY=1\nSTATUS=holding %s, fence %llu",
-			  c->name, (unsigned long long)g.fence);
-		if (c->max_time_ms > 0)
-			s->t_max = lr_now_ms() + c->max_time_ms;
-		if (!c->foreground) {
-			const char *const rm[3] = { lr_state_path(),
-						    lr_state_tmp(),
-						    lr_state_dir() };
-
-			s->guard = lr_child_guard_start(
-				s->pid, lr_state_path() ? rm : NULL,
-				&s->guard_fd);
-			if (s->guard < 0) {
-				lr_log(LR_LOG_WARN, "guard",
-				       "cannot start the group guard (%s): "
-				       "kill -9 of leaserun would leave the "
-				       "command's children running",
-				       strerror(errno));
-				s->guard = 0;
-			}
-		}
-		s->t_acquire = s->t_wait_over = NEVER;
-		set_state(s, HELD);
+		report(s, (struct lr_report){ .kind = LR_REP_ACQUIRED,
+					      .slot = g.slot,
+					      .ms = now - s->t_start,
+					      .ttl = s->ttl });
+		if (!run_gate(s, &g))
+			run_command(s, &g);
 		return;
 	case LR_BUSY:
-		if (c->wait_ms == 0) {
-			holder(s, now, s->res->holder, sizeof(s->res->holder));
-			conflict(s);
-			return;
-		}
-		if (!s->waiting_logged) {
-			/* Asked once, before the store starts its wait (a
-			 * store may not take other calls during it). */
-			char *who = s->res->holder;
-			const struct lr_field f[] = { LR_STR("holder", who) };
-
-			holder(s, now, who, sizeof(s->res->holder));
-			lr_logf(LR_LOG_INFO, "waiting", f, 1,
-				"held by %s; waiting",
-				who[0] ? who : "another");
-			lr_notify("STATUS=waiting for %s, held by %s",
-				  c->name, who[0] ? who : "another");
-			s->waiting_logged = 1;
-		}
-		s->t_acquire = now + jitter(s, s->backoff);
-		if (s->backoff < 1000)
-			s->backoff *= 2;
+		busy(s, now);
 		return;
 	case LR_LOST:
 	case LR_TIMEOUT:
@@ -526,23 +482,14 @@ static void try_acquire(struct sup *s, int64_t now)
 /* HELD -> AT_RISK: the first renew failed. */
 static void at_risk(struct sup *s, int64_t now)
 {
-	const struct lr_sup_cfg *c = s->cfg;
-	const struct lr_field f[] = { LR_NUM("left_ms", s->D - now) };
+	int sig = s->cfg->warn_signal;
 
 	set_state(s, AT_RISK);
-	keep_state(s, LR_ST_AT_RISK);
-	if (c->warn_signal) {
-		lr_logf(LR_LOG_WARN, "at-risk", f, 1,
-			"lease at risk: %lldms left; sending signal %d to "
-			"the command",
-			(long long)(s->D - now), c->warn_signal);
-		kill_group(s, c->warn_signal);
-	} else {
-		lr_logf(LR_LOG_WARN, "at-risk", f, 1,
-			"lease at risk: %lldms left", (long long)(s->D - now));
-	}
-	lr_notify("STATUS=%s at risk: renewals failing, %lldms left",
-		  c->name, (long long)(s->D - now));
+	/* The state file says "at-risk" before the command is warned. */
+	report(s, (struct lr_report){ .kind = LR_REP_AT_RISK,
+				      .left_ms = s->D - now, .n = sig });
+	if (sig)
+		kill_group(s, sig);
 }
 
 /* Notes a successful renewal's round trip.  The TTL must dwarf it: once
@@ -551,32 +498,15 @@ static void at_risk(struct sup *s, int64_t now)
  * changes: the deadline rules already cover a slow store. */
 static void heartbeat(struct sup *s, int64_t ms)
 {
-	int64_t p99, safe;
-	char buf[32];
+	int64_t p99;
 
-	lr_metrics_observe(LR_H_HEARTBEAT, ms);
 	lr_p99_add(&s->lat, ms);
 	p99 = lr_p99(&s->lat);
 	if (s->slow_warned || p99 * 10 <= s->ttl)
 		return;
 	s->slow_warned = 1;
-	safe = lr_safe_ttl(p99);
-	lr_duration_format(safe, buf, sizeof(buf));
-	{
-		const struct lr_field f[] = {
-			LR_NUM("p99_ms", p99),
-			LR_NUM("renewals", s->lat.n),
-			LR_NUM("ttl_ms", s->ttl),
-			LR_NUM("safe_ttl_ms", safe),
-		};
-
-		lr_logf(LR_LOG_WARN, "slow-heartbeat", f, 4,
-			"renewals are slow: p99 %lldms over the last %u "
-			"renewals, more than a tenth of the TTL of %lldms; a "
-			"TTL of %s or more would be safe",
-			(long long)p99, s->lat.n, (long long)s->ttl, buf);
-	}
-	lr_metrics_count(LR_M_HEARTBEAT_SLOW);
+	report(s, (struct lr_report){ .kind = LR_REP_SLOW, .ms = p99,
+				      .n = s->lat.n, .ttl = s->ttl });
 }
 
 static void try_renew(struct sup *s, int64_t now)
@@ -589,53 +519,36 @@ static void try_renew(struct sup *s, int64_t now)
 	rc = c->ops->renew(c->st, call_deadline(s, t_send, s->renew_ms), &err);
 	t1 = lr_now_ms();
 	switch (rc) {
-	case LR_OK: {
+	case LR_OK:
 		extend(s, t_send);
-		const struct lr_field f[] = {
-			LR_NUM("latency_ms", t1 - t_send),
-			LR_NUM("left_ms", s->D - t1),
-		};
-
-		lr_logf(LR_LOG_INFO, "renewed", f, 2,
-			"renewed%s in %lldms, %lldms left",
-			s->state == AT_RISK ? " again" : "",
-			(long long)(t1 - t_send), (long long)(s->D - t1));
-		heartbeat(s, t1 - t_send);
-		if (s->state == AT_RISK) {
-			set_state(s, HELD);
-			lr_notify("STATUS=holding %s, fence %llu", c->name,
-				  (unsigned long long)s->res->fence);
-		}
 		/* Told to stop (at D - grace, or draining what was left):
 		 * a renewal does not take that back. */
-		keep_state(s, s->stopped || s->timed_out ||
-					      s->state == DRAINING
-				      ? LR_ST_STOPPING : LR_ST_HELD);
+		report(s, (struct lr_report){
+				  .kind = LR_REP_RENEWED,
+				  .ms = t1 - t_send,
+				  .left_ms = s->D - t1,
+				  .again = s->state == AT_RISK,
+				  .stopping = s->stopped || s->timed_out ||
+					      s->state == DRAINING });
+		heartbeat(s, t1 - t_send);
+		if (s->state == AT_RISK)
+			set_state(s, HELD);
 		return;
-	}
 	case LR_LOST:
 		s->certain_loss = 1;
 		lose(s, err.msg[0] ? err.msg : "the store says it is not ours");
 		return;
 	case LR_BUSY:
 	case LR_TIMEOUT:
-	case LR_ERROR: {
-		const char *why = err.msg[0] ? err.msg : lr_status_name(rc);
-		const struct lr_field f[] = {
-			LR_NUM("latency_ms", t1 - t_send),
-			LR_NUM("left_ms", s->D - t1),
-			LR_STR("error", why),
-		};
-
-		lr_logf(LR_LOG_WARN, "renew-failed", f, 3,
-			"renew failed (%s); %lldms left", why,
-			(long long)(s->D - t1));
-		lr_metrics_count(LR_M_RENEW_FAILURES);
+	case LR_ERROR:
+		report(s, (struct lr_report){ .kind = LR_REP_RENEW_FAILED,
+					      .why = failed(&err, rc),
+					      .ms = t1 - t_send,
+					      .left_ms = s->D - t1 });
 		if (s->state == HELD)
 			at_risk(s, t1);
 		s->t_renew = t1 + jitter(s, s->renew_ms / 3);
 		return;
-	}
 	}
 	(void)now;
 }
@@ -646,19 +559,10 @@ static void try_renew(struct sup *s, int64_t now)
 static void max_time(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
-	const struct lr_field f[] = {
-		LR_NUM("max_time_ms", c->max_time_ms),
-		LR_NUM("signal", c->stop_signal),
-	};
-	char took[32];
 
-	lr_duration_human(c->max_time_ms, took, sizeof(took));
-	lr_logf(LR_LOG_WARN, "timed-out", f, 2,
-		"the command ran for %s (--max-time); sending signal %d",
-		took, c->stop_signal);
-	keep_state(s, LR_ST_STOPPING);
-	lr_notify("STATUS=stopping the command: it ran for %s (--max-time)",
-		  took);
+	report(s, (struct lr_report){ .kind = LR_REP_TIMED_OUT,
+				      .ms = c->max_time_ms,
+				      .n = c->stop_signal });
 	s->timed_out = 1;
 	kill_group(s, c->stop_signal);
 	kill_group(s, SIGCONT);
@@ -697,22 +601,10 @@ static void reap(struct sup *s)
 		if (p == s->guard)
 			s->guard = 0; /* it died: nothing to stop */
 		if (p == s->pid && !s->reaped) {
-			const struct lr_field f[] = {
-				LR_STR("how", WIFSIGNALED(ws) ? "signal"
-							     : "exit"),
-				LR_NUM("status", WIFSIGNALED(ws)
-							 ? WTERMSIG(ws)
-							 : WEXITSTATUS(ws)),
-			};
-
 			s->reaped = 1;
 			s->res->wstatus = ws;
-			lr_logf(LR_LOG_INFO, "exited", f, 2,
-				WIFSIGNALED(ws)
-					? "command killed by signal %d"
-					: "command exited with status %d",
-				WIFSIGNALED(ws) ? WTERMSIG(ws)
-						: WEXITSTATUS(ws));
+			report(s, (struct lr_report){ .kind = LR_REP_EXITED,
+						      .n = ws });
 		}
 	}
 }
@@ -726,10 +618,8 @@ static void after_exit(struct sup *s, int64_t now)
 			return;
 		}
 		if (s->state != DRAINING) {
-			lr_log(LR_LOG_INFO, "draining",
-			       "command exited; stopping what is left of its "
-			       "process group");
-			keep_state(s, LR_ST_STOPPING);
+			report(s, (struct lr_report){
+					  .kind = LR_REP_DRAINING });
 			kill_group(s, s->cfg->stop_signal);
 			kill_group(s, SIGCONT);
 			s->t_drain_kill = now + s->grace_ms;
@@ -740,10 +630,8 @@ static void after_exit(struct sup *s, int64_t now)
 	s->res->outcome = s->stopped     ? LR_OUT_LOST
 			  : s->timed_out ? LR_OUT_TIMEOUT
 					 : LR_OUT_CHILD;
-	if (s->stopped)
-		lr_metrics_count(LR_M_LOST);
-	else if (s->timed_out)
-		lr_metrics_count(LR_M_TIMEOUTS);
+	report(s, (struct lr_report){ .kind = LR_REP_GONE,
+				      .n = s->res->outcome });
 	set_state(s, DONE);
 }
 
@@ -770,40 +658,43 @@ static int on_wait_over(struct sup *s, int64_t now)
 	return 0;
 }
 
-static int on_renew(struct sup *s, int64_t now)
+/* The states in which the lease is ours to renew, and so to lose: the
+ * command runs, or its group is being stopped.  The states with a
+ * command to signal or reap are these and LOST. */
+static int renewing(enum state st)
 {
-	switch (s->state) {
+	switch (st) {
 	case HELD:
 	case AT_RISK:
 	case STOPPING:
 	case DRAINING:
 	case TIMED_OUT:
-		try_renew(s, now);
-		return 0;
+		return 1;
 	case WAITING:
 	case LOST:
 	case DONE:
 	case SPLAYING:
-		return -1;
+		return 0;
 	}
-	return -1;
+	return 0;
+}
+
+static int on_renew(struct sup *s, int64_t now)
+{
+	if (!renewing(s->state))
+		return -1;
+	try_renew(s, now);
+	return 0;
 }
 
 /* D - grace: the renewal that should have moved D did not come. */
 static void stop_at_deadline(struct sup *s, int64_t now)
 {
 	const struct lr_sup_cfg *c = s->cfg;
-	const struct lr_field f[] = {
-		LR_NUM("left_ms", s->D - now),
-		LR_NUM("signal", c->stop_signal),
-	};
 
-	lr_logf(LR_LOG_WARN, "stopping", f, 2,
-		"cannot renew: %lldms left; sending signal %d to the command",
-		(long long)(s->D - now), c->stop_signal);
-	keep_state(s, LR_ST_STOPPING);
-	lr_notify("STATUS=stopping the command: %s could not be renewed",
-		  c->name);
+	report(s, (struct lr_report){ .kind = LR_REP_STOPPING,
+				      .left_ms = s->D - now,
+				      .n = c->stop_signal });
 	s->stopped = 1;
 	kill_group(s, c->stop_signal);
 	kill_group(s, SIGCONT);
@@ -837,23 +728,11 @@ static int on_grace(struct sup *s, int64_t now)
 static int on_kill(struct sup *s, int64_t now)
 {
 	(void)now;
-	switch (s->state) {
-	case HELD:
-	case AT_RISK:
-	case STOPPING:
-	case DRAINING:
-	case TIMED_OUT:
-		lose(s, s->state == STOPPING
-				? "the command did not stop in time"
-				: "the deadline passed without a renewal");
-		return 0;
-	case WAITING:
-	case LOST:
-	case DONE:
-	case SPLAYING:
+	if (!renewing(s->state))
 		return -1;
-	}
-	return -1;
+	lose(s, s->state == STOPPING ? "the command did not stop in time"
+				     : "the deadline passed without a renewal");
+	return 0;
 }
 
 static int on_drain_kill(struct sup *s, int64_t now)
@@ -1035,18 +914,14 @@ static int handle(struct sup *s, enum event ev, int64_t now)
  * unless no command ran (126/127) or leaserun failed (125). */
 static void found_lost(struct sup *s, const char *why)
 {
-	const struct lr_field f[] = { LR_STR("reason", why) };
+	int lost = s->res->outcome == LR_OUT_CHILD && s->pid > 0;
 
-	lr_logf(LR_LOG_WARN, "lost", f, 1,
-		"the release found the lease lost: %s", why);
-	if (lr_state_path())
-		keep_state(s, LR_ST_LOST);
-	lr_notify("STOPPING=1\nSTATUS=lost %s: %s", s->cfg->name, why);
-	if (s->res->outcome == LR_OUT_CHILD && s->pid > 0) {
+	if (lost) {
 		s->res->outcome = LR_OUT_LOST;
 		s->res->lost_at_release = 1;
-		lr_metrics_count(LR_M_LOST);
 	}
+	report(s, (struct lr_report){ .kind = LR_REP_FOUND_LOST, .why = why,
+				      .lost = lost });
 }
 
 /* The command's group is gone: give the lease back. */
@@ -1057,24 +932,18 @@ static void release(struct sup *s)
 	enum lr_status rc;
 
 	/* Whatever escaped the group must not read "held" from here on. */
-	if (lr_state_path())
-		keep_state(s, LR_ST_RELEASING);
+	report(s, (struct lr_report){ .kind = LR_REP_RELEASING });
 	rc = c->ops->release(c->st, lr_now_ms() + 5000, &err);
-	if (rc == LR_OK) {
-		const struct lr_field f[] = { LR_NUM(
-			"held_ms", lr_now_ms() - s->t_acquired) };
-
-		lr_logf(LR_LOG_INFO, "released", f, 1, "released");
-		lr_notify("STOPPING=1\nSTATUS=released %s", c->name);
-	} else if (rc == LR_LOST) {
+	if (rc == LR_OK)
+		report(s, (struct lr_report){
+				  .kind = LR_REP_RELEASED,
+				  .ms = lr_now_ms() - s->t_acquired });
+	else if (rc == LR_LOST)
 		found_lost(s, err.msg[0] ? err.msg
 					 : "the store says it is not ours");
-	} else {
-		lr_log(LR_LOG_WARN, "release-failed", "could not release: %s",
-		       err.msg[0] ? err.msg : lr_status_name(rc));
-		lr_notify("STOPPING=1\nSTATUS=could not release %s",
-			  c->name);
-	}
+	else
+		report(s, (struct lr_report){ .kind = LR_REP_RELEASE_FAILED,
+					      .why = failed(&err, rc) });
 }
 
 /* The earliest time at which something is due, or NEVER. */
@@ -1111,18 +980,14 @@ static void start(struct sup *s, const struct lr_sup_cfg *cfg,
 	s->backoff = 50;
 	s->seed = (unsigned)getpid() ^ (unsigned)s->t_acquire;
 	s->guard_fd = -1;
+	s->rep = (struct lr_reporter){ cfg->name, cfg->limit, cfg->shared, 0 };
 	if (cfg->splay_ms > 0) {
 		int64_t d = splay_draw(s, cfg->splay_ms);
-		const struct lr_field f[] = { LR_NUM("splay_ms", d) };
 
 		s->state = SPLAYING;
 		s->t_acquire += d;
 		s->t_wait_over = NEVER;
-		lr_logf(LR_LOG_INFO, "splay", f, 1,
-			"waiting %lldms (--splay) before the first attempt",
-			(long long)d);
-		lr_notify("STATUS=waiting %lldms (--splay) before taking %s",
-			  (long long)d, cfg->name);
+		report(s, (struct lr_report){ .kind = LR_REP_SPLAY, .ms = d });
 	}
 }
 
@@ -1259,7 +1124,9 @@ static void finish(struct sup *s)
 			s->certain_loss = 1; /* let it expire instead */
 	}
 	if (s->t_acquired)
-		lr_metrics_observe(LR_H_HOLD, lr_now_ms() - s->t_acquired);
+		report(s, (struct lr_report){
+				  .kind = LR_REP_HOLD_OVER,
+				  .ms = lr_now_ms() - s->t_acquired });
 	run_end(s);
 	/* Release only after the whole group is gone, and only what may
 	 * still be ours; the store compares the token. */
@@ -1268,11 +1135,12 @@ static void finish(struct sup *s)
 		if (!s->certain_loss)
 			release(s);
 		else
-			lr_notify("STOPPING=1\nSTATUS=lost %s", cfg->name);
+			report(s, (struct lr_report){
+					  .kind = LR_REP_NOT_RELEASED });
 	}
 	/* Removed only now that the release has said whether the lease was
 	 * ours to the end; until then it reads "releasing" or "lost". */
-	lr_state_remove();
+	report(s, (struct lr_report){ .kind = LR_REP_END });
 	/* The guard lives until then, to remove the state file if we are
 	 * killed while releasing; the group it would kill is gone. */
 	lr_child_guard_stop(s->guard, s->guard_fd);

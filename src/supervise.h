@@ -48,9 +48,9 @@ struct lr_sup_result {
 	struct lr_err err; /* LR_OUT_FAILED: why */
 };
 
-/* Runs the whole lifecycle.  Never exits; logs lifecycle events, counts
- * them for the metrics file, keeps the command's state file and tells
- * systemd. */
+/* Runs the whole lifecycle.  Never exits; reports every lifecycle event
+ * (report.h) to the log, the command's state file, systemd and the
+ * metrics. */
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res);
 
 #endif
