@@ -607,33 +607,19 @@ out:
 	return s;
 }
 
-/* Connects and sets the session up for holding a lock. */
-static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
-				 struct lr_err *err)
+/* The statement that sets a new session up and tells what it is: its
+ * pid, the lease's key, the server's version and whether it is a
+ * standby.  NULL with err on failure. */
+static char *setup_sql(struct lr_store *st, struct lr_err *err)
 {
 	struct keepalive k = keepalive_for(st->req->ttl_ms);
-	char *lit = NULL, *sql = NULL;
-	PGresult *r = NULL;
-	enum lr_status s;
+	char *lit, *sql = NULL;
 	int n;
-
-	PQfinish(st->conn);
-	PQclear(st->res);
-	st->conn = NULL;
-	st->res = NULL;
-	st->inflight = Q_NONE;
-	st->held = st->handed = st->want_wait = st->gone = 0;
-	st->gated = st->other = 0;
-	st->gone_why[0] = '\0';
-
-	s = connect_one(st, deadline, &st->conn, err);
-	if (s != LR_OK)
-		return s;
 
 	lit = PQescapeLiteral(st->conn, st->req->name, strlen(st->req->name));
 	if (!lit) {
 		lr_err_set(err, "cannot quote the lease name for PostgreSQL");
-		return LR_ERROR;
+		return NULL;
 	}
 	/* Session settings, where the server knows them (set_config() of an
 	 * unknown name would fail on older servers).  Keepalives: the server
@@ -662,8 +648,35 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 	PQfreemem(lit);
 	if (n < 0) {
 		lr_err_set(err, "out of memory");
-		return LR_ERROR;
+		return NULL;
 	}
+	return sql;
+}
+
+/* Connects and sets the session up for holding a lock. */
+static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	PGresult *r = NULL;
+	enum lr_status s;
+	char *sql;
+
+	PQfinish(st->conn);
+	PQclear(st->res);
+	st->conn = NULL;
+	st->res = NULL;
+	st->inflight = Q_NONE;
+	st->held = st->handed = st->want_wait = st->gone = 0;
+	st->gated = st->other = 0;
+	st->gone_why[0] = '\0';
+
+	s = connect_one(st, deadline, &st->conn, err);
+	if (s != LR_OK)
+		return s;
+
+	sql = setup_sql(st, err);
+	if (!sql)
+		return LR_ERROR;
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
 	free(sql);
 	if (s != LR_OK)
