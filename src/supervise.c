@@ -307,7 +307,6 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	else
 		lr_err_set(&err, "the %s store cannot record runs",
 			   c->ops->name);
-	lr_duration_human(c->once_per_ms, period, sizeof(period));
 	if (rc == LR_OK) {
 		s->run_started = 1;
 		report(s, (struct lr_report){ .kind = LR_REP_RECORDED,
@@ -324,6 +323,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 		set_state(s, DONE);
 		return 1;
 	}
+	lr_duration_human(c->once_per_ms, period, sizeof(period));
 	lr_err_set(&ignored,
 		   "cannot record the start of the run (--once-per %s): %s",
 		   period, err.msg[0] ? err.msg : "the store did not answer "
