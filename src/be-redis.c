@@ -83,29 +83,37 @@
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
  * a successor's SET).  A second connection, aux, learns its CLIENT ID and
  * subscribes to __redis__:invalidate (and to our wake channel and the
- * key's keyspace channel) before the first acquire; the acquire script is
- * then followed, in the same round trip on the command connection, by
- * CLIENT TRACKING on REDIRECT <aux> BCAST PREFIX P{NAME} NOLOOP and a GET
- * of the key.  A change after the script and before TRACKING shows in the
- * GET (the grant is refused: the command never starts); a change after
- * TRACKING arrives on aux, and process() reads the key back (GET, no
- * write) and says LR_LOST if it is not ours any more.  So the key is
- * watched from the grant on, for the cost of one connection and one
- * round trip on it.  After a reconnect of either connection, a renew that
- * finds the lease ours arms the watch again the same way (TRACKING, then
- * GET) in a round trip of its own.  NOLOOP does not hide the writes of
- * our own scripts, hence a read back per renew.  Without CLIENT or
- * SUBSCRIBE rights (ACL), or before Redis 6, the key is checked by renew
- * alone, with a warning in the first case.
+ * key's keyspace channel); then, on the command connection, CLIENT
+ * TRACKING on REDIRECT <aux> BCAST PREFIX P{NAME} NOLOOP and a GET of the
+ * key go out in one round trip.  A change before TRACKING shows in the
+ * GET; a change after it arrives on aux, and process() reads the key back
+ * (GET, no write) and says LR_LOST if it is not ours any more.
  *
- * Waiting: on BUSY the same aux connection waits: acquire joins the
- * queue (aux was subscribed before the try, so a release cannot slip
- * between the try and the subscription).  Release (and break) publish to
- * the first waiter in the queue that still has a subscriber, dropping
- * dead ones, so one waiter wakes, not all; the keyspace channel helps
- * only if the server has notify-keyspace-events on.  wait_fd() hands aux
- * to the core's loop; a message makes process() say "try now".  Tracking
- * notices (the holder's renewals) mean nothing to a waiter.
+ * A first try that is granted has no aux yet: the watch starts
+ * WATCH_AFTER_MS (20ms) after the grant, from the wait set's timer, as
+ * above (aux, then TRACKING and GET behind it).  A change in those 20ms
+ * shows in that GET, so it is seen at most 20ms (and two round trips)
+ * late; a command that ends sooner never costs a second connection (nor,
+ * over TLS, a second handshake).  A try by a waiter that already has aux
+ * arms the watch behind its acquire script, in the same round trip: a
+ * change between the script and TRACKING shows in the GET, and the grant
+ * is refused (the command never starts).  After a reconnect of either
+ * connection, a renew that finds the lease ours arms the watch again
+ * (TRACKING, then GET) in a round trip of its own.  NOLOOP does not hide
+ * the writes of our own scripts, hence a read back per renew.  Without
+ * CLIENT or SUBSCRIBE rights (ACL), or before Redis 6, the key is checked
+ * by renew alone, with a warning in the first case.
+ *
+ * Waiting: a first try that finds the lease busy opens aux, subscribes
+ * it, and tries again at once, joining the queue (a release between the
+ * two tries is seen by the second); later tries are made with aux
+ * subscribed, so a release cannot slip between a try and the
+ * subscription.  Release (and break) publish to the first waiter in the
+ * queue that still has a subscriber, dropping dead ones, so one waiter
+ * wakes, not all; the keyspace channel helps only if the server has
+ * notify-keyspace-events on.  wait_fd() hands aux to the core's loop; a
+ * message makes process() say "try now".  Tracking notices (the holder's
+ * renewals) mean nothing to a waiter.
  *
  * Holding: wait_fd() hands the loop a wait set of both sockets, so a
  * server that closes the command connection (CLIENT KILL, restart) is
@@ -168,6 +176,8 @@
  * one would end in a timeout that says less than the failure before. */
 #define RETRY_PAUSE_MS 100
 #define RETRY_MIN_MS 300
+/* How long after a grant the watch starts (see "The watch" above). */
+#define WATCH_AFTER_MS 20
 /* How long a release's "done" mark lives: far longer than any call. */
 #define DONE_TTL_MS "60000"
 
@@ -234,9 +244,12 @@ struct lr_store {
 	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
+	int64_t watch_at;  /* held, watch not armed: when to arm it; else 0 */
+	int watch_timer;   /* ws's timer is set for watch_at */
+	int subscribe;     /* a try found the lease busy: subscribe first */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int guarded;       /* the guards have run */
-	struct lr_waitset ws; /* both sockets while holding */
+	struct lr_waitset ws; /* both sockets and watch_at while holding */
 	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
@@ -1541,12 +1554,18 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 		return LR_ERROR;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
-		lr_err_set(err, "redis at %s: %s: %.120s%s", st->where,
-			   sc->name, r->str,
-			   is_error(r, "NOAUTH")
-				   ? " (give a password in the URL or "
-				     "REDISCLI_AUTH)"
-				   : "");
+		/* Without a password, the first command's NOAUTH says
+		 * more than what Redis 7 answers a long one ("Protocol
+		 * error: unauthenticated multibulk length"). */
+		for (i = 0; i < n && !is_error(cmds[i].r, "NOAUTH"); i++)
+			;
+		if (i < n || strstr(r->str, "unauthenticated"))
+			lr_err_set(err, "redis at %s: %.120s (give a password "
+					"in the URL or REDISCLI_AUTH)",
+				   st->where, (i < n ? cmds[i].r : r)->str);
+		else
+			lr_err_set(err, "redis at %s: %s: %.120s", st->where,
+				   sc->name, r->str);
 		cmds_free(cmds, n);
 		return LR_ERROR;
 	}
@@ -2041,6 +2060,16 @@ static int is_ours(const struct lr_store *st, const redisReply *r)
 	       strncmp(r->str, st->req->token, n) == 0 && r->str[n] == ' ';
 }
 
+/* No watch to arm later (any more): the timer for it is stopped, so
+ * that the wait set does not stay readable. */
+static void watch_unplan(struct lr_store *st)
+{
+	if (st->watch_timer)
+		lr_waitset_arm(&st->ws, -1);
+	st->watch_at = 0;
+	st->watch_timer = 0;
+}
+
 /* Certain loss: err says why. */
 static enum lr_status lost(struct lr_store *st, const char *why,
 			   struct lr_err *err)
@@ -2048,6 +2077,7 @@ static enum lr_status lost(struct lr_store *st, const char *why,
 	lr_err_set(err, "redis at %s: the lease key %s %s", st->where, st->key,
 		   why);
 	st->held = 0;
+	watch_unplan(st);
 	drop_aux(st);
 	return LR_LOST;
 }
@@ -2414,6 +2444,25 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
+/* One try.  Once a try has found the lease busy, the second connection
+ * first: a waiter needs its subscription before the try, so that a
+ * release cannot slip between the two, and the watch needs aux's id.
+ * Without SUBSCRIBE rights the core's backoff timer retries, and renew
+ * alone checks the key. */
+static enum lr_status attempt(struct lr_store *st, int64_t deadline,
+			      struct lr_grant *g, struct lr_err *err)
+{
+	enum lr_status s = LR_OK;
+
+	if (st->aux && st->aux->gen != st->node_gen)
+		drop_aux(st);
+	if (st->subscribe && !st->aux && !st->aux_denied)
+		s = aux_open(st, deadline, err);
+	if (s == LR_OK || st->aux_denied)
+		s = try_acquire(st, deadline, g, err);
+	return s;
+}
+
 static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 				struct lr_grant *g, struct lr_err *err)
 {
@@ -2425,21 +2474,22 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 	}
 	st->retry = 0;
 	do {
-		/* The second connection first: the watch needs its id,
-		 * and a waiter its subscription before the try, so that a
-		 * release cannot slip between the two.  Without SUBSCRIBE
-		 * rights the core's backoff timer retries, and renew alone
-		 * checks the key. */
-		s = LR_OK;
-		if (st->aux && st->aux->gen != st->node_gen)
-			drop_aux(st);
-		if (!st->aux && !st->aux_denied)
-			s = aux_open(st, deadline, err);
-		if (s == LR_OK || st->aux_denied)
-			s = try_acquire(st, deadline, g, err);
+		s = attempt(st, deadline, g, err);
+		if (s == LR_BUSY && !st->subscribe) {
+			/* Busy: subscribe, then look again, so that a
+			 * release between the first look and the
+			 * subscription is not missed. */
+			st->subscribe = 1;
+			s = attempt(st, deadline, g, err);
+		}
 	} while (again(st, s, deadline));
-	if (s == LR_OK)
+	if (s == LR_OK) {
 		st->held = 1;
+		/* Granted before any subscription: the watch starts
+		 * later, so that a short command never opens aux. */
+		if (!st->watch_off && !watching(st))
+			st->watch_at = lr_now_ms() + WATCH_AFTER_MS;
+	}
 	return s;
 }
 
@@ -2450,6 +2500,10 @@ static int r_wait_fd(struct lr_store *st, short *events)
 		return st->aux ? st->aux->fd : -1;
 	if (st->ws.ep < 0 && lr_waitset_open(&st->ws) < 0)
 		lr_waitset_close(&st->ws);
+	if (st->ws.ep >= 0 && st->watch_at && !st->watch_timer) {
+		lr_waitset_arm(&st->ws, st->watch_at);
+		st->watch_timer = 1;
+	}
 	if (st->ws.ep >= 0 &&
 	    (!st->c || lr_waitset_watch(&st->ws, st->c->fd, EPOLLIN) == 0) &&
 	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->fd, EPOLLIN) == 0))
@@ -2588,6 +2642,15 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 		return look ? LR_OK : LR_BUSY;
 	}
 
+	/* The time to start the watch (ws's timer) has come. */
+	if (st->watch_at && lr_now_ms() + 1 >= st->watch_at) {
+		watch_unplan(st);
+		if (!st->watch_off && !watching(st)) {
+			s = watch_rearm(st, deadline, err);
+			if (s != LR_OK)
+				return s;
+		}
+	}
 	mask = ready(st);
 	if (mask & 1)
 		s = main_read(st, err);
@@ -2668,6 +2731,7 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 	enum lr_status s;
 
 	st->held = 0;
+	watch_unplan(st);
 	drop_aux(st);
 	if (st->multi) {
 		const int slot = st->req->limit > 1;

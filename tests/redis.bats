@@ -102,11 +102,36 @@ acl_user() {
 	echo "redis://$u:$LR_PASSWORD@127.0.0.1:$REDIS_PORT"
 }
 
+# conns: how many connections the server has accepted (this one too).
+conns() { rcli info stats | tr -d '\r' | sed -n 's/^total_connections_received://p'; }
+
+@test "a short run costs one connection; a longer one opens the watch's second 20ms after the grant" {
+	n=$(name)
+	c0=$(conns)
+	lr -n "$n" true
+	c1=$(conns)
+	# One for leaserun, one for conns itself.
+	[ $((c1 - c0)) = 2 ]
+	lr -n "$n" sleep 0.3
+	c2=$(conns)
+	[ $((c2 - c1)) = 3 ]
+	# A first try that finds the lease busy subscribes and tries again:
+	# two connections, and the run still exits 1.
+	start_holder "$n" -t 10s
+	c3=$(conns)
+	run lr -n "$n" true
+	assert_failure 1
+	c4=$(conns)
+	[ $((c4 - c3)) = 3 ]
+}
+
 @test "an ACL user without CLIENT rights: one warning, and the key is checked at each renew" {
 	n=$(name)
 	url=$(acl_user lr-noclient '&leaserun:*' '&__redis__:invalidate' \
 		'&__keyspace@*__:leaserun:*' +@all -@dangerous +info -client)
 	LEASERUN_URL=$url start_holder "$n" -t 3s
+	# The watch starts 20ms after the grant, and with it the warning.
+	wait_until 2 grep -q "cannot watch the lease key" "$BATS_TEST_TMPDIR/$n.err"
 	run grep -c "cannot watch the lease key (CLIENT ID: NOPERM" "$BATS_TEST_TMPDIR/$n.err"
 	assert_output 1
 	# No watch: the deletion is seen at the next renew (R = 1s), 124.
@@ -121,8 +146,9 @@ acl_user() {
 	url=$(acl_user lr-nosub '&leaserun:*' +@all -@dangerous +info)
 	t0=$(now_ms)
 	LEASERUN_URL=$url start_holder "$n" -t 3s
-	# Refused at once, not after a timeout waiting for a reply per
-	# channel.
+	# Refused at once (when the watch starts, 20ms after the grant), not
+	# after a timeout waiting for a reply per channel.
+	wait_until 2 grep -q "cannot watch the lease key" "$BATS_TEST_TMPDIR/$n.err"
 	(( $(now_ms) - t0 < 1000 ))
 	run grep -c "cannot watch the lease key (SUBSCRIBE: NOPERM" "$BATS_TEST_TMPDIR/$n.err"
 	assert_output 1
