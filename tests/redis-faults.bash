@@ -57,6 +57,18 @@ deleted_seen() {
 	(( $(now_ms) - t0 < 2000 ))
 }
 
+# The id of the one holder's watch connection (its three channels tell
+# it from other subscribers), or nothing.
+watcher_id() {
+	rcli client list | grep 'flags=P' | grep ' sub=3 psub=0 ' |
+		sed -n 's/^id=\([0-9]*\) .*/\1/p'
+}
+
+# Waits until the holder's watch is on: it starts 20ms after the grant,
+# on a connection of its own (later than its command may have started).
+has_watcher() { [ -n "$(watcher_id)" ]; }
+watch_on() { wait_until 5 has_watcher; }
+
 # The ids of the connections that are neither pub/sub nor this
 # redis-cli: the command connection of the one leaserun running.
 command_conn_ids() {
@@ -197,6 +209,7 @@ fault_key_taken() {
 fault_client_kill_main() {
 	n=$(name)
 	start_holder "$n" -t 30s
+	watch_on
 	before=$(command_conn_ids)
 	[ -n "$before" ]
 	for id in $before; do rcli client kill id "$id" >/dev/null; done
@@ -213,9 +226,8 @@ fault_client_kill_main() {
 fault_client_kill_watch() {
 	n=$(name)
 	start_holder "$n" -t 30s
-	# (Its three channels tell it from other subscribers.)
-	watcher=$(rcli client list | grep 'flags=P' | grep ' sub=3 psub=0 ' |
-		sed -n 's/^id=\([0-9]*\) .*/\1/p')
+	watch_on
+	watcher=$(watcher_id)
 	[ "$(echo "$watcher" | wc -w)" = 1 ]
 	rcli client kill id "$watcher" >/dev/null
 	# Seen at once: a renew reconnects it and arms the watch again.
