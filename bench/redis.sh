@@ -10,7 +10,9 @@
 #    without a shell.  Targets: within 1.25x of flock (issue 16), 4x faster
 #    than the redis-cli script.  "leaserun -n" on the file store (on a
 #    tmpfs) is measured too, to tell the core's own cost from the Redis
-#    store's.
+#    store's, and so is bench/floor.c, the least a Redis lease costs
+#    here: a C client linked with hiredis that connects, grants with one
+#    EVAL, runs the command and releases with one EVAL (built with cc).
 # 2. Hand-over: 20 waiters queue on one name; each holds the lease for
 #    50 ms.  A gap is "previous holder's command ended -> next command
 #    started" (bash's $EPOCHREALTIME, the last and the first thing the
@@ -23,7 +25,7 @@
 #
 # Starts its own redis-server (loopback, free port, no password, no
 # persistence) in a temporary directory and stops it by PID at the end.
-# Needs redis-server, redis-cli, hyperfine and flock.  RUNS=N changes the
+# Needs redis-server, redis-cli, hyperfine, flock, cc and hiredis's headers.  RUNS=N changes the
 # number of hyperfine runs (default 300); SKIP_SHORT=1 measures only the
 # hand-over.
 set -eu
@@ -39,7 +41,7 @@ runs=${RUNS:-300}
 # shellcheck source=handover.bash
 . "$(dirname "$0")/handover.bash"
 
-for tool in redis-server redis-cli hyperfine flock; do
+for tool in redis-server redis-cli hyperfine flock cc; do
 	command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 2; }
 done
 if [ ! -x "$LEASERUN" ] || [ ! -e "$LEASERUN_MODULE_DIR/redis.so" ]; then
@@ -72,6 +74,8 @@ done
 [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] ||
 	{ echo "bench: redis-server did not start" >&2; exit 2; }
 url=redis://127.0.0.1:$port
+cc -O2 -o "$tmp/floor" "$(dirname "$0")/floor.c" -lhiredis ||
+	{ echo "bench: cannot build bench/floor.c" >&2; exit 2; }
 
 cat >"$tmp/cli.sh" <<'EOF'
 #!/bin/sh
@@ -91,7 +95,8 @@ short_run() {
 		-n "leaserun -n (redis)" "$LEASERUN -n -U $url bench true" \
 		-n "flock -n" "flock -n $tmp/flock.lock true" \
 		-n "redis-cli script" "sh $tmp/cli.sh $port" \
-		-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true"
+		-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true" \
+		-n "floor (C client)" "$tmp/floor $port true"
 
 	# CSV: command,mean,stddev,median,user,system,min,max (seconds).
 	awk -F, 'NR > 1 { med[NR - 1] = $4; mean[NR - 1] = $2 }
@@ -104,6 +109,10 @@ short_run() {
 				med[3] / med[1], mean[3] / mean[1]
 			printf "leaserun redis / file store = %.2fx (median: the cost of the network store)\n",
 				med[1] / med[4]
+			printf "floor / flock               = %.2fx (median: connect, two round trips, nothing else)\n",
+				med[5] / med[2]
+			printf "leaserun / floor            = %.2fx (median: what leaserun adds to the least a lease costs)\n",
+				med[1] / med[5]
 		}' "$tmp/short.csv"
 }
 
