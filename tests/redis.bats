@@ -118,6 +118,7 @@ conns() { rcli info stats | tr -d '\r' | sed -n 's/^total_connections_received:/
 	# A first try that finds the lease busy subscribes and tries again:
 	# two connections, and the run still exits 1.
 	start_holder "$n" -t 10s
+	watch_on
 	c3=$(conns)
 	run lr -n "$n" true
 	assert_failure 1
@@ -480,6 +481,30 @@ man_redis_names() {
 
 @test "CLIENT KILL of the watch connection: the holder opens it again and watches the key from then on" {
 	fault_client_kill_watch
+}
+
+# evals: how many times a script went out whole (EVAL), not by its digest.
+evals() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_eval:/ { print $3 }'; }
+
+# every_script NAME: each script once: acquire, renew and release of a
+# plain lease and of a semaphore's slot, --once-per's start and end,
+# --status, --break.
+every_script() {
+	lr -t 600ms "$1" sleep 0.3
+	lr -t 600ms --limit 2 "$1-sem" sleep 0.3
+	lr --once-per 1h "$1-once" true
+	lr --status "$1-once" >/dev/null || [ $? = 1 ] # 1: free
+	lr --break "$1" >/dev/null
+}
+
+@test "every script goes by its digest: once loaded, no run sends a script's text" {
+	n=$(name)
+	every_script "$n-1"
+	e=$(evals)
+	every_script "$n-2"
+	# A digest worked out wrong would be NOSCRIPT, then EVAL, every time.
+	[ "$(evals)" = "$e" ]
+	[ "${e:-0}" -gt 0 ]
 }
 
 @test "SCRIPT FLUSH while held: renew and release load the scripts again (NOSCRIPT fallback)" {
