@@ -107,10 +107,14 @@ conns() { rcli info stats | tr -d '\r' | sed -n 's/^total_connections_received:/
 
 @test "a short run costs one connection; a longer one opens the watch's second 20ms after the grant" {
 	n=$(name)
-	c0=$(conns)
-	lr -n "$n" true
-	c1=$(conns)
-	# One for leaserun, one for conns itself.
+	# One for leaserun, one for conns itself.  (A loaded machine may
+	# stretch a run past 20ms: one of five runs must do with one.)
+	for _ in 1 2 3 4 5; do
+		c0=$(conns)
+		lr -n "$n" true
+		c1=$(conns)
+		[ $((c1 - c0)) = 2 ] && break
+	done
 	[ $((c1 - c0)) = 2 ]
 	lr -n "$n" sleep 0.3
 	c2=$(conns)
