@@ -25,9 +25,9 @@
 #
 # Starts its own redis-server (loopback, free port, no password, no
 # persistence) in a temporary directory and stops it by PID at the end.
-# Needs redis-server, redis-cli, hyperfine, flock, cc and hiredis's headers.  RUNS=N changes the
-# number of hyperfine runs (default 300); SKIP_SHORT=1 measures only the
-# hand-over.
+# Needs redis-server, redis-cli, hyperfine, flock, cc and hiredis's
+# headers.  RUNS=N changes the number of hyperfine runs (default 300);
+# SKIP_SHORT=1 measures only the hand-over.
 set -eu
 # Nothing from the caller's environment may change what leaserun does
 # (a LEASERUN_LIMIT or LEASERUN_SPLAY would skew the figures).
