@@ -62,10 +62,12 @@ interval_cmd() {
 
 @test "the command gets no descriptor of the store" {
 	# Only what the test itself passed down; no socket, epoll or timer.
-	run "$LEASERUN" t3 sh -c 'ls -l /proc/$$/fd/ | grep -c -e "socket:" -e "anon_inode:" || true'
-	assert_success
-	assert_output 0
+	# (No pipeline: the shell opens and closes its pipes while ls reads
+	# the list, and a descriptor gone by then is an error line.)
 	run "$LEASERUN" t3 sh -c 'ls -l /proc/$$/fd/'
+	assert_success
+	assert_output --partial " 0 -> "
+	refute_output --partial "socket:"
 	refute_output --partial "anon_inode:"
 }
 
