@@ -121,11 +121,16 @@
  * once, and the renew reconnects and finds the lease ours (OK) or not
  * (LR_LOST).
  *
- * Guards travel with the first acquire, in the same round trip: INFO
- * memory (an evicting maxmemory-policy can drop a held lease) and INFO
- * persistence (without an append-only file a restart loses held leases).
- * Each warns, refuses (a lease it took is given back at once) or is
- * ignored, as the URL says.
+ * Guards: INFO memory (an evicting maxmemory-policy can drop a held
+ * lease) and INFO persistence (without an append-only file a restart
+ * loses held leases), asked at most once a run.  Each warns, refuses or
+ * is ignored, as the URL says.  A refusing guard travels with the first
+ * try, in its round trip, and a lease that try took is given back at
+ * once.  A warning one travels with the watch, in the round trip that
+ * arms it (a waiter's try, or the watch's own 20ms after a first try's
+ * grant; else a renewal's): the two are about a lease held for a while,
+ * and a command that ends within those 20ms costs neither (the INFO
+ * pair added about 50us to a short run here, 2% of it).
  *
  * Transport: hiredis (0.14 in Debian 12, which has no TLS) formats the
  * commands and parses the replies; the bytes move on our own socket:
@@ -248,7 +253,7 @@ struct lr_store {
 	int watch_timer;   /* ws's timer is set for watch_at */
 	int subscribe;     /* a try found the lease busy: subscribe first */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
-	int guarded;       /* the guards have run */
+	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
 	struct lr_waitset ws; /* both sockets and watch_at while holding */
 	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
@@ -332,7 +337,8 @@ struct script {
 };
 
 /* KEYS: lease, fence, waiters, holders, limit.  ARGV: token, ttl ms, pid,
- * since, host, queue ("1": on BUSY, join the waiters' queue).  Returns
+ * since, host, queue ("1": on BUSY, join the waiters' queue, and on a
+ * grant leave it; only a try with "1" can have joined it).  Returns
  * {1, fence} when granted, {0, pttl} when held by another (-1: by shared
  * holders), {2, limit} when held by a semaphore's holders.  The fence is
  * max(counter + 1, TIME in microseconds), written with %d: Lua's own
@@ -358,20 +364,22 @@ static struct script acquire_lua = {
 	"  return {0, redis.call('PTTL', KEYS[1])}\n"
 	"end\n"
 	"local t = redis.call('TIME')\n"
-	"redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', "
+	"if redis.call('EXISTS', KEYS[4]) == 1 then\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', "
 	"t[1] * 1000 + math.floor(t[2] / 1000))\n"
-	"if redis.call('ZCARD', KEYS[4]) > 0 then\n"
-	"  local lim = tonumber(redis.call('GET', KEYS[5]))\n"
-	"  if lim and lim ~= 1 then return {2, lim} end\n"
-	"  queue()\n"
-	"  return {0, -1}\n"
+	"  if redis.call('ZCARD', KEYS[4]) > 0 then\n"
+	"    local lim = tonumber(redis.call('GET', KEYS[5]))\n"
+	"    if lim and lim ~= 1 then return {2, lim} end\n"
+	"    queue()\n"
+	"    return {0, -1}\n"
+	"  end\n"
 	"end\n"
 	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
 	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
 	"redis.call('SET', KEYS[2], f)\n"
 	"redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f .. ' ' .. ARGV[3] ..\n"
 	"  ' ' .. ARGV[4] .. ' ' .. ARGV[5], 'NX', 'PX', ARGV[2])\n"
-	"redis.call('ZREM', KEYS[3], ARGV[1])\n"
+	"if ARGV[6] == '1' then redis.call('ZREM', KEYS[3], ARGV[1]) end\n"
 	"return {1, f}\n",
 	""
 };
@@ -2004,6 +2012,60 @@ static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
 	return LR_OK;
 }
 
+/* Where a round trip asks the guards: the index of INFO memory and of
+ * INFO persistence in it, or -1 (GUARDS_NONE). */
+struct guard_cmds {
+	int mem, per;
+};
+
+#define GUARDS_NONE { -1, -1 }
+#define ASK_EVICT 1
+#define ASK_PERSIST 2
+
+/* Appends to cmds[0..n) the INFO that the guards set to mode still want
+ * (once a run), noting where in g; returns the new count.  A refusing
+ * guard is asked with the first try, for the command must not start on
+ * an unfit server.  A warning one is asked with the watch, whose round
+ * trip it joins: a waiter's try, or the watch's own 20ms after a first
+ * try's grant, or else a renewal's; a run that ends sooner never asks
+ * (see the top). */
+static int guards_add(const struct lr_store *st, enum guard_mode mode,
+		      struct cmd *cmds, int n, struct guard_cmds *g)
+{
+	static const char *mem[2] = { "INFO", "memory" };
+	static const char *per[2] = { "INFO", "persistence" };
+
+	if (st->evict == mode && !(st->asked & ASK_EVICT)) {
+		g->mem = n;
+		cmds[n++] = (struct cmd){ 2, mem, NULL };
+	}
+	if (st->persist == mode && !(st->asked & ASK_PERSIST)) {
+		g->per = n;
+		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	return n;
+}
+
+/* After the round trip that guards_add() joined: judges the answers. */
+static enum lr_status guards_check(struct lr_store *st,
+				   const struct guard_cmds *g,
+				   const struct cmd *cmds, struct lr_err *err)
+{
+	enum lr_status s = LR_OK;
+
+	if (g->mem >= 0) {
+		st->asked |= ASK_EVICT;
+		s = guard(st, st->evict, "evict", cmds[g->mem].r, "memory",
+			  "maxmemory_policy", evicts, err);
+	}
+	if (s == LR_OK && g->per >= 0) {
+		st->asked |= ASK_PERSIST;
+		s = guard(st, st->persist, "persist", cmds[g->per].r,
+			  "persistence", "aof_enabled", forgets, err);
+	}
+	return s;
+}
+
 
 /* ---- the store --------------------------------------------------------- */
 
@@ -2155,7 +2217,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	while (again(st, s, deadline));
 	if (s != LR_OK)
 		return s;
-	/* The guards go with the first acquire, in one round trip. */
+	/* The guards go with the acquire's round trips (guards_add()). */
 	if (req->token)
 		return LR_OK;
 	/* --status, --break: check the login now, for a clear message. */
@@ -2298,8 +2360,9 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 				  struct lr_err *err)
 {
 	struct lr_err ignored;
-	struct cmd cmds[3];
+	struct cmd cmds[5];
 	struct watch_cmds w;
+	struct guard_cmds gd = GUARDS_NONE;
 	int n, ours;
 
 	if (st->aux && st->aux->gen != st->node_gen)
@@ -2307,11 +2370,14 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 	if (!st->aux && !st->aux_denied &&
 	    aux_open(st, deadline, &ignored) != LR_OK)
 		return LR_OK;
-	n = watch_add(st, &w, cmds, 0);
-	if (n == 0 ||
-	    round_trip(st, cmds, n, deadline, "CLIENT TRACKING", &ignored) !=
-		    LR_OK)
+	n = guards_add(st, GUARD_WARN, cmds, 0, &gd);
+	if (watch_add(st, &w, cmds, n) == n)
 		return LR_OK;
+	n += 3;
+	if (round_trip(st, cmds, n, deadline, "CLIENT TRACKING", &ignored) !=
+	    LR_OK)
+		return LR_OK;
+	guards_check(st, &gd, cmds, &ignored);
 	ours = watch_check(st, &w, cmds);
 	cmds_free(cmds, n);
 	return ours ? LR_OK
@@ -2366,8 +2432,6 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	const struct lr_store_req *req = st->req;
-	const char *mem[2] = { "INFO", "memory" };
-	const char *per[2] = { "INFO", "persistence" };
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24], pid[24], since[24], lim[16], tail[400];
 	const char *host = req->host && *req->host ? req->host : "?";
@@ -2383,25 +2447,20 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 				st->wake_prefix };
 	struct cmd cmds[MAX_CMDS];
 	struct watch_cmds w;
+	struct guard_cmds gd = GUARDS_NONE;
 	struct lr_err gerr = { "" }, ignored;
-	enum lr_status s, gs = LR_OK;
+	enum lr_status s, gs;
 	const redisReply *r;
-	int n = 0, si, ri = -1, mi = -1, pi = -1, ours, need;
+	int n, si, ri = -1, ours, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 	snprintf(pid, sizeof(pid), "%ld", req->pid);
 	snprintf(since, sizeof(since), "%lld", (long long)req->since_ms);
 	snprintf(lim, sizeof(lim), "%u", req->limit);
 	snprintf(tail, sizeof(tail), "%s %s %.300s", pid, since, host);
-	/* A guard set to ignore asks nothing. */
-	if (!st->guarded && st->evict != GUARD_IGNORE) {
-		mi = n;
-		cmds[n++] = (struct cmd){ 2, mem, NULL };
-	}
-	if (!st->guarded && st->persist != GUARD_IGNORE) {
-		pi = n;
-		cmds[n++] = (struct cmd){ 2, per, NULL };
-	}
+	n = guards_add(st, GUARD_REFUSE, cmds, 0, &gd);
+	if (st->aux) /* a waiter's try arms the watch (watch_add()) */
+		n = guards_add(st, GUARD_WARN, cmds, n, &gd);
 	if (st->replicas_opt < 0) {
 		ri = n;
 		cmds[n++] = (struct cmd){ 2, rep, NULL };
@@ -2416,13 +2475,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 			       deadline, err);
 	if (s != LR_OK)
 		return s;
-	st->guarded = 1;
-	if (mi >= 0)
-		gs = guard(st, st->evict, "evict", cmds[mi].r, "memory",
-			   "maxmemory_policy", evicts, &gerr);
-	if (gs == LR_OK && pi >= 0)
-		gs = guard(st, st->persist, "persist", cmds[pi].r,
-			   "persistence", "aof_enabled", forgets, &gerr);
+	gs = guards_check(st, &gd, cmds, &gerr);
 	if (ri >= 0)
 		replicas_seen(st, cmds[ri].r);
 	ours = watch_check(st, &w, cmds);
@@ -2435,6 +2488,8 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 		gs = durable(st, need, deadline, "grant", err);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
+			/* Given back: no warning for a run that never ran. */
+			st->asked = ASK_EVICT | ASK_PERSIST;
 			st->held = 1;
 			r_release(st, deadline, &ignored);
 		}
@@ -2676,14 +2731,20 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	struct cmd cmds[2] = { { 2, rep, NULL } };
+	struct cmd cmds[4];
+	struct guard_cmds gd = GUARDS_NONE;
+	struct lr_err ignored;
 	const redisReply *r;
 	enum lr_status s;
-	int n = 1, need;
+	int n, ri = -1, need;
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)st->req->ttl_ms);
-	if (st->replicas_opt < 0)
-		n = 2; /* count the replicas too */
+	n = guards_add(st, GUARD_WARN, cmds, 0, &gd);
+	if (st->replicas_opt < 0) { /* count the replicas too */
+		ri = n;
+		cmds[n++] = (struct cmd){ 2, rep, NULL };
+	}
+	n++; /* the script */
 	if (st->multi) {
 		const int slot = st->req->limit > 1;
 		const char *mkv[7] = { st->key,	  st->holders,
@@ -2700,8 +2761,9 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	}
 	if (s != LR_OK)
 		return s;
-	if (n == 2)
-		replicas_seen(st, cmds[0].r);
+	guards_check(st, &gd, cmds, &ignored);
+	if (ri >= 0)
+		replicas_seen(st, cmds[ri].r);
 	r = cmds[n - 1].r;
 	if (r->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: renew: unexpected reply",
