@@ -126,11 +126,12 @@
  * loses held leases), asked at most once a run.  Each warns, refuses or
  * is ignored, as the URL says.  A refusing guard travels with the first
  * try, in its round trip, and a lease that try took is given back at
- * once.  A warning one travels with the watch, in the round trip that
- * arms it (a waiter's try, or the watch's own 20ms after a first try's
- * grant; else a renewal's): the two are about a lease held for a while,
- * and a command that ends within those 20ms costs neither (the INFO
- * pair added about 50us to a short run here, 2% of it).
+ * once.  A warning one travels with the watch, in a round trip that
+ * arms it (a waiter's first try after subscribing, or the watch's own
+ * 20ms after a first try's grant; else a renewal's): the two are about
+ * a lease held for a while, and a command that ends within those 20ms
+ * costs neither (the INFO pair added about 50us to a short run here, 2%
+ * of it).
  *
  * Transport: hiredis (0.14 in Debian 12, which has no TLS) formats the
  * commands and parses the replies; the bytes move on our own socket:
@@ -2026,9 +2027,9 @@ struct guard_cmds {
  * (once a run), noting where in g; returns the new count.  A refusing
  * guard is asked with the first try, for the command must not start on
  * an unfit server.  A warning one is asked with the watch, whose round
- * trip it joins: a waiter's try, or the watch's own 20ms after a first
- * try's grant, or else a renewal's; a run that ends sooner never asks
- * (see the top). */
+ * trip it joins: a waiter's first try after subscribing, or the watch's
+ * own 20ms after a first try's grant, or else a renewal's; a run that
+ * ends sooner never asks (see the top). */
 static int guards_add(const struct lr_store *st, enum guard_mode mode,
 		      struct cmd *cmds, int n, struct guard_cmds *g)
 {
@@ -2488,8 +2489,6 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 		gs = durable(st, need, deadline, "grant", err);
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
-			/* Given back: no warning for a run that never ran. */
-			st->asked = ASK_EVICT | ASK_PERSIST;
 			st->held = 1;
 			r_release(st, deadline, &ignored);
 		}
