@@ -2364,17 +2364,17 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 	struct cmd cmds[5];
 	struct watch_cmds w;
 	struct guard_cmds gd = GUARDS_NONE;
-	int n, ours;
+	int g, n, ours;
 
 	if (st->aux && st->aux->gen != st->node_gen)
 		drop_aux(st);
 	if (!st->aux && !st->aux_denied &&
 	    aux_open(st, deadline, &ignored) != LR_OK)
 		return LR_OK;
-	n = guards_add(st, GUARD_WARN, cmds, 0, &gd);
-	if (watch_add(st, &w, cmds, n) == n)
+	g = guards_add(st, GUARD_WARN, cmds, 0, &gd);
+	n = watch_add(st, &w, cmds, g);
+	if (n == g) /* no watch to arm: the guards wait for a renewal */
 		return LR_OK;
-	n += 3;
 	if (round_trip(st, cmds, n, deadline, "CLIENT TRACKING", &ignored) !=
 	    LR_OK)
 		return LR_OK;

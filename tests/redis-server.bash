@@ -24,11 +24,18 @@
 #                      its configuration for the next start.
 # redis_server_stop    stops it by its PID and removes the directory.
 # rcli ARGS...         redis-cli as the default user.
+# calls_of CMD         the calls of CMD in INFO commandstats on stdin (0:
+#                      none yet).
 #
 # Meant to be sourced by bats files from setup_file/teardown_file.
 
 rcli() {
 	REDISCLI_AUTH=$REDIS_PASSWORD redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"
+}
+
+calls_of() {
+	tr -d '\r' | awk -F'[=,:]' -v cmd="cmdstat_$1" \
+		'$1 == cmd { n = $3 } END { print n + 0 }'
 }
 
 # Waits (bounded) until the server answers PING.

@@ -27,8 +27,8 @@ teardown() { redis_test_teardown; }
 # fence counter).
 read_backs() {
 	local gets
-	gets=$(rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_get:/ { print $3 }')
-	echo $(( ${gets:-0} - $(script_calls) - $1 ))
+	gets=$(rcli info commandstats | calls_of get)
+	echo $((gets - $(script_calls) - $1))
 }
 
 @test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
@@ -488,7 +488,7 @@ man_redis_names() {
 }
 
 # evals: how many times a script went out whole (EVAL), not by its digest.
-evals() { rcli info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_eval:/ { print $3 }'; }
+evals() { rcli info commandstats | calls_of eval; }
 
 # every_script NAME: each script once: acquire, renew and release of a
 # plain lease and of a semaphore's slot, --once-per's start and end,
@@ -508,7 +508,7 @@ every_script() {
 	every_script "$n-2"
 	# A digest worked out wrong would be NOSCRIPT, then EVAL, every time.
 	[ "$(evals)" = "$e" ]
-	[ "${e:-0}" -gt 0 ]
+	[ "$e" -gt 0 ]
 }
 
 @test "SCRIPT FLUSH while held: renew and release load the scripts again (NOSCRIPT fallback)" {
@@ -605,11 +605,7 @@ guard_check() {
 # info_calls: how many INFO commands the server has run before this one
 # (which itself is one).
 info_calls() {
-	rcli info commandstats | info_count
-}
-# info_count: the INFO calls in INFO commandstats on stdin (0: none yet).
-info_count() {
-	tr -d '\r' | awk -F'[=,:]' '/^cmdstat_info:/ { n = $3 } END { print n + 0 }'
+	rcli info commandstats | calls_of info
 }
 
 @test "guards set to ignore do not ask the server (no INFO)" {
@@ -625,18 +621,18 @@ info_count() {
 }
 
 @test "a warning guard asks with the watch: a command that ends within 20ms costs no INFO" {
-	local before try quiet=
+	local before quiet=
 	redis_persist off
 	# One of five runs of true must end within 20ms of its grant: a
 	# loaded machine can stretch one.
-	for try in 1 2 3 4 5; do
+	for _ in 1 2 3 4 5; do
 		before=$(info_calls)
 		run --separate-stderr lr "$(name)" true
 		assert_success
 		# The first info_calls, and INFO replication (replicas=auto)
 		# with the grant: no INFO memory, no INFO persistence.
 		if [ "$(info_calls)" = "$((before + 2))" ] && [ -z "$stderr" ]; then
-			quiet=$try
+			quiet=1
 			break
 		fi
 	done
