@@ -41,12 +41,14 @@ keyof() { echo "leaserun:{$1}"; }
 
 # A command that records "START LAST FENCE" (ns, ns, its fence) in
 # DIR/iv.PID, written whole every 10ms until MS have passed, so that a
-# command killed on the way leaves its last sign of life.  Arguments:
-# DIR MS.
-section='s=$(date +%s%N); f=$0/iv.$$; end=$((s + $1 * 1000000))
+# command killed on the way leaves its last sign of life.  It writes
+# through DIR/tmp.PID, which a command killed between the write and the
+# rename leaves behind: that is why the name does not match iv.*.
+# Arguments: DIR MS.
+section='s=$(date +%s%N); f=$0/iv.$$; t=$0/tmp.$$; end=$((s + $1 * 1000000))
 while :; do
 	now=$(date +%s%N)
-	echo "$s $now $LEASERUN_FENCE" >"$f.new"; mv -f "$f.new" "$f"
+	echo "$s $now $LEASERUN_FENCE" >"$t"; mv -f "$t" "$f"
 	[ "$now" -ge "$end" ] && break
 	sleep 0.01
 done'
@@ -87,7 +89,7 @@ failover_under_load() {
 		[ "$RC" = 0 ] || { cat "$d"/w*.err; return 1; }
 	done
 	cat "$d"/iv.* >"$d/log"
-	[ "$(wc -l <"$d/log")" = 4 ]
+	[ "$(wc -l <"$d/log")" = 4 ] || { ls "$d"; cat "$d/log"; return 1; }
 	run check_intervals "$d/log"
 	echo "# $output" >&3
 	assert_success
