@@ -541,11 +541,25 @@ static void gate_release(struct lr_store *st)
 	st->gated = 0;
 }
 
+/* The last close of an inotify descriptor waits for the kernel's SRCU
+ * grace period (milliseconds; seen up to 20ms), so the run never makes
+ * it: a spent descriptor stays open, unread, until the next one is spent
+ * or the process ends.  Then the group guard (child.c), which shares our
+ * descriptor table and exits after us, is the one that waits. */
+static void notify_retire(int fd)
+{
+	static int spent = -1;
+
+	if (spent >= 0)
+		close(spent);
+	spent = fd;
+}
+
 static void unlock_close(struct lr_store *st)
 {
 	helper_stop(st);
 	if (st->notify >= 0) {
-		close(st->notify);
+		notify_retire(st->notify);
 		st->notify = -1;
 	}
 	if (st->sfd >= 0) {

@@ -92,8 +92,12 @@ pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 		sigset_t none;
 
 		close(p[0]);
-		if (!spec->foreground)
+		if (!spec->foreground) {
 			setpgid(0, 0);
+			/* Before the exec: the command cannot start anything
+			 * the guard would not know of. */
+			lr_child_guard_group(getpid());
+		}
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
 		    getppid() != parent)
 			_exit(LR_EXIT_FAILED);
@@ -118,6 +122,8 @@ pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 	close(p[0]);
 	if (n == 0)
 		return pid; /* exec succeeded: the pipe closed on exec */
+	if (!spec->foreground)
+		lr_child_guard_group(0);
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	*errnum = n == sizeof(e) ? e : EIO;
@@ -138,101 +144,90 @@ int lr_child_group_alive(pid_t pid, int foreground)
 	return kill(-pid, 0) == 0 || errno == EPERM;
 }
 
-/* The guard shares our memory (CLONE_VM: no page tables to copy, which is
- * most of a fork's cost) but has a copy of our fd table, so our death
- * closes our end of its pipe.  It runs only raw system calls on its own
- * stack: no libc state, no sanitizer bookkeeping. */
+/* The group guard (child.h).  It shares our memory and our descriptor
+ * table (CLONE_VM | CLONE_FILES: nothing is copied), so it holds every
+ * descriptor we open, before or after it starts, and learns what to
+ * kill and remove from plain stores to memory: no system call and no
+ * wake-up while the lease is held.  It sleeps with every signal blocked
+ * and wakes when we exit (PR_SET_PDEATHSIG); a signal someone else
+ * sends finds getppid() unchanged and sends it back to sleep.  It runs
+ * only raw system calls on its own stack: no libc state, no sanitizer
+ * bookkeeping.  Each field is published with a release store, so what
+ * it reads is whole; a path is published only once it is written out. */
 static struct {
-	int rd, wr;
-	pid_t pgid;
-	char file[4200], tmp[4200], dir[4096]; /* "" when none */
+	pid_t parent;
+	pid_t pgid;  /* the group to kill; 0: none */
+	int files;   /* 1: remove file, tmp and dir */
+	char file[4200], tmp[4200], dir[4096];
 } guard_arg;
 static char guard_stack[16384] __attribute__((aligned(16)));
-/* A guard told to stop and not waited for: it may still be on
- * guard_stack, so the next guard (a second run in one process, as the
- * unit tests make) waits for it first. */
-static pid_t guard_leaving;
+static pid_t guard_pid;
 
 __attribute__((no_sanitize("address", "undefined")))
 static int guard_main(void *unused)
 {
-	char c;
-	long n;
+	unsigned long all = ~0UL;
+	pid_t pgid;
 
 	(void)unused;
 	/* A group of its own: whoever SIGKILLs leaserun's whole group
 	 * (timeout(1) does) must not take the guard along. */
 	syscall(SYS_setpgid, 0, 0);
-	syscall(SYS_close, guard_arg.wr);
-	do
-		n = syscall(SYS_read, guard_arg.rd, &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0) { /* we died */
-		syscall(SYS_kill, -guard_arg.pgid, SIGKILL);
-		if (guard_arg.dir[0]) {
-			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.file, 0);
-			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.tmp, 0);
-			syscall(SYS_unlinkat, AT_FDCWD, guard_arg.dir,
-				AT_REMOVEDIR);
-		}
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, sizeof(all));
+	syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGHUP);
+	/* Checked after the prctl: if we died before it, no signal comes,
+	 * and getppid() already names someone else. */
+	while (syscall(SYS_getppid) == guard_arg.parent)
+		syscall(SYS_rt_sigtimedwait, &all, NULL, NULL, sizeof(all));
+	pgid = __atomic_load_n(&guard_arg.pgid, __ATOMIC_ACQUIRE);
+	if (pgid > 0)
+		syscall(SYS_kill, -pgid, SIGKILL);
+	if (__atomic_load_n(&guard_arg.files, __ATOMIC_ACQUIRE)) {
+		syscall(SYS_unlinkat, AT_FDCWD, guard_arg.file, 0);
+		syscall(SYS_unlinkat, AT_FDCWD, guard_arg.tmp, 0);
+		syscall(SYS_unlinkat, AT_FDCWD, guard_arg.dir, AT_REMOVEDIR);
 	}
+	/* Its exit closes the descriptors we left open (the lease goes only
+	 * now) and frees our memory: after us, off the run's path. */
 	syscall(SYS_exit, 0);
 	return 0;
 }
 
-pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd)
+int lr_child_guard_start(void)
 {
 	pid_t guard;
-	int p[2];
 
-	*fd = -1;
-	if (guard_leaving > 0) {
-		while (waitpid(guard_leaving, NULL, 0) < 0 && errno == EINTR)
-			;
-		guard_leaving = 0;
-	}
-	guard_arg.dir[0] = guard_arg.file[0] = guard_arg.tmp[0] = '\0';
-	if (rm && strlen(rm[0]) < sizeof(guard_arg.file) &&
-	    strlen(rm[1]) < sizeof(guard_arg.tmp) &&
-	    strlen(rm[2]) < sizeof(guard_arg.dir)) {
-		strcpy(guard_arg.file, rm[0]);
-		strcpy(guard_arg.tmp, rm[1]);
-		strcpy(guard_arg.dir, rm[2]);
-	}
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	guard_arg.rd = p[0];
-	guard_arg.wr = p[1];
-	guard_arg.pgid = pgid;
-	/* Our other fds stay open in the guard until the group is killed,
-	 * so a lock file or a store session we held outlives it. */
+	if (guard_pid > 0)
+		return 0;
+	guard_arg.parent = getpid();
 	guard = clone(guard_main, guard_stack + sizeof(guard_stack),
-		      CLONE_VM | SIGCHLD, NULL);
-	close(p[0]);
-	if (guard < 0) {
-		close(p[1]);
+		      CLONE_VM | CLONE_FILES | SIGCHLD, NULL);
+	if (guard < 0)
 		return -1;
-	}
 	setpgid(guard, guard); /* as it does itself: no window either way */
-	*fd = p[1];
-	return guard;
+	guard_pid = guard;
+	return 0;
 }
 
-void lr_child_guard_stop(pid_t guard, int fd)
+int lr_child_guard_running(void)
 {
-	if (guard <= 0) {
-		if (fd >= 0)
-			close(fd);
+	return guard_pid > 0;
+}
+
+void lr_child_guard_group(pid_t pgid)
+{
+	__atomic_store_n(&guard_arg.pgid, pgid, __ATOMIC_RELEASE);
+}
+
+void lr_child_guard_files(const char *const rm[3])
+{
+	__atomic_store_n(&guard_arg.files, 0, __ATOMIC_RELEASE);
+	if (!rm || strlen(rm[0]) >= sizeof(guard_arg.file) ||
+	    strlen(rm[1]) >= sizeof(guard_arg.tmp) ||
+	    strlen(rm[2]) >= sizeof(guard_arg.dir))
 		return;
-	}
-	if (write(fd, "x", 1) != 1) {
-		/* it is gone already */
-	}
-	close(fd);
-	/* Not waited for: its exit closes its copies of our fds, and the
-	 * last close of the file store's inotify fd waits for the kernel's
-	 * SRCU grace period (milliseconds, seen up to 20ms).  It kills
-	 * nothing now; whoever inherits it when we exit reaps it, or the
-	 * next lr_child_guard_start(). */
-	guard_leaving = guard;
+	strcpy(guard_arg.file, rm[0]);
+	strcpy(guard_arg.tmp, rm[1]);
+	strcpy(guard_arg.dir, rm[2]);
+	__atomic_store_n(&guard_arg.files, 1, __ATOMIC_RELEASE);
 }

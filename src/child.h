@@ -30,17 +30,26 @@ int lr_child_signal(pid_t pid, int foreground, int sig);
  * foreground mode, where the group is ours). */
 int lr_child_group_alive(pid_t pid, int foreground);
 
-/* A guard is a fork of ours, outside the command's group and in a group
+/* The group guard: PR_SET_PDEATHSIG reaches only the command's own
+ * process, not what it started; the guard SIGKILLs the command's group
+ * if we die without saying goodbye (kill -9), and removes the command's
+ * state files.  It is a process outside the command's group, in a group
  * of its own (so that a kill of our whole group, as timeout(1) sends,
- * spares it), that SIGKILLs the command's group if we die without saying
- * goodbye (kill -9): PDEATHSIG reaches only the command itself, not what
- * it started.  Returns the guard's pid and sets *fd to our end of its
- * pipe, or returns -1.  Unless rm is NULL, the guard then also removes
- * the files rm[0] and rm[1] and the directory rm[2] (the command's state
- * file). */
-pid_t lr_child_guard_start(pid_t pgid, const char *const rm[3], int *fd);
-/* Says goodbye: the guard exits without killing, in its own time (not
- * waited for).  Accepts pid 0. */
-void lr_child_guard_stop(pid_t guard, int fd);
+ * spares it), started once and early, before any descriptor it must
+ * keep is open: it keeps all of ours open until it has killed the
+ * group, so a lock or a session we held is let go only then.  Returns 0,
+ * or -1 with errno. */
+int lr_child_guard_start(void);
+/* 1 once lr_child_guard_start() has succeeded. */
+int lr_child_guard_running(void);
+/* The group the guard kills if we die: lr_child_spawn() sets it, in the
+ * child before its exec; 0 (once the group is gone): none.  A store to
+ * memory, callable with no guard running. */
+void lr_child_guard_group(pid_t pgid);
+/* The files rm[0] and rm[1] and the directory rm[2] the guard removes if
+ * we die; NULL: none.  A normal exit calls lr_child_guard_group(0) and
+ * lr_child_guard_files(NULL): the guard then wakes when we are gone and
+ * exits doing nothing. */
+void lr_child_guard_files(const char *const rm[3]);
 
 #endif

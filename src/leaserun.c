@@ -115,6 +115,7 @@ struct run {
 	struct lr_url *u;
 	int *keep;
 	size_t nkeep;
+	int guard_errno; /* the group guard did not start; 0 */
 };
 
 static void usage(void)
@@ -1050,6 +1051,7 @@ static void run(struct run *r, struct lr_store *st, const sigset_t *set,
 	cfg.stop_signal = o->stop_signal;
 	cfg.warn_signal = o->warn_signal;
 	cfg.foreground = o->foreground;
+	cfg.guard_errno = r->guard_errno;
 	cfg.limit = o->limit;
 	cfg.shared = o->shared;
 	cfg.name = o->name;
@@ -1151,6 +1153,11 @@ int main(int argc, char **argv)
 	finish_timing(&o);
 	lr_log_setup(o.verbosity, o.json, o.use_syslog, o.name);
 
+	/* The group guard (child.h) shares our descriptors, so it can start
+	 * before any is open; its start then overlaps with loading the
+	 * store and connecting instead of with the command's. */
+	if (!o.mode && !o.foreground && lr_child_guard_start() < 0)
+		r.guard_errno = errno ? errno : EAGAIN;
 	choose_store(&r, &url_buf);
 	if (!o.mode) {
 		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);

@@ -112,8 +112,6 @@ struct sup {
 	struct lr_reporter rep; /* what the events of this run share */
 	int too_late;          /* acquires in a row answered too late */
 	pid_t pid;             /* the command, 0 before / after */
-	pid_t guard;           /* kills the group if we are killed */
-	int guard_fd;
 	int reaped;            /* the command's status is in res */
 	int stopped;           /* we stopped it: the outcome is 124 */
 	int certain_loss;      /* do not release */
@@ -361,14 +359,21 @@ static void run_end(struct sup *s)
 }
 
 /* The lease is held and may be used: the state file first, so the
- * command can read it from its first instruction; then the command; then
- * the guard, which needs its pid.  Returns with the state HELD, or DONE
- * if the command could not start. */
+ * command can read it from its first instruction, and the guard told to
+ * remove it; then the command (which tells the guard its group itself,
+ * before its exec).  Returns with the state HELD, or DONE if the command
+ * could not start. */
 static void run_command(struct sup *s, const struct lr_grant *g)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 
 	report(s, (struct lr_report){ .kind = LR_REP_HOLDING });
+	if (lr_state_path()) {
+		const char *const rm[3] = { lr_state_path(), lr_state_tmp(),
+					    lr_state_dir() };
+
+		lr_child_guard_files(rm);
+	}
 	s->pid = c->spawn(c->ctx, g, &s->res->code);
 	if (s->pid < 0) {
 		s->pid = 0;
@@ -380,18 +385,9 @@ static void run_command(struct sup *s, const struct lr_grant *g)
 	report(s, (struct lr_report){ .kind = LR_REP_STARTED, .n = s->pid });
 	if (c->max_time_ms > 0)
 		s->t_max = lr_now_ms() + c->max_time_ms;
-	if (!c->foreground) {
-		const char *const rm[3] = { lr_state_path(), lr_state_tmp(),
-					    lr_state_dir() };
-
-		s->guard = lr_child_guard_start(
-			s->pid, lr_state_path() ? rm : NULL, &s->guard_fd);
-		if (s->guard < 0) {
-			report(s, (struct lr_report){ .kind = LR_REP_NO_GUARD,
-						      .n = errno });
-			s->guard = 0;
-		}
-	}
+	if (c->guard_errno)
+		report(s, (struct lr_report){ .kind = LR_REP_NO_GUARD,
+					      .n = c->guard_errno });
 	s->t_acquire = s->t_wait_over = NEVER;
 	set_state(s, HELD);
 }
@@ -598,8 +594,6 @@ static void reap(struct sup *s)
 	pid_t p;
 
 	while ((p = waitpid(-1, &ws, WNOHANG)) > 0) {
-		if (p == s->guard)
-			s->guard = 0; /* it died: nothing to stop */
 		if (p == s->pid && !s->reaped) {
 			s->reaped = 1;
 			s->res->wstatus = ws;
@@ -627,6 +621,9 @@ static void after_exit(struct sup *s, int64_t now)
 		}
 		return;
 	}
+	/* Nothing left for the guard to kill, nor a group that reuses the
+	 * number. */
+	lr_child_guard_group(0);
 	s->res->outcome = s->stopped     ? LR_OUT_LOST
 			  : s->timed_out ? LR_OUT_TIMEOUT
 					 : LR_OUT_CHILD;
@@ -979,7 +976,6 @@ static void start(struct sup *s, const struct lr_sup_cfg *cfg,
 	s->t_max = s->t_max_kill = NEVER;
 	s->backoff = 50;
 	s->seed = (unsigned)getpid() ^ (unsigned)s->t_acquire;
-	s->guard_fd = -1;
 	s->rep = (struct lr_reporter){ cfg->name, cfg->limit, cfg->shared, 0 };
 	if (cfg->splay_ms > 0) {
 		int64_t d = splay_draw(s, cfg->splay_ms);
@@ -1101,7 +1097,7 @@ static int wait_once(struct sup *s, int tfd)
 
 /* The end of every run: the group is gone (killed here if an error path
  * left it), the end is recorded, the lease given back if it may still be
- * ours, and only then the state file and the guard go. */
+ * ours, and only then the state file goes and the guard stands down. */
 static void finish(struct sup *s)
 {
 	const struct lr_sup_cfg *cfg = s->cfg;
@@ -1122,6 +1118,8 @@ static void finish(struct sup *s)
 		}
 		if (!s->reaped || lr_child_group_alive(s->pid, cfg->foreground))
 			s->certain_loss = 1; /* let it expire instead */
+		else
+			lr_child_guard_group(0);
 	}
 	if (s->t_acquired)
 		report(s, (struct lr_report){
@@ -1141,9 +1139,9 @@ static void finish(struct sup *s)
 	/* Removed only now that the release has said whether the lease was
 	 * ours to the end; until then it reads "releasing" or "lost". */
 	report(s, (struct lr_report){ .kind = LR_REP_END });
-	/* The guard lives until then, to remove the state file if we are
-	 * killed while releasing; the group it would kill is gone. */
-	lr_child_guard_stop(s->guard, s->guard_fd);
+	/* The guard removed it until now if we were killed while releasing;
+	 * now it has nothing left to do, and exits when we do. */
+	lr_child_guard_files(NULL);
 }
 
 void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)

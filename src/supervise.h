@@ -22,6 +22,8 @@ struct lr_sup_cfg {
 	int stop_signal;     /* --signal */
 	int warn_signal;     /* --warn-signal: at the first failed renew; 0 */
 	int foreground;
+	int guard_errno;     /* the group guard did not start (errno): said
+			      * once the command has; 0 */
 	unsigned limit;      /* --limit, for the log lines */
 	int shared;          /* --shared, for the log lines */
 	const char *name;    /* the lease, for the state file and systemd */

@@ -265,6 +265,43 @@ bg() {
 	wait_until 5 eval "[ ! -e '$dir' ]"
 }
 
+@test "kill -9 of leaserun while it releases: the guard removes the state directory" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo 'release.delay=3000' > "$LOCKDIR/job.fault"
+	bg "$LEASERUN" job sh -c 'echo "$LEASERUN_STATE" > "$0/path"' "$T"
+	wait_until 5 exists "$T/path"
+	state=$(cat "$T/path")
+	wait_until 5 grep -qx 'state=releasing' "$state"
+	kill -9 "$BG"
+	wait_until 5 eval "[ ! -e '$(dirname "$state")' ]"
+}
+
+# guard_of PID: leaserun PID's group guard, the one child of it that leads
+# a process group of its own and is not its command (CMD, if given).
+guard_of() {
+	ps -o pid=,pgid= --ppid "$1" | awk -v c="${2:-}" '$1 == $2 && $1 != c { print $1 }'
+}
+
+@test "the guard never outlives leaserun: it goes when a run ends, and after kill -9 of a waiter" {
+	# A run: the command finds the guard beside it, a child of leaserun.
+	lr job sh -c 'ps -o pid=,pgid= --ppid $PPID |
+		awk -v c=$$ '\''$1 == $2 && $1 != c { print $1 }'\'' > "$0/guard"' "$T"
+	[ "$(wc -l < "$T/guard")" = 1 ]
+	wait_until 5 dead "$(cat "$T/guard")"
+	# A waiter, killed while it waits: nothing to kill, and it goes too.
+	bg "$LEASERUN" job sleep 60
+	holder=$BG
+	wait_until 5 lr --status job
+	bg "$LEASERUN" -w 60s job true
+	wait_until 5 eval '[ -n "$(guard_of "$BG")" ]'
+	guard=$(guard_of "$BG")
+	kill -9 "$BG"
+	wait_until 5 dead "$guard"
+	alive "$holder"
+	# The holder's own command is untouched by the waiter's guard.
+	lr --status job
+}
+
 @test "systemd: READY=1 and STATUS= lines on NOTIFY_SOCKET, which the command does not inherit" {
 	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
 	bg socat -u "UNIX-RECV:$T/notify" "OPEN:$T/notes,creat,append"
