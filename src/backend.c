@@ -56,10 +56,16 @@ static const char *module_dir(void)
 	return d && *d ? d : PKGLIBDIR;
 }
 
-/* Fills path with the file of module name; returns 1 if it exists. */
-static int module_file(const char *name, char *path, size_t len)
+/* Fills path with the file of module name. */
+static void module_path(const char *name, char *path, size_t len)
 {
 	snprintf(path, len, "%s/%s.so", module_dir(), name);
+}
+
+/* The same; returns 1 if it exists. */
+static int module_file(const char *name, char *path, size_t len)
+{
+	module_path(name, path, len);
 	return access(path, F_OK) == 0;
 }
 
@@ -71,22 +77,26 @@ static const struct lr_store_ops *load(size_t i, struct lr_err *err)
 	char path[4096];
 	void *h;
 
-	if (!module_file(name, path, sizeof(path))) {
-		if (schemes[i].package)
-			lr_err_set(err,
-				   "this leaserun has no %s store: install "
-				   "the %s package or build with --with-%s",
-				   name, schemes[i].package, name);
-		else
-			lr_err_set(err, "this leaserun has no %s store", name);
-		return NULL;
-	}
+	module_path(name, path, sizeof(path));
 	/* RTLD_NODELETE: the store's code must outlive any atexit hook its
 	 * libraries registered. */
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!h) {
-		lr_err_set(err, "cannot load the %s store: %s", name,
-			   dlerror());
+		const char *why = dlerror();
+
+		/* Only now, not before each load: a missing module is the
+		 * usual reason, and a package names the cure. */
+		if (!module_file(name, path, sizeof(path)) &&
+		    schemes[i].package)
+			lr_err_set(err,
+				   "this leaserun has no %s store: install "
+				   "the %s package or build with --with-%s",
+				   name, schemes[i].package, name);
+		else if (!module_file(name, path, sizeof(path)))
+			lr_err_set(err, "this leaserun has no %s store", name);
+		else
+			lr_err_set(err, "cannot load the %s store: %s", name,
+				   why);
 		return NULL;
 	}
 	ops = dlsym(h, LR_STORE_SYMBOL);

@@ -24,37 +24,47 @@ static char st_dir[4096];
 static char st_file[4200];
 static char st_tmp[4200];
 static int st_made;
+static int st_written; /* st_file exists: later versions replace it */
 
 static int make_dir(void)
 {
-	/* The first absolute path we can write to; /dev/shm before /tmp,
+	/* The first absolute path we can make it in; /dev/shm before /tmp,
 	 * since a file made, renamed and removed in every run costs far
 	 * less on a tmpfs than on a disk. */
 	const char *const bases[] = { getenv("XDG_RUNTIME_DIR"),
 				      getenv("TMPDIR"), "/dev/shm", "/tmp" };
-	const char *base = "/tmp";
 	size_t i;
 
 	for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-		if (bases[i] && bases[i][0] == '/' &&
-		    access(bases[i], W_OK | X_OK) == 0) {
-			base = bases[i];
+		if (!bases[i] || bases[i][0] != '/')
+			continue;
+		if (snprintf(st_dir, sizeof(st_dir), "%s/leaserun.XXXXXX",
+			     bases[i]) >= (int)sizeof(st_dir))
+			continue;
+		if (mkdtemp(st_dir))
 			break;
-		}
+		if (errno != EACCES && errno != EPERM && errno != EROFS &&
+		    errno != ENOENT && errno != ENOTDIR)
+			return -1;
 	}
-	if (snprintf(st_dir, sizeof(st_dir), "%s/leaserun.XXXXXX", base) >=
-	    (int)sizeof(st_dir)) {
-		errno = ENAMETOOLONG;
+	if (i == sizeof(bases) / sizeof(bases[0])) {
+		errno = EACCES;
 		return -1;
 	}
 	/* Others may pass through (a command that changes user can still
 	 * read the file, though not inside a private XDG_RUNTIME_DIR), not
 	 * list or write. */
-	if (!mkdtemp(st_dir) || chmod(st_dir, 0711) < 0)
+	if (chmod(st_dir, 0711) < 0) {
+		int e = errno;
+
+		rmdir(st_dir);
+		errno = e;
 		return -1;
+	}
 	snprintf(st_file, sizeof(st_file), "%s/state", st_dir);
 	snprintf(st_tmp, sizeof(st_tmp), "%s/state.new", st_dir);
 	st_made = 1;
+	st_written = 0;
 	return 0;
 }
 
@@ -62,6 +72,7 @@ int lr_state_write(const char *name, enum lr_lease_state st, uint64_t fence,
 		   int64_t deadline_boot)
 {
 	char buf[512];
+	const char *path;
 	int fd, n, e;
 
 	if (!st_made && make_dir() < 0)
@@ -72,18 +83,28 @@ int lr_state_write(const char *name, enum lr_lease_state st, uint64_t fence,
 		     name, state_word[st], fence, (long)getpid(),
 		     (long long)(lr_wall_ms() + deadline_boot - lr_now_ms()),
 		     (long long)deadline_boot);
-	fd = open(st_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	/* The first version is written in place: the command that could
+	 * read it has not started, so nobody sees it half written.  Later
+	 * ones replace it whole. */
+	path = st_written ? st_tmp : st_file;
+	st_written = 1; /* whatever becomes of this one */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		  0644);
 	if (fd < 0)
 		return -1;
 	if (write(fd, buf, (size_t)n) != n) {
 		e = errno ? errno : EIO;
 		close(fd);
+		unlink(path);
 		errno = e;
 		return -1;
 	}
-	if (close(fd) < 0 || rename(st_tmp, st_file) < 0)
+	if (close(fd) < 0 || (path == st_tmp && rename(st_tmp, st_file) < 0)) {
+		e = errno;
+		unlink(path);
+		errno = e;
 		return -1;
+	}
 	return 0;
 }
 
@@ -106,8 +127,8 @@ void lr_state_remove(void)
 {
 	if (!st_made)
 		return;
+	/* No state.new is left: a failed write removes its own. */
 	unlink(st_file);
-	unlink(st_tmp);
 	rmdir(st_dir);
 	st_made = 0;
 }

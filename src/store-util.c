@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 
@@ -144,12 +146,14 @@ static int cmp_int(const void *a, const void *b)
 
 size_t lr_open_fds(int *fds, size_t max)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
+	/* getdents64 into a buffer on the stack: opendir() would malloc
+	 * 32KB, and /proc is slow enough already (some 30us a run). */
+	char buf[2048] __attribute__((aligned(8)));
+	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	size_t n = 0, i;
-	int self;
+	long got;
 
-	if (!d) {
+	if (d < 0) {
 		/* No /proc (or no fd left to read it): ask fcntl about each
 		 * fd that can be open. */
 		struct rlimit rl;
@@ -163,17 +167,24 @@ size_t lr_open_fds(int *fds, size_t max)
 				fds[n++] = (int)i;
 		return n;
 	}
-	self = dirfd(d);
-	while ((e = readdir(d)) && n < max) {
-		int fd;
+	while (n < max && (got = syscall(SYS_getdents64, d, buf,
+					 sizeof(buf))) > 0) {
+		long off;
 
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		fd = atoi(e->d_name);
-		if (fd >= 3 && fd != self)
-			fds[n++] = fd;
+		for (off = 0; off < got && n < max;) {
+			const struct dirent64 *e =
+				(const struct dirent64 *)(void *)(buf + off);
+			int fd;
+
+			off += e->d_reclen;
+			if (e->d_name[0] < '0' || e->d_name[0] > '9')
+				continue;
+			fd = atoi(e->d_name);
+			if (fd >= 3 && fd != d)
+				fds[n++] = fd;
+		}
 	}
-	closedir(d);
+	close(d);
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
 }
