@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,19 +145,48 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Every fd from 3 up to hi - 1 that is open, by one poll(): POLLNVAL
+ * says it is not.  0 with *ok = 0 if poll() fails. */
+static size_t polled_fds(int *fds, size_t max, int hi, int *ok)
+{
+	struct pollfd p[1024];
+	size_t n = 0;
+	int i, k = hi - 3;
+
+	for (i = 0; i < k; i++)
+		p[i] = (struct pollfd){ .fd = i + 3 };
+	*ok = poll(p, (nfds_t)k, 0) >= 0;
+	for (i = 0; *ok && i < k && n < max; i++)
+		if (!(p[i].revents & POLLNVAL))
+			fds[n++] = i + 3;
+	return n;
+}
+
 size_t lr_open_fds(int *fds, size_t max)
 {
-	/* getdents64 into a buffer on the stack: opendir() would malloc
-	 * 32KB, and /proc is slow enough already (some 30us a run). */
 	char buf[2048] __attribute__((aligned(8)));
-	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct rlimit rl;
 	size_t n = 0, i;
 	long got;
+	int d, ok;
 
+	/* Under the usual limit of 1024 open files, one poll() asks about
+	 * every fd that can be open: 9us here, against 32us for listing
+	 * /proc/self/fd (in a fresh process, as each run is).  An fd at or
+	 * above a limit lowered after it was opened is not seen. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur <= 1024 &&
+	    rl.rlim_cur > 3) {
+		n = polled_fds(fds, max, (int)rl.rlim_cur, &ok);
+		if (ok)
+			return n;
+	}
+	/* getdents64 into a buffer on the stack: opendir() would malloc
+	 * 32KB. */
+	d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	n = 0;
 	if (d < 0) {
 		/* No /proc (or no fd left to read it): ask fcntl about each
 		 * fd that can be open. */
-		struct rlimit rl;
 		size_t hi = 65536;
 
 		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&

@@ -130,6 +130,25 @@ forwards() {
 	assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
 }
 
+@test "the child gets its fds both ways they are found: poll() under a limit of 1024, /proc above" {
+	# Under a limit of 1024 open files leaserun asks poll() about each
+	# number; above, it lists /proc/self/fd.  The highest fd each allows.
+	for lim in 1024 4096; do
+		top=$((lim - 1))
+		run bash -c 'ulimit -n "$1" && exec 7>/dev/null {x}>/dev/null &&
+			exec '"$top"'>"$2/top" &&
+			"$LEASERUN" job bash -c "ls /proc/self/fd; echo top >&'"$top"'"' \
+			bash "$lim" "$T"
+		assert_success
+		assert_equal "$(cat "$T/top")" top
+		fds=$(echo "$output" | sort -n | tr '\n' ' ')
+		bash -c 'ulimit -n "$1" && exec 7>/dev/null {x}>/dev/null &&
+			exec '"$top"'>/dev/null && ls /proc/self/fd' bash "$lim" >"$T/want"
+		assert_equal "$fds" "$(sort -n "$T/want" | tr '\n' ' ')"
+		rm "$T/top"
+	done
+}
+
 @test "without /proc the child still gets every fd it was given, fd 300 too" {
 	needs_root "to hide /proc"
 	# A sanitizer runtime reads its options and stops threads through
