@@ -26,7 +26,9 @@
 # Starts its own redis-server (loopback, free port, no password, no
 # persistence) in a temporary directory and stops it by PID at the end.
 # Needs redis-server, redis-cli, hyperfine, flock, cc and hiredis's
-# headers.  RUNS=N changes the number of hyperfine runs (default 300);
+# headers.  RUNS=N changes the number of runs of each command (default
+# 600), ROUNDS=N the number of hyperfine runs they are split into
+# (default 10; each ratio is taken within a round, see short_run);
 # SKIP_SHORT=1 measures only the hand-over.
 set -eu
 # Nothing from the caller's environment may change what leaserun does
@@ -37,7 +39,8 @@ unset $(compgen -v LEASERUN_) NOTIFY_SOCKET
 builddir=$(cd "${1:-.}" && pwd)
 LEASERUN=$builddir/leaserun
 export LEASERUN_MODULE_DIR=$builddir/.libs
-runs=${RUNS:-300}
+runs=${RUNS:-600}
+rounds=${ROUNDS:-10}
 # shellcheck source=handover.bash
 . "$(dirname "$0")/handover.bash"
 
@@ -88,32 +91,65 @@ redis-cli -p "$p" eval "if redis.call('get', KEYS[1]) == ARGV[1] then return red
 EOF
 
 short_run() {
-	echo "== one short run (hyperfine, $runs runs, no shell)"
-	"$LEASERUN" -n -U "$url" bench true # loads the scripts once
-	hyperfine -N --style basic --warmup 20 --runs "$runs" \
-		--export-csv "$tmp/short.csv" \
-		-n "leaserun -n (redis)" "$LEASERUN -n -U $url bench true" \
-		-n "flock -n" "flock -n $tmp/flock.lock true" \
-		-n "redis-cli script" "sh $tmp/cli.sh $port" \
-		-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true" \
-		-n "floor (C client)" "$tmp/floor $port true"
+	local r per=$((runs / rounds))
 
-	# CSV: command,mean,stddev,median,user,system,min,max (seconds).
-	awk -F, 'NR > 1 { med[NR - 1] = $4; mean[NR - 1] = $2 }
+	echo "== one short run (hyperfine, $rounds rounds of $per runs each, no shell)"
+	"$LEASERUN" -n -U "$url" bench true # loads the scripts once
+	for r in $(seq "$rounds"); do
+		hyperfine -N --style none --warmup 10 --runs "$per" \
+			--export-csv "$tmp/short.$r.csv" \
+			-n "leaserun -n (redis)" "$LEASERUN -n -U $url bench true" \
+			-n "flock -n" "flock -n $tmp/flock.lock true" \
+			-n "redis-cli script" "sh $tmp/cli.sh $port" \
+			-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true" \
+			-n "floor (C client)" "$tmp/floor $port true" >/dev/null
+	done
+
+	# CSV: command,mean,stddev,median,user,system,min,max (seconds).  A
+	# ratio is taken within a round, between blocks well under a second
+	# apart, and the median of the rounds' ratios is reported.  This
+	# script once ran one hyperfine of 300 runs a command, which compares
+	# blocks measured seconds apart: the machine's drift between them
+	# moved floor/flock (a fixed C program) from 1.05x to 1.17x from one
+	# run of the script to the next.
+	awk -F, '
+		FNR == 1 { r++; next }
+		{ med[r, FNR - 1] = $4 }
+		function sort(a, n,   i, j, t) {
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+					t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+				}
+		}
+		# median over the rounds of med[.,x] / med[.,y]
+		function ratio(x, y,   i, a) {
+			for (i = 1; i <= r; i++)
+				a[i] = med[i, x] / med[i, y]
+			sort(a, r)
+			lo = a[1]; hi = a[r]
+			return r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2
+		}
+		function ms(x,   i, a) {
+			for (i = 1; i <= r; i++)
+				a[i] = med[i, x]
+			sort(a, r)
+			return 1000 * (r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2)
+		}
 		END {
 			printf "\nmedian: leaserun %.2f ms, flock %.2f ms, redis-cli script %.2f ms\n",
-				med[1] * 1000, med[2] * 1000, med[3] * 1000
-			printf "leaserun / flock            = %.2fx (median; mean %.2fx; target <= 1.25x)\n",
-				med[1] / med[2], mean[1] / mean[2]
-			printf "redis-cli script / leaserun = %.2fx (median; mean %.2fx; target >= 4x)\n",
-				med[3] / med[1], mean[3] / mean[1]
-			printf "leaserun redis / file store = %.2fx (median: the cost of the network store)\n",
-				med[1] / med[4]
-			printf "floor / flock               = %.2fx (median: connect, two round trips, nothing else)\n",
-				med[5] / med[2]
-			printf "leaserun / floor            = %.2fx (median: what leaserun adds to the least a lease costs)\n",
-				med[1] / med[5]
-		}' "$tmp/short.csv"
+				ms(1), ms(2), ms(3)
+			v = ratio(1, 2)
+			printf "leaserun / flock            = %.2fx (median of %d rounds, %.2f-%.2f; target <= 1.25x)\n",
+				v, r, lo, hi
+			v = ratio(3, 1)
+			printf "redis-cli script / leaserun = %.2fx (%.2f-%.2f; target >= 4x)\n", v, lo, hi
+			v = ratio(1, 4)
+			printf "leaserun redis / file store = %.2fx (%.2f-%.2f: the cost of the network store)\n", v, lo, hi
+			v = ratio(5, 2)
+			printf "floor / flock               = %.2fx (%.2f-%.2f: connect, two round trips, nothing else)\n", v, lo, hi
+			v = ratio(1, 5)
+			printf "leaserun / floor            = %.2fx (%.2f-%.2f: what leaserun adds to the least a lease costs)\n", v, lo, hi
+		}' "$tmp"/short.*.csv
 }
 
 if [ "${SKIP_SHORT:-}" != 1 ]; then
