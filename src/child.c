@@ -209,11 +209,6 @@ int lr_child_guard_start(void)
 	return 0;
 }
 
-int lr_child_guard_running(void)
-{
-	return guard_pid > 0;
-}
-
 void lr_child_guard_group(pid_t pgid)
 {
 	__atomic_store_n(&guard_arg.pgid, pgid, __ATOMIC_RELEASE);

@@ -35,13 +35,11 @@ int lr_child_group_alive(pid_t pid, int foreground);
  * if we die without saying goodbye (kill -9), and removes the command's
  * state files.  It is a process outside the command's group, in a group
  * of its own (so that a kill of our whole group, as timeout(1) sends,
- * spares it), started once and early, before any descriptor it must
- * keep is open: it keeps all of ours open until it has killed the
- * group, so a lock or a session we held is let go only then.  Returns 0,
- * or -1 with errno. */
+ * spares it), started once, early.  It shares our descriptor table, so
+ * it keeps every descriptor we open, before or after its start, open
+ * until it has killed the group: a lock or a session we held is let go
+ * only then.  Returns 0, or -1 with errno. */
 int lr_child_guard_start(void);
-/* 1 once lr_child_guard_start() has succeeded. */
-int lr_child_guard_running(void);
 /* The group the guard kills if we die: lr_child_spawn() sets it, in the
  * child before its exec; 0 (once the group is gone): none.  A store to
  * memory, callable with no guard running. */

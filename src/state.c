@@ -24,7 +24,7 @@ static char st_dir[4096];
 static char st_file[4200];
 static char st_tmp[4200];
 static int st_made;
-static int st_written; /* st_file exists: later versions replace it */
+static int st_written; /* a version was tried: later ones replace it */
 
 static int make_dir(void)
 {
