@@ -86,17 +86,16 @@ static const struct lr_store_ops *load(size_t i, struct lr_err *err)
 
 		/* Only now, not before each load: a missing module is the
 		 * usual reason, and a package names the cure. */
-		if (!module_file(name, path, sizeof(path)) &&
-		    schemes[i].package)
+		if (module_file(name, path, sizeof(path)))
+			lr_err_set(err, "cannot load the %s store: %s", name,
+				   why);
+		else if (schemes[i].package)
 			lr_err_set(err,
 				   "this leaserun has no %s store: install "
 				   "the %s package or build with --with-%s",
 				   name, schemes[i].package, name);
-		else if (!module_file(name, path, sizeof(path)))
-			lr_err_set(err, "this leaserun has no %s store", name);
 		else
-			lr_err_set(err, "cannot load the %s store: %s", name,
-				   why);
+			lr_err_set(err, "this leaserun has no %s store", name);
 		return NULL;
 	}
 	ops = dlsym(h, LR_STORE_SYMBOL);
