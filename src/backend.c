@@ -45,7 +45,7 @@ static const struct {
 	{ "etcd", "etcd", "leaserun-etcd", NULL },
 	{ "etcds", "etcd", "leaserun-etcd", "etcd-tls" },
 	{ "zk", "zk", "leaserun-zookeeper", NULL },
-	{ "fault", "fault", NULL, NULL }, /* test-only */
+	{ "fault", "fault", NULL, NULL }, /* test-only, also fault+SCHEME */
 };
 #define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
 
@@ -120,6 +120,10 @@ const struct lr_store_ops *lr_store_find(const char *scheme,
 	char known[256] = "";
 	size_t i, n = 0;
 
+	/* fault+SCHEME:// (test-only): the fault module wraps the store of
+	 * SCHEME, which it finds here in turn. */
+	if (strncmp(scheme, "fault+", 6) == 0)
+		scheme = "fault";
 	for (i = 0; i < NSCHEMES; i++) {
 		if (strcmp(schemes[i].scheme, scheme) != 0)
 			continue;

@@ -1,18 +1,25 @@
 /*
- * be-fault.c - a test-only store: the file store with faults on demand.
+ * be-fault.c - a test-only store: another store with faults on demand.
  *
- * URL fault:///DIR.  Before each call the store reads DIR/NAME.fault,
- * lines of OP=MODE with OP one of acquire, renew, release, run_start,
- * run_end and MODE one of
- *	ok      behave as the file store
+ * URL fault:///DIR wraps the file store in DIR; fault+SCHEME://... wraps
+ * the store of SCHEME://... (a real server's).  Before each call the
+ * store reads its control file, DIR/NAME.fault (for a wrapped network
+ * store $LEASERUN_FAULT_DIR/NAME.fault), lines of OP=MODE with OP one of
+ * acquire, renew, release, run_start, run_end and MODE one of
+ *	ok      behave as the wrapped store
  *	fail    return LR_ERROR ("injected failure")
  *	lost    return LR_LOST
  *	stall   block until the call's deadline, then LR_TIMEOUT
- * and lines of OP.delay=MS: the call first takes MS milliseconds (never
+ * lines of OP.delay=MS: the call first takes MS milliseconds (never
  * past its deadline), then does what its OP=MODE line says (ok without
- * one): a slow store that still answers.  So the tests can drive the
- * supervisor's at-risk, stop and loss paths with real processes and real
- * clocks.  Never installed.
+ * one): a slow store that still answers; and lines of OP.pause=before
+ * or OP.pause=after: before the call, or after it returned LR_OK, the
+ * store creates NAME.paused beside the control file and waits until the
+ * test removes it (at most a minute), whatever the call's deadline: a
+ * leaserun descheduled at that moment, while the test ends the lease
+ * (deletes the key, ends the session...) at a known point.  So the tests
+ * can drive the supervisor's at-risk, stop and loss paths with real
+ * processes, real servers and real clocks.  Never installed.
  */
 #include "config.h"
 
@@ -29,11 +36,15 @@
 #include "be-file.h"
 
 struct fault {
-	struct lr_store *file;
+	const struct lr_store_ops *in; /* the wrapped store */
+	struct lr_store *st;           /* its handle */
+	struct lr_store_req req;       /* fault+: the request it was given */
+	struct lr_url *u;              /* fault+: the URL without "fault+" */
 	char ctl[PATH_MAX];
+	char paused[PATH_MAX];
 };
 
-/* The module's handle is our own struct; the file store's is inside. */
+/* The module's handle is our own struct; the wrapped store's is inside. */
 #define F(st) ((struct fault *)(void *)(st))
 
 /* Sleeps until until, or until deadline if that comes first. */
@@ -47,18 +58,52 @@ static void sleep_until(int64_t until, int64_t deadline)
 		poll(NULL, 0, (int)(until - now));
 }
 
+/* OP.pause=when: NAME.paused, then wait until the test removes it. */
+static void pause_if(struct fault *f, const char *buf, const char *op,
+		     const char *when)
+{
+	char key[48];
+	const char *line;
+	int64_t until = lr_now_ms() + 60000;
+	int fd;
+
+	snprintf(key, sizeof(key), "%s.pause=%s\n", op, when);
+	for (line = buf; (line = strstr(line, key)); line++)
+		if (line == buf || line[-1] == '\n')
+			break;
+	if (!line)
+		return;
+	fd = open(f->paused, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	while (access(f->paused, F_OK) == 0 && lr_now_ms() < until)
+		poll(NULL, 0, 2);
+}
+
+/* The control file, "" if there is none. */
+static void control(const struct fault *f, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd = open(f->ctl, O_RDONLY | O_CLOEXEC);
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 2);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	strcat(buf, "\n"); /* every line ends with one */
+}
+
 static enum lr_status inject(struct fault *f, const char *op,
 			     int64_t deadline, struct lr_err *err)
 {
 	char buf[512], key[32], delay[32], *line, *save = NULL;
-	ssize_t n;
-	int fd = open(f->ctl, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	control(f, buf, sizeof(buf));
+	if (!buf[0])
 		return LR_OK;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
+	pause_if(f, buf, op, "before");
 	snprintf(key, sizeof(key), "%s=", op);
 	snprintf(delay, sizeof(delay), "%s.delay=", op);
 	for (line = buf; (line = strstr(line, delay)); line++)
@@ -89,6 +134,49 @@ static enum lr_status inject(struct fault *f, const char *op,
 	return LR_OK;
 }
 
+/* After a call: OP.pause=after, if it succeeded. */
+static enum lr_status after(struct fault *f, const char *op,
+			    enum lr_status rc)
+{
+	char buf[512];
+
+	if (rc != LR_OK)
+		return rc;
+	control(f, buf, sizeof(buf));
+	if (buf[0])
+		pause_if(f, buf, op, "after");
+	return rc;
+}
+
+/* fault+SCHEME://...: the request for the wrapped store, and the store
+ * itself (backend.c, linked in, loads its module as the core would). */
+static int wrap(struct fault *f, const struct lr_store_req *req,
+		struct lr_err *err)
+{
+	const char *dir = getenv("LEASERUN_FAULT_DIR");
+	char why[256];
+
+	if (!dir || !*dir) {
+		lr_err_set(err, "the fault store needs LEASERUN_FAULT_DIR "
+				"for %s",
+			   req->u->scheme);
+		return -1;
+	}
+	if (lr_url_parse(req->url + strlen("fault+"), &f->u, why,
+			 sizeof(why)) < 0) {
+		lr_err_set(err, "%s", why);
+		return -1;
+	}
+	f->in = lr_store_find(f->u->scheme, err);
+	if (!f->in)
+		return -1;
+	f->req = *req;
+	f->req.url = req->url + strlen("fault+");
+	f->req.u = f->u;
+	snprintf(f->ctl, sizeof(f->ctl), "%s/%s.fault", dir, req->name);
+	return 0;
+}
+
 static enum lr_status fault_open(const struct lr_store_req *req,
 				 int64_t deadline, struct lr_store **out,
 				 struct lr_err *err)
@@ -100,97 +188,154 @@ static enum lr_status fault_open(const struct lr_store_req *req,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	if (!req->u->path[0] || strcmp(req->u->path, "/") == 0) {
+	if (strcmp(req->u->scheme, "fault") != 0) {
+		if (wrap(f, req, err) < 0)
+			return LR_ERROR;
+		req = &f->req;
+	} else if (!req->u->path[0] || strcmp(req->u->path, "/") == 0) {
 		lr_err_set(err, "the fault store needs fault:///DIR");
 		return LR_ERROR;
+	} else {
+		f->in = &lr_file_ops;
+		snprintf(f->ctl, sizeof(f->ctl), "%s/%s.fault", req->u->path,
+			 req->name);
 	}
-	snprintf(f->ctl, sizeof(f->ctl), "%s/%s.fault", req->u->path,
-		 req->name);
-	return lr_file_ops.open(req, deadline, &f->file, err);
+	snprintf(f->paused, sizeof(f->paused), "%.*s.paused",
+		 (int)(strlen(f->ctl) - strlen(".fault")), f->ctl);
+	return f->in->open(req, deadline, &f->st, err);
 }
 
 static enum lr_status fault_acquire(struct lr_store *st, int64_t deadline,
 				    struct lr_grant *g, struct lr_err *err)
 {
-	enum lr_status rc = inject(F(st), "acquire", deadline, err);
+	struct fault *f = F(st);
+	enum lr_status rc = inject(f, "acquire", deadline, err);
 
-	return rc != LR_OK ? rc
-			   : lr_file_ops.acquire(F(st)->file, deadline, g, err);
+	if (rc != LR_OK)
+		return rc;
+	return after(f, "acquire", f->in->acquire(f->st, deadline, g, err));
 }
 
 static int fault_wait_fd(struct lr_store *st, short *events)
 {
-	return lr_file_ops.wait_fd(F(st)->file, events);
+	struct fault *f = F(st);
+
+	return f->in->wait_fd ? f->in->wait_fd(f->st, events) : -1;
 }
 
 static enum lr_status fault_process(struct lr_store *st, short revents,
 				    int64_t deadline, struct lr_err *err)
 {
-	return lr_file_ops.process(F(st)->file, revents, deadline, err);
+	struct fault *f = F(st);
+
+	return f->in->process ? f->in->process(f->st, revents, deadline, err)
+			      : LR_OK;
+}
+
+static enum lr_status fault_check(struct lr_store *st, int64_t deadline,
+				  struct lr_err *err)
+{
+	struct fault *f = F(st);
+
+	return f->in->check ? f->in->check(f->st, deadline, err) : LR_OK;
 }
 
 static enum lr_status fault_renew(struct lr_store *st, int64_t deadline,
 				  struct lr_err *err)
 {
-	enum lr_status rc = inject(F(st), "renew", deadline, err);
+	struct fault *f = F(st);
+	enum lr_status rc = inject(f, "renew", deadline, err);
 
-	return rc != LR_OK ? rc : lr_file_ops.renew(F(st)->file, deadline, err);
+	if (rc != LR_OK)
+		return rc;
+	return after(f, "renew", f->in->renew(f->st, deadline, err));
 }
 
 static enum lr_status fault_release(struct lr_store *st, int64_t deadline,
 				    struct lr_err *err)
 {
-	enum lr_status rc = inject(F(st), "release", deadline, err);
+	struct fault *f = F(st);
+	enum lr_status rc = inject(f, "release", deadline, err);
 
-	return rc != LR_OK ? rc
-			   : lr_file_ops.release(F(st)->file, deadline, err);
+	if (rc != LR_OK)
+		return rc;
+	return after(f, "release", f->in->release(f->st, deadline, err));
 }
 
 static enum lr_status fault_inspect(struct lr_store *st, int64_t deadline,
 				    struct lr_info *info, struct lr_err *err)
 {
-	return lr_file_ops.inspect(F(st)->file, deadline, info, err);
+	struct fault *f = F(st);
+
+	return f->in->inspect(f->st, deadline, info, err);
 }
 
 static enum lr_status fault_break(struct lr_store *st, int slot,
 				  int64_t deadline, struct lr_err *err)
 {
-	return lr_file_ops.brk(F(st)->file, slot, deadline, err);
+	struct fault *f = F(st);
+
+	if (!f->in->brk) {
+		lr_err_set(err, "the %s store cannot break a lease",
+			   f->in->name);
+		return LR_ERROR;
+	}
+	return f->in->brk(f->st, slot, deadline, err);
 }
 
 static enum lr_status fault_run_start(struct lr_store *st, int64_t period,
 				      uint64_t fence, int64_t deadline,
 				      struct lr_run *last, struct lr_err *err)
 {
-	enum lr_status rc = inject(F(st), "run_start", deadline, err);
+	struct fault *f = F(st);
+	enum lr_status rc = inject(f, "run_start", deadline, err);
 
-	return rc != LR_OK ? rc
-			   : lr_file_ops.run_start(F(st)->file, period, fence,
-						   deadline, last, err);
+	if (rc != LR_OK)
+		return rc;
+	if (!f->in->run_start) {
+		lr_err_set(err, "the %s store cannot record runs",
+			   f->in->name);
+		return LR_ERROR;
+	}
+	return after(f, "run_start",
+		     f->in->run_start(f->st, period, fence, deadline, last,
+				      err));
 }
 
 static enum lr_status fault_run_end(struct lr_store *st, int status,
 				    int64_t deadline, struct lr_err *err)
 {
-	enum lr_status rc = inject(F(st), "run_end", deadline, err);
+	struct fault *f = F(st);
+	enum lr_status rc = inject(f, "run_end", deadline, err);
 
-	return rc != LR_OK ? rc
-			   : lr_file_ops.run_end(F(st)->file, status, deadline,
-						 err);
+	if (rc != LR_OK || !f->in->run_end)
+		return rc;
+	return after(f, "run_end",
+		     f->in->run_end(f->st, status, deadline, err));
 }
 
 static enum lr_status fault_run_last(struct lr_store *st, int64_t deadline,
 				     struct lr_run *last, struct lr_err *err)
 {
-	return lr_file_ops.run_last(F(st)->file, deadline, last, err);
+	struct fault *f = F(st);
+
+	if (!f->in->run_last) {
+		last->known = 0;
+		return LR_OK;
+	}
+	return f->in->run_last(f->st, deadline, last, err);
 }
 
 static void fault_close(struct lr_store *st)
 {
-	if (!st)
+	struct fault *f = F(st);
+
+	if (!f)
 		return;
-	lr_file_ops.close(F(st)->file);
-	free(F(st));
+	if (f->in)
+		f->in->close(f->st);
+	lr_url_free(f->u);
+	free(f);
 }
 
 const struct lr_store_ops lr_store_ops = {
@@ -203,6 +348,7 @@ const struct lr_store_ops lr_store_ops = {
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,
 	.process = fault_process,
+	.check = fault_check,
 	.renew = fault_renew,
 	.release = fault_release,
 	.inspect = fault_inspect,
