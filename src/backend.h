@@ -27,7 +27,7 @@
 #include "url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 4
+#define LR_STORE_ABI 5
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -164,6 +164,19 @@ struct lr_store_ops {
 	 * suspicion (the core renews at once). */
 	enum lr_status (*process)(struct lr_store *st, short revents,
 				  int64_t deadline, struct lr_err *err);
+	/* Optional.  Is the grant just made already gone?  Called after
+	 * acquire() (and run_start()), as the last step before the command
+	 * starts.  Asks the store's loss signal, armed from the grant (the
+	 * socket, watch or session that wait_fd() hands the loop while
+	 * holding), without waiting for news: what has already arrived,
+	 * and what the store learnt during earlier calls.  A store whose
+	 * signal is not armed yet may ask the server, within deadline.
+	 * LR_LOST: certainly gone (err says why), and the command must not
+	 * start; LR_OK: nothing known wrong; LR_ERROR/LR_TIMEOUT:
+	 * suspicion (the core renews at once).  Without it the core starts
+	 * the command on the word of acquire() alone. */
+	enum lr_status (*check)(struct lr_store *st, int64_t deadline,
+				struct lr_err *err);
 	/* Extend only our own grant; check the lock itself, not only the
 	 * connection.  "Not ours" is LR_LOST. */
 	enum lr_status (*renew)(struct lr_store *st, int64_t deadline,

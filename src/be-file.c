@@ -1092,6 +1092,19 @@ static enum lr_status file_process(struct lr_store *st, short revents,
 	return file_renew(st, deadline, err);
 }
 
+/* Before the command starts: has the watch on what we hold seen
+ * anything since the grant armed it?  Only then look at the paths. */
+static enum lr_status file_check(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	char buf[4096];
+
+	if (st->locked && st->notify >= 0 &&
+	    read(st->notify, buf, sizeof(buf)) < 0 && errno == EAGAIN)
+		return LR_OK;
+	return file_renew(st, deadline, err);
+}
+
 /* Rewrites fd's body to its fence line alone: the counter stays, the
  * holder goes. */
 static void keep_fence(int fd)
@@ -1622,6 +1635,7 @@ const struct lr_store_ops lr_file_ops = {
 	.acquire = file_acquire,
 	.wait_fd = file_wait_fd,
 	.process = file_process,
+	.check = file_check,
 	.renew = file_renew,
 	.release = file_release,
 	.inspect = file_inspect,

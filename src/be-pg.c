@@ -1295,6 +1295,30 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 	return LR_OK; /* handed over, or the wait ended: acquire() now */
 }
 
+/* The session, asked without waiting, as the last step before the
+ * command starts: what the socket already holds (a FATAL message, the
+ * server's close), and what earlier calls learnt on the way (a FATAL
+ * that came behind the grant's answer; a connection libpq dropped).  A
+ * connection that broke before the command started is loss too: the
+ * lock can never be shown ours again, and the server frees it. */
+static enum lr_status pg_check(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	(void)deadline;
+	if (st->held && !st->gone && conn_ok(st)) {
+		struct pollfd p = { .fd = PQsocket(st->conn),
+				    .events = POLLIN };
+
+		if (poll(&p, 1, 0) > 0 && consume(st) < 0 && !st->gone)
+			mark_gone(st, "the connection broke");
+	}
+	if (st->held && !st->gone && !conn_ok(st))
+		mark_gone(st, "the connection broke");
+	if (!st->held && !st->gone)
+		mark_gone(st, "the lock was not held");
+	return st->gone ? lost_or_error(st, err) : LR_OK;
+}
+
 static enum lr_status pg_renew(struct lr_store *st, int64_t deadline,
 			       struct lr_err *err)
 {
@@ -1319,7 +1343,9 @@ static enum lr_status pg_renew(struct lr_store *st, int64_t deadline,
 		 "WHERE %s AND l.pid = pg_backend_pid()",
 		 st->locks_where);
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
-	if (s == LR_ERROR && st->gone)
+	/* Also an answer with the session's end behind it: a FATAL
+	 * message that came in the same read. */
+	if ((s == LR_ERROR || s == LR_OK) && st->gone)
 		s = lost_or_error(st, err);
 	if (s != LR_OK)
 		goto out;
@@ -1787,6 +1813,7 @@ const struct lr_store_ops lr_store_ops = {
 	.acquire = pg_acquire,
 	.wait_fd = pg_wait_fd,
 	.process = pg_process,
+	.check = pg_check,
 	.renew = pg_renew,
 	.release = pg_release,
 	.inspect = pg_inspect,

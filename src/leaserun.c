@@ -1096,7 +1096,11 @@ static int outcome(const struct opts *o, struct lr_sup_result *res)
 		break;
 	}
 	case LR_OUT_LOST:
-		if (res->lost_at_release)
+		if (res->lost_early)
+			lr_log(LR_LOG_WARN, "stopped",
+			       "the lease was lost before the command "
+			       "started: the command did not run");
+		else if (res->lost_at_release)
 			lr_log(LR_LOG_WARN, "stopped",
 			       "the lease was lost before the command ended: "
 			       "the run was not exclusive");

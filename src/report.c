@@ -87,6 +87,8 @@ static void say_before(const struct lr_reporter *r,
 	const struct lr_field who[] = { LR_STR("holder", ev->why) };
 	const struct lr_field period[] = { LR_NUM("period_ms", ev->ms) };
 	const struct lr_field pid[] = { LR_NUM("pid", ev->n) };
+	const struct lr_field why[] = { LR_STR("reason",
+					       ev->why ? ev->why : "") };
 	char took[32];
 
 	switch (ev->kind) {
@@ -118,6 +120,11 @@ static void say_before(const struct lr_reporter *r,
 		lr_duration_human(ev->ms, took, sizeof(took));
 		lr_logf(LR_LOG_INFO, "recorded", period, 1,
 			"start recorded; the next run is allowed in %s", took);
+		return;
+	case LR_REP_LOST_EARLY:
+		lr_logf(LR_LOG_WARN, "lost", why, 1,
+			"lease lost before the command started: %s; %s",
+			ev->why, ev->again ? "trying again" : "not running it");
 		return;
 	case LR_REP_STARTED:
 		lr_logf(LR_LOG_INFO, "started", pid, 1,
@@ -279,7 +286,9 @@ static void keep_state(struct lr_reporter *r, const struct lr_report *ev)
 {
 	int st = lease_state(ev);
 
-	if (ev->kind == LR_REP_END) {
+	/* A lease gone before the command started: the command that the
+	 * file was for never runs. */
+	if (ev->kind == LR_REP_END || ev->kind == LR_REP_LOST_EARLY) {
 		lr_state_remove();
 		return;
 	}
@@ -383,6 +392,8 @@ static int counter(const struct lr_report *ev)
 		return ev->n == LR_OUT_TIMEOUT ? LR_M_TIMEOUTS : -1;
 	case LR_REP_FOUND_LOST:
 		return ev->lost ? LR_M_LOST : -1;
+	case LR_REP_LOST_EARLY:
+		return LR_M_LOST;
 	default:
 		return -1;
 	}

@@ -36,6 +36,8 @@ enum lr_rep_kind {
 	LR_REP_RECORDED,       /* ms: --once-per's period, start recorded */
 	LR_REP_HELD_BACK,      /* --once-per: a start in this period */
 	LR_REP_HOLDING,        /* fence, deadline: the command is next */
+	LR_REP_LOST_EARLY,     /* why: gone before the command started;
+				* again: trying again within the wait */
 	LR_REP_STARTED,        /* n: its pid */
 	LR_REP_NO_GUARD,       /* n: errno of the group guard's start */
 	LR_REP_RENEWED,        /* ms: round trip; left_ms; again: was at

@@ -358,11 +358,63 @@ static void run_end(struct sup *s)
 					      .why = failed(&err, rc) });
 }
 
+/* The lease went before the command started (the store's loss signal
+ * said so in the last step before the spawn): nothing ran.  What the
+ * store still thinks it holds is given back (compared by token, so
+ * nobody else's), and the run tries again within its wait, as after a
+ * conflict; it ends 124 where it cannot: with -n, once -w ran out, or
+ * once --once-per recorded this start (a new grant would be held back by
+ * it). */
+static void lost_early(struct sup *s, int64_t now, const char *why)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err ignored;
+	int again = c->wait_ms != 0 && now < s->t_wait_over &&
+		    !s->run_started;
+
+	report(s, (struct lr_report){ .kind = LR_REP_LOST_EARLY, .why = why,
+				      .again = again });
+	lr_child_guard_files(NULL);
+	c->ops->release(c->st, now + 1000, &ignored);
+	s->D = s->t_acquired = 0;
+	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	if (again) {
+		s->t_acquire = now + jitter(s, s->backoff);
+		return;
+	}
+	s->res->outcome = LR_OUT_LOST;
+	s->res->lost_early = 1;
+	set_state(s, DONE);
+}
+
+/* The last step before the spawn: is the grant already gone?  Returns 1
+ * after lost_early().  A suspicion (the store could not tell) starts the
+ * command and renews at once. */
+static int gone_already(struct sup *s)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" };
+	int64_t now = lr_now_ms();
+	enum lr_status rc;
+
+	if (!c->ops->check)
+		return 0;
+	rc = c->ops->check(c->st, call_deadline(s, now, s->renew_ms), &err);
+	if (rc == LR_LOST) {
+		lost_early(s, lr_now_ms(), failed(&err, rc));
+		return 1;
+	}
+	if (rc != LR_OK)
+		s->t_renew = lr_now_ms();
+	return 0;
+}
+
 /* The lease is held and may be used: the state file first, so the
  * command can read it from its first instruction, and the guard told to
- * remove it; then the command (which tells the guard its group itself,
- * before its exec).  Returns with the state HELD, or DONE if the command
- * could not start. */
+ * remove it; then, if the store still says nothing is wrong, the command
+ * (which tells the guard its group itself, before its exec).  Returns
+ * with the state HELD, DONE if the command could not start, or WAITING
+ * (or DONE) if the lease went before it started. */
 static void run_command(struct sup *s, const struct lr_grant *g)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -374,6 +426,8 @@ static void run_command(struct sup *s, const struct lr_grant *g)
 
 		lr_child_guard_files(rm);
 	}
+	if (gone_already(s))
+		return;
 	s->pid = c->spawn(c->ctx, g, &s->res->code);
 	if (s->pid < 0) {
 		s->pid = 0;

@@ -44,6 +44,8 @@ struct lr_sup_result {
 	int die_signal;    /* told to stop while waiting: die of this */
 	int lost_at_release; /* LR_OUT_LOST: found by the release, after
 			      * the command had ended by itself */
+	int lost_early;    /* LR_OUT_LOST: gone before the command started
+			    * (it never ran) */
 	uint64_t fence;
 	char holder[300];  /* LR_OUT_CONFLICT: who holds it, "" unknown */
 	struct lr_run last; /* LR_OUT_HELD_BACK: the start that held us back */

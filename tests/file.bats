@@ -177,6 +177,17 @@ free_counter() {
 	(( next > $(cat "$T/fence") ))
 }
 
+@test "the lock file removed between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	lost_before_start "file://$LOCKDIR" job 'rm -f "$LOCKDIR/job.lock"' -w 10
+	assert_lost_before_start_retried
+	grep -q "was deleted or replaced" "$T/err"
+}
+
+@test "the lock file removed between the grant and the command's start, with -n: 124, and the command never ran" {
+	lost_before_start "file://$LOCKDIR" job 'rm -f "$LOCKDIR/job.lock"' -n
+	assert_lost_before_start_ended
+}
+
 @test "removing the lock file between grants does not restart the fence" {
 	for _ in 1 2 3; do lr job true; done
 	a=$(lr job sh -c 'echo $LEASERUN_FENCE')

@@ -516,3 +516,54 @@ cron_bad_values() {
 	assert_equal "$status" 125
 	[ ! -e "$d/ran" ]
 }
+
+# lost_before_start URL NAME END [OPTION...]: the lease ended in the
+# stretch between its grant and its command's start.  Runs leaserun on
+# fault+URL (tests/be-fault.c) with a pause right after the grant;
+# during it, runs END (a command that ends the lease in the store:
+# deletes the key, ends the session...), then lets leaserun go on.  Sets
+# RC; in $BATS_TEST_TMPDIR: runs (one line per start of the command,
+# with its fence), err (leaserun's stderr).
+lost_before_start() {
+	local url=$1 n=$2 end=$3 d=$BATS_TEST_TMPDIR pid
+	shift 3
+	export LEASERUN_FAULT_DIR=$d
+	echo acquire.pause=after >"$d/$n.fault"
+	rm -f "$d/$n.paused" "$d/runs"
+	LEASERUN_URL="fault+$url" "$LEASERUN" -v "$@" "$n" sh -c \
+		'echo "$LEASERUN_FENCE" >>"$0/runs"' "$d" 2>"$d/err" &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	# Granted, and paused before the command: end the lease now; the
+	# retry (if any) is not paused again.
+	rm -f "$d/$n.fault"
+	eval "$end"
+	rm -f "$d/$n.paused"
+	wait_rc "$pid"
+	echo "# rc $RC; $(grep -c . "$d/runs" 2>/dev/null || echo 0) start(s)" >&3
+}
+
+# assert_lost_before_start_retried: after lost_before_start with a wait,
+# the command ran once, on a second grant with a higher fence, and
+# leaserun said why it tried again.
+assert_lost_before_start_retried() {
+	local d=$BATS_TEST_TMPDIR first
+	cat "$d/err" >&3
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$d/runs")" 1
+	grep -q "lease lost before the command started: .*; trying again" "$d/err"
+	first=$(sed -n 's/.*acquired.*fence \([0-9]*\).*/\1/p' "$d/err" | head -n 1)
+	[ -n "$first" ] && (( $(cat "$d/runs") > first ))
+}
+
+# assert_lost_before_start_ended: the same with -n: 124, and the command
+# never ran.
+assert_lost_before_start_ended() {
+	local d=$BATS_TEST_TMPDIR
+	cat "$d/err" >&3
+	assert_equal "$RC" 124
+	[ ! -e "$d/runs" ]
+	grep -q "lease lost before the command started: .*; not running it" "$d/err"
+	grep -q "the command did not run" "$d/err"
+}

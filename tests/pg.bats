@@ -348,6 +348,23 @@ fences_survive_a_crash() {
 	grep -q "ended our session" "$BATS_TEST_TMPDIR/$n.err"
 }
 
+@test "the session ended between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	n=$(name)
+	lost_before_start "$PG_URL" "$n" \
+		'pg_sql "SELECT pg_terminate_backend($(holder_backend "$n"))" >/dev/null' -w 20
+	assert_lost_before_start_retried
+	grep -q "ended our session" "$BATS_TEST_TMPDIR/err"
+	is_free "$n"
+}
+
+@test "the session ended between the grant and the command's start, with -n: 124, and the command never ran" {
+	n=$(name)
+	lost_before_start "$PG_URL" "$n" \
+		'pg_sql "SELECT pg_terminate_backend($(holder_backend "$n"))" >/dev/null' -n
+	assert_lost_before_start_ended
+	is_free "$n"
+}
+
 @test "a server restart kills the command at once: 124" {
 	n=$(name)
 	# TTL 30s: the first renewal would come after 10s.
