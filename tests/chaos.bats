@@ -345,3 +345,52 @@ chaos() {
 	assert_output --partial "chaos file -r 2: PASS"
 	assert_output --regexp "overlaps: shared=[1-9]"
 }
+
+@test "a section that starts after a deletion of its own lease had returned fails the run, overlap or not" {
+	# The holder's session ended (terminate, 20..30ms), and then its
+	# command started: it ran on no lease at all.
+	fake_run
+	section w1.1 1 40 60 124
+	fault 20 30 terminate - w1.1
+	judge
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "lost-lease-starts=1"
+	assert_output --partial "started on a lost lease: w1.1 (fence 1) started at +0.040s, 10.0ms after terminate"
+	# A successor overlapping it is no window: the lease it deleted was
+	# gone before the command started.
+	fake_run
+	section w1.1 1 40 60 124
+	section w2.1 2 50 80
+	fault 20 30 terminate - w1.1
+	judge
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "window=0"
+	assert_output --partial "unexplained=1"
+	# A deletion still under way when the command started may have
+	# landed after the start: the old window rule.
+	fake_run
+	section w1.1 1 40 60 124
+	section w2.1 2 50 80
+	fault 20 45 terminate - w1.1
+	judge
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "window=1"
+	assert_output --partial "lost-lease-starts=0"
+}
+
+@test "the history of issue 31: a command started after its session ended and after a higher fence's section" {
+	fake_run
+	section w7.8 2844 0 1 0
+	fault -100 -25 terminate - w4.9
+	section w4.9 2843 5 33 124
+	section w1.7 2845 20 40
+	judge
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "fence down: w4.9 (fence 2843)"
+	assert_output --partial "started on a lost lease: w4.9 (fence 2843)"
+	assert_output --partial "unexplained=1"
+}
