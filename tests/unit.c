@@ -522,6 +522,8 @@ struct script {
 	int64_t granted_ttl;       /* grant.ttl_ms */
 	enum lr_status release;    /* what every release says */
 	enum lr_status run_start;  /* what every run_start says */
+	enum lr_status check[8];   /* check() before each spawn */
+	int nc, ichk, nchk;        /* its length, position, calls */
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
 	int nstart, nend, end_status; /* run_start, run_end calls; status */
@@ -587,10 +589,18 @@ static enum lr_status s_run_end(struct lr_store *st, int status, int64_t d,
 	return LR_OK;
 }
 
+static enum lr_status s_check(struct lr_store *st, int64_t d,
+			      struct lr_err *err)
+{
+	sc->nchk++;
+	return next(sc->check, sc->nc, &sc->ichk);
+}
+
 static const struct lr_store_ops scripted = {
 	.abi = LR_STORE_ABI,
 	.name = "scripted",
 	.acquire = s_acquire,
+	.check = s_check,
 	.renew = s_renew,
 	.release = s_release,
 	.run_start = s_run_start,
@@ -678,6 +688,45 @@ static void test_state_machine(void)
 	run_script(&s, "exit 0", -1, &res);
 	CHECK(res.outcome == LR_OUT_CHILD && res.wstatus == 0);
 	CHECK(s.nacq == 3);
+
+	/* Gone between the grant and the spawn, with time left in the
+	 * wait: given back, tried again, and the command ran once, on the
+	 * second grant. */
+	memset(&s, 0, sizeof(s));
+	s.check[0] = LR_LOST;
+	s.check[1] = LR_OK;
+	s.nc = 2;
+	run_script(&s, "exit 3", 5000, &res);
+	CHECK(res.outcome == LR_OUT_CHILD);
+	CHECK(WIFEXITED(res.wstatus) && WEXITSTATUS(res.wstatus) == 3);
+	CHECK(s.nacq == 2 && s.nchk == 2 && s.releases == 2);
+	CHECK(!res.lost_early);
+
+	/* The same with -n: 124, and no command ran. */
+	memset(&s, 0, sizeof(s));
+	s.check[0] = LR_LOST;
+	run_script(&s, "exit 0", 0, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_early);
+	CHECK(s.nacq == 1 && s.releases == 1 && res.wstatus == 0);
+
+	/* ...and with --once-per, whose start is recorded: 124 as well (a
+	 * new grant would be held back by our own record), the end
+	 * recorded with it. */
+	memset(&s, 0, sizeof(s));
+	s.check[0] = LR_LOST;
+	once_per = 60000;
+	run_script(&s, "exit 0", 5000, &res);
+	CHECK(res.outcome == LR_OUT_LOST && res.lost_early);
+	CHECK(s.nacq == 1 && s.nstart == 1 && s.nend == 1);
+	CHECK(s.end_status == 124);
+
+	/* A suspicion (the store could not tell) starts the command and
+	 * renews at once. */
+	memset(&s, 0, sizeof(s));
+	s.check[0] = LR_ERROR;
+	run_script(&s, "sleep 0.1; exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && res.wstatus == 0);
+	CHECK(s.nren >= 1);
 
 	/* Busy past -w: a conflict. */
 	memset(&s, 0, sizeof(s));
