@@ -260,3 +260,16 @@ store_packages() {
 	done
 	[ "$n" -ge 2 ] || fail "found only $n units in debian/examples"
 }
+
+@test "the license is MIT: LICENSE, debian/copyright (Expat) and the README say the same" {
+	grep -qx "MIT License" "$LR_SRCDIR/LICENSE"
+	grep -qx "Copyright (c) 2026 the leaserun authors" "$LR_SRCDIR/LICENSE"
+	run awk '/^Files: \*$/ { f = 1; next } f && /^License:/ { print $2; exit }' \
+		"$LR_SRCDIR/debian/copyright"
+	assert_output "Expat"
+	grep -q "^License: Expat$" "$LR_SRCDIR/debian/copyright"
+	run grep -c "MIT license" "$LR_SRCDIR/README"
+	assert_output 1
+	# The project's Makefile ships it in the tarball.
+	grep -q "^EXTRA_DIST += README LICENSE" "$LR_SRCDIR/Makefile.am"
+}
