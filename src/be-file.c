@@ -17,9 +17,14 @@
  * the same moment.  So the counter has a lock of its own, flock() on
  * NAME.fence, held only to read, write and fsync it.  The new fence is one
  * past the larger of the counter and the lock file's fence (where older
- * versions kept the counter), and reaches the disk before the command
- * starts.  Removing both files, or a reboot with DIR on a tmpfs, starts
- * the count again.
+ * versions kept the counter), and at least the time in microseconds
+ * (CLOCK_REALTIME, asked of the kernel itself, not of a libc that may
+ * fake it), and reaches the disk before the command starts.  So removing
+ * both files, or a reboot with DIR on a tmpfs, does not start the count
+ * again: as long as the clock does not go back across the loss, the next
+ * fence is above every fence granted before it, and a --once-per record
+ * (NAME.run) can never take a new grant's fence for its own.  Fences stay
+ * below 2^53, exact in a double, as the Redis store's.
  *
  * Waiting: one attempt is flock(LOCK_NB).  When it is busy we fork a
  * helper that blocks in flock(LOCK_EX) on the same open file description
@@ -106,6 +111,7 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "be-file.h"
@@ -439,13 +445,26 @@ static int sync_dir(const struct lr_store *st)
 /* Bumps the counter to one past the larger of its value and floor (the
  * lock file's fence) and makes it durable before the command can start.
  * LR_OK fills *fence. */
+/* The floor of a new fence: the time in microseconds, from the system
+ * call itself (libfaketime moves libc's clock_gettime() for the process
+ * it is loaded into, not the kernel's); 0 if it cannot be had. */
+static uint64_t clock_floor(void)
+{
+	struct timespec ts;
+
+	if (syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts) < 0 ||
+	    ts.tv_sec < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static enum lr_status counter_bump(struct lr_store *st, uint64_t floor,
 				   int64_t deadline, uint64_t *fence,
 				   struct lr_err *err)
 {
 	enum lr_status rc = LR_ERROR;
 	char buf[32];
-	uint64_t n;
+	uint64_t n, now;
 	size_t old;
 	int fd, len;
 
@@ -460,6 +479,9 @@ static enum lr_status counter_bump(struct lr_store *st, uint64_t floor,
 		goto out;
 	}
 	*fence = (n > floor ? n : floor) + 1;
+	now = clock_floor();
+	if (*fence < now)
+		*fence = now;
 	len = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", *fence);
 	if (pwrite(fd, buf, (size_t)len, 0) != len ||
 	    (old > (size_t)len && ftruncate(fd, len) < 0) ||

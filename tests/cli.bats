@@ -257,7 +257,7 @@ refuses() {
 		assert_regex "$line" '^\{"time":"[0-9-]+T[0-9:.]+Z","level":"[a-z]+","event":"[a-z-]+","name":"job",.*"msg":"[^"]*"\}$'
 		jq -e . <<<"$line" >/dev/null
 	done
-	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","fence":1,.*"msg":"acquired, fence 1"'
+	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","fence":[1-9][0-9]*,.*"msg":"acquired, fence [1-9][0-9]*"'
 	assert_regex "${stderr_lines[3]}" '"event":"released"'
 }
 

@@ -55,6 +55,15 @@ teardown() {
 	[ -e "$LOCKDIR/job.clock" ]
 }
 
+@test "the file store: removing the lock and counter files does not let a run in again within its period" {
+	run "$LEASERUN" --once-per 1h job true
+	assert_success
+	rm "$LOCKDIR/job.lock" "$LOCKDIR/job.fence"
+	run "$LEASERUN" --once-per 1h job touch "$BATS_TEST_TMPDIR/ran"
+	assert_failure 1
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
 @test "while a run holds the lease, --status says it has not ended yet" {
 	hold job --once-per 1m
 	run "$LEASERUN" --status job

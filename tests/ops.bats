@@ -190,7 +190,7 @@ bg() {
 @test "--check: held with the fence and the time left; exit 1 once leaserun has released" {
 	run lr -t 5s job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; "$LEASERUN" --check; echo "rc=$?"; "$LEASERUN" --check -q; echo "rc=$?"' "$T"
 	assert_success
-	assert_line --index 0 --regexp '^job: held, fence 1, [0-9]+ms left \(until [0-9-]+T[0-9:.]+Z\)$'
+	assert_line --index 0 --regexp '^job: held, fence [1-9][0-9]*, [0-9]+ms left \(until [0-9-]+T[0-9:.]+Z\)$'
 	assert_line --index 1 "rc=0"
 	assert_line --index 2 "rc=0"
 	# Gone with leaserun, directory and all.
@@ -319,7 +319,7 @@ guard_of() {
 	cat "$T/notes" >&3
 	grep -qx "STATUS=waiting for job, held by $(hostname) pid $holder" "$T/notes"
 	grep -qx "READY=1" "$T/notes"
-	grep -qx "STATUS=holding job, fence 2" "$T/notes"
+	grep -qx "STATUS=holding job, fence [1-9][0-9]*" "$T/notes"
 	grep -qx "STATUS=released job" "$T/notes"
 }
 
@@ -372,7 +372,7 @@ private_devlog() {
 	assert_equal "$status" 125
 	wait_until 5 grep -q released "$T/syslog"
 	cat "$T/syslog" >&3
-	grep -Eqx '<14>[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} leaserun\[[0-9]+\]: job: acquired, fence 1' "$T/syslog"
+	grep -Eqx '<14>[A-Z][a-z]{2} [ 0-9]{2} [0-9:]{8} leaserun\[[0-9]+\]: job: acquired, fence [1-9][0-9]*' "$T/syslog"
 	# One datagram a line, none with a newline of its own.
 	assert_equal "$(grep -c . "$T/syslog")" "$(wc -l < "$T/syslog")"
 	# Nothing of the run on stderr; the usage error (before the log is
