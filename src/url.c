@@ -570,8 +570,10 @@ static int opt_value(const struct lr_url_opt *o, const char *store,
 				return 0;
 			}
 		}
+		/* 18 digits at most: never past INT64_MAX on the way;
+		 * more is out of every range. */
 		ms = 0;
-		for (i = 0; v[i] && isdigit((unsigned char)v[i]) && i < 19;
+		for (i = 0; v[i] && isdigit((unsigned char)v[i]) && i < 18;
 		     i++)
 			ms = ms * 10 + (v[i] - '0');
 		if (!v[0] || v[i] || ms < o->min || ms > o->max) {

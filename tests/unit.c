@@ -367,15 +367,19 @@ static void test_url_opt_number_or_word(void)
 	static const struct lr_url_opt o[] = {
 		{ "replicas", LR_OPT_UINT, 0, 64, words },
 	};
+	/* 20 and 19 nines pass INT64_MAX: refused, without a signed
+	 * overflow on the way (UBSan). */
 	const char *urls[] = { "redis://h?replicas=auto", "redis://h?replicas=3",
-			       "redis://h?replicas=65", "redis://h?replicas=al" };
+			       "redis://h?replicas=65", "redis://h?replicas=al",
+			       "redis://h?replicas=99999999999999999999",
+			       "redis://h?replicas=9999999999999999999" };
 	int64_t want[] = { -1, 3 };
 	union lr_url_val v;
 	unsigned given;
 	char why[256];
 	size_t i;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 6; i++) {
 		struct lr_url *u;
 		int rc;
 
