@@ -167,7 +167,7 @@ bg() {
 		index("renew-failed") < index("at-risk") and
 		index("at-risk") < index("exited") and
 		index("exited") < index("released")' <<<"$stderr"
-	jq -e -s '.[] | select(.event == "acquired") | .fence == 1 and .wait_ms >= 0 and .ttl_ms == 2000' <<<"$stderr"
+	jq -e -s '.[] | select(.event == "acquired") | .fence >= 1 and .wait_ms >= 0 and .ttl_ms == 2000' <<<"$stderr"
 	jq -e -s '.[] | select(.event == "started") | .pid > 0' <<<"$stderr"
 	jq -e -s '[.[] | select(.event == "renew-failed")][0] | .latency_ms >= 0 and .left_ms > 0 and (.error | test("injected"))' <<<"$stderr"
 	jq -e -s '.[] | select(.event == "at-risk") | .left_ms > 0 and .level == "warning" and (.msg | test("signal 10"))' <<<"$stderr"
