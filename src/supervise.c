@@ -446,6 +446,31 @@ static void run_command(struct sup *s, const struct lr_grant *g)
 	set_state(s, HELD);
 }
 
+/* A fence the command may trust: 1 to INT64_MAX (a store's negative
+ * number does not wrap into one) and above any fence this run saw
+ * before (a grant after a lease lost before the command started).
+ * Anything else is the store breaking its promise: the grant goes
+ * back and the run fails.  Returns 0 after failing. */
+static int fence_ok(struct sup *s, const struct lr_grant *g, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err err = { "" }, ignored;
+
+	if (g->fence >= 1 && g->fence <= INT64_MAX && g->fence > s->res->fence)
+		return 1;
+	c->ops->release(c->st, now + 1000, &ignored);
+	s->D = 0;
+	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	lr_err_set(&err, "unexpected reply from the store: a grant with "
+			 "fence %llu%s",
+		   (unsigned long long)g->fence,
+		   g->fence && g->fence <= INT64_MAX
+			   ? ", not above the fence of an earlier grant"
+			   : ", out of range");
+	fail(s, &err);
+	return 0;
+}
+
 /* Busy: give up (-n), or wait, naming the holder once. */
 static void busy(struct sup *s, int64_t now)
 {
@@ -507,6 +532,8 @@ static void try_acquire(struct sup *s, int64_t now)
 			return;
 		}
 		s->too_late = 0;
+		if (!fence_ok(s, &g, now))
+			return;
 		s->res->fence = g.fence;
 		s->t_acquired = now;
 		report(s, (struct lr_report){ .kind = LR_REP_ACQUIRED,

@@ -526,6 +526,8 @@ struct script {
 	int64_t granted_ttl;       /* grant.ttl_ms */
 	enum lr_status release;    /* what every release says */
 	enum lr_status run_start;  /* what every run_start says */
+	uint64_t fences[4];        /* the first nf grants' fences; then */
+	int nf;                    /* 7, 8, 9... by attempt */
 	enum lr_status check[8];   /* check() before each spawn */
 	int nc, ichk, nchk;        /* its length, position, calls */
 	int iacq, iren;          /* positions in the scripts */
@@ -547,7 +549,8 @@ static enum lr_status next(const enum lr_status *v, int n, int *i)
 static enum lr_status s_acquire(struct lr_store *st, int64_t d,
 				struct lr_grant *g, struct lr_err *err)
 {
-	g->fence = 7;
+	g->fence = sc->nacq < sc->nf ? sc->fences[sc->nacq]
+				     : 7 + (uint64_t)sc->nacq;
 	g->ttl_ms = sc->granted_ttl;
 	if (sc->nacq == 0)
 		sc->t_acq = lr_now_ms();
@@ -723,6 +726,32 @@ static void test_state_machine(void)
 	CHECK(res.outcome == LR_OUT_LOST && res.lost_early);
 	CHECK(s.nacq == 1 && s.nstart == 1 && s.nend == 1);
 	CHECK(s.end_status == 124);
+
+	/* Fences the store should never give: 0, one that was negative
+	 * (wrapped), and after a lease lost before the start, one not above
+	 * the lost grant's.  Each is given back; the run fails (125) and
+	 * never starts the command. */
+	{
+		static const uint64_t bad[3][2] = {
+			{ 0, 0 }, { (uint64_t)-5, 0 }, { 9, 9 }
+		};
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			memset(&s, 0, sizeof(s));
+			s.fences[0] = bad[k][0];
+			s.fences[1] = bad[k][1];
+			s.nf = 2;
+			s.check[0] = k == 2 ? LR_LOST : LR_OK;
+			s.check[1] = LR_OK;
+			s.nc = 2;
+			run_script(&s, "exit 0", 5000, &res);
+			CHECK(res.outcome == LR_OUT_FAILED);
+			CHECK(strstr(res.err.msg, "unexpected reply from the "
+						  "store") != NULL);
+			CHECK(s.releases == (k == 2 ? 2 : 1));
+		}
+	}
 
 	/* A suspicion (the store could not tell) starts the command and
 	 * renews at once. */
