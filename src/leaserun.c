@@ -1140,6 +1140,10 @@ int main(int argc, char **argv)
 	int code = 0;
 
 	block_signals(&set);
+	/* Our environment and memory hold the store's secrets: neither the
+	 * command (same user, /proc/PPID/environ, ptrace) nor a core dump
+	 * may read them.  The command's exec makes it dumpable again. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (std_fds() < 0)
 		return LR_EXIT_FAILED;
 	memset(&o, 0, sizeof(o));

@@ -236,3 +236,26 @@ $LOCKDIR/job.fence:0"
 	wait_rc "$pid"
 	assert_equal "$RC" 143
 }
+
+@test "the command cannot read leaserun's environment or memory: leaserun is not dumpable" {
+	needs_root "to run leaserun as a user (root may read any process)"
+	# nobody may not reach the build tree (it may be under /root).
+	pub=$(mktemp -d /tmp/leaserun-bin.XXXXXX)
+	chmod 755 "$pub"
+	cp "$LEASERUN" "$pub/leaserun"
+	mkdir "$pub/locks"
+	chown nobody "$pub/locks"
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env \
+		env LEASERUN_URL="file://$pub/locks" REDISCLI_AUTH=s3cretPW \
+		"$pub/leaserun" job sh -c '
+			id -un
+			tr "\0" "\n" </proc/$PPID/environ; echo "environ rc=$?"
+			head -c 16 /proc/$PPID/mem >/dev/null; echo "mem rc=$?"' 2>&1
+	rm -rf "$pub"
+	echo "$output" >&3
+	assert_success
+	assert_line nobody
+	assert_line --regexp "^environ rc=[12]$"
+	assert_line "mem rc=1"
+	refute_output --partial s3cretPW
+}
