@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uuid/uuid.h>
@@ -645,15 +647,52 @@ static void finish_timing(struct opts *o)
 		o->wait_ms = 0; /* -w 0: one attempt, as flock */
 }
 
-/* Reads the URL from a file: first line, surrounding blanks trimmed. */
-static char *read_url_file(const char *path)
+/* How long a pipe (bash's <(...)) or a FIFO may take to say the URL. */
+#define URL_PIPE_MS 5000
+
+/* The URL file may say where we connect and with which password: a file
+ * others may write (or own, and so chmod) could send us, and our
+ * password, to their server.  A pipe is the caller's own.  Sets *others
+ * when others may read it. */
+static int url_file_fd(const char *path, int *others)
+{
+	struct stat sb;
+	struct pollfd p;
+	/* O_NONBLOCK: opening a FIFO that no one writes does not wait. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		die("cannot read URL file %s: %s", path, strerror(errno));
+	*others = 0;
+	if (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)) {
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, URL_PIPE_MS) <= 0)
+			die("URL file %s: nothing to read within %ds", path,
+			    URL_PIPE_MS / 1000);
+		return fd;
+	}
+	if (!S_ISREG(sb.st_mode))
+		die("URL file %s is not a regular file or a pipe", path);
+	if (sb.st_uid != geteuid() && sb.st_uid != 0)
+		die("refusing URL file %s: it belongs to uid %ld, who could "
+		    "change it at any time",
+		    path, (long)sb.st_uid);
+	if (sb.st_mode & (S_IWGRP | S_IWOTH))
+		die("refusing URL file %s: others may write it (mode %04o); "
+		    "chmod 600 it",
+		    path, (unsigned)(sb.st_mode & 07777));
+	*others = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
+	return fd;
+}
+
+/* Reads the URL from a file: first line, surrounding blanks trimmed.
+ * *others: others may read the file. */
+static char *read_url_file(const char *path, int *others)
 {
 	char buf[4096], *s, *e;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = url_file_fd(path, others);
 
-	if (fd < 0)
-		die("cannot read URL file %s: %s", path, strerror(errno));
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
@@ -913,15 +952,21 @@ static void choose_store(struct run *r, char **url_buf)
 	struct opts *o = r->o;
 	struct lr_err err = { "" };
 	char why[256];
+	int others = 0;
 
 	if (o->url_file) {
-		o->url = *url_buf = read_url_file(o->url_file);
+		o->url = *url_buf = read_url_file(o->url_file, &others);
 		forget_url_fd(r, o->url_file);
 	}
 	if (!o->url)
 		o->url = "file://";
 	if (lr_url_parse(o->url, &r->u, why, sizeof(why)) < 0)
 		usage_error("invalid store URL: %s", why);
+	if (others && r->u->password)
+		lr_log(LR_LOG_WARN, "guard",
+		       "URL file %s holds a password that others may read; "
+		       "chmod 600 it",
+		       o->url_file);
 	if (o->url == o->url_arg && o->url_masked)
 		lr_log(LR_LOG_WARN, "guard",
 		       "a password on the command line is visible in ps until "

@@ -239,6 +239,49 @@ refuses() {
 	[ -e "$LOCKDIR/job.lock" ]
 }
 
+@test "a URL file that others may write, or that another user owns, is refused with one line and 125" {
+	echo "file://$LOCKDIR" > "$LOCKDIR.url"
+	for mode in 666 620 602; do
+		chmod "$mode" "$LOCKDIR.url"
+		LEASERUN_URL= run --separate-stderr lr --url-file "$LOCKDIR.url" job touch "$BATS_TEST_TMPDIR/ran"
+		assert_equal "$status" 125
+		assert_equal "$stderr" "leaserun: job: refusing URL file $LOCKDIR.url: others may write it (mode 0$mode); chmod 600 it"
+	done
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	if [ "$(id -u)" = 0 ]; then
+		chmod 600 "$LOCKDIR.url"
+		chown nobody "$LOCKDIR.url"
+		LEASERUN_URL= run --separate-stderr lr --url-file "$LOCKDIR.url" job true
+		assert_equal "$status" 125
+		assert_regex "$stderr" "refusing URL file .*: it belongs to uid $(id -u nobody)"
+	fi
+}
+
+@test "a URL file with a password that others may read: a warning, once" {
+	echo "fault://lr:Hunter2-pw@/$LOCKDIR" > "$LOCKDIR.url"
+	chmod 644 "$LOCKDIR.url"
+	LEASERUN_URL= run --separate-stderr lr --url-file "$LOCKDIR.url" job true
+	assert_success
+	assert_equal "$stderr" "leaserun: job: URL file $LOCKDIR.url holds a password that others may read; chmod 600 it"
+	chmod 600 "$LOCKDIR.url"
+	LEASERUN_URL= run --separate-stderr lr --url-file "$LOCKDIR.url" job true
+	assert_success
+	assert_equal "$stderr" ""
+}
+
+@test "a URL file that is a FIFO nobody writes: 125 within seconds, not a hang; a pipe that writes works" {
+	mkfifo "$LOCKDIR.fifo"
+	t0=$(now_ms)
+	LEASERUN_URL= run --separate-stderr timeout 20 "$LEASERUN" --url-file "$LOCKDIR.fifo" job true
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_regex "$stderr" "URL file .*fifo: nothing to read within 5s"
+	(( t1 - t0 < 10000 ))
+	LEASERUN_URL= run bash -c '"$LEASERUN" --url-file <(sleep 0.2; echo "file://$LOCKDIR") job echo ran'
+	assert_success
+	assert_output ran
+}
+
 @test "--url-file /dev/fd/N: the command does not inherit that fd, which held the URL" {
 	echo "file://$LOCKDIR" > "$LOCKDIR.url"
 	LEASERUN_URL= run lr --url-file /dev/fd/7 job sh -c '[ -e /proc/$$/fd/7 ] && echo has-7 || echo no-7' 7< "$LOCKDIR.url"
