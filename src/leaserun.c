@@ -945,6 +945,34 @@ static int keep_fds(struct run *r)
 	return 0;
 }
 
+/* Every form of the secrets this run knows, for lr_scrub(): the URL's
+ * password and secret parameters as written (a library may repeat the
+ * URL it was given: libpq does, for one it cannot parse) and as decoded,
+ * and the store's secret environment variables. */
+static void note_secrets(const struct run *r, const char *url)
+{
+	const char *const *env;
+	char *masked = strdup(url);
+	size_t i, j;
+
+	if (masked)
+		lr_url_mask(masked);
+	for (i = 0; masked && url[i]; i = j) {
+		for (j = i; url[j] && masked[j] != url[j]; j++)
+			;
+		lr_secret_add_n(url + i, j - i);
+		if (j == i)
+			j++;
+	}
+	lr_wipe_free(masked);
+	lr_secret_add(r->u->password);
+	for (i = 0; i < r->u->nparams; i++)
+		if (lr_url_param_secret(r->u->params[i].key))
+			lr_secret_add(r->u->params[i].value);
+	for (env = r->ops ? r->ops->secret_env : NULL; env && *env; env++)
+		lr_secret_add(getenv(*env));
+}
+
 /* The store the URL names, refused at once when it cannot do what was
  * asked.  Sets r->u and r->ops; *url_buf gets what --url-file read. */
 static void choose_store(struct run *r, char **url_buf)
@@ -962,6 +990,7 @@ static void choose_store(struct run *r, char **url_buf)
 		o->url = "file://";
 	if (lr_url_parse(o->url, &r->u, why, sizeof(why)) < 0)
 		usage_error("invalid store URL: %s", why);
+	note_secrets(r, o->url);
 	if (others && r->u->password)
 		lr_log(LR_LOG_WARN, "guard",
 		       "URL file %s holds a password that others may read; "
@@ -975,6 +1004,7 @@ static void choose_store(struct run *r, char **url_buf)
 	r->ops = lr_store_find(r->u->scheme, &err);
 	if (!r->ops)
 		die("%s", err.msg);
+	note_secrets(r, o->url);
 	if (o->mode)
 		return;
 	if (o->limit > 1 && !(r->ops->caps & LR_CAP_LIMIT))

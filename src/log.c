@@ -5,7 +5,10 @@
  * JSON:  {"time":"2026-11-30T04:31:07.123Z","level":"info",
  *         "event":"acquired","name":"NAME","fence":7,"msg":"..."}
  * The fields between the name and the message depend on the event.
- * Messages never hold secrets: callers pass redacted URLs only.
+ * Callers pass redacted URLs only, and every message and field is
+ * scrubbed of the known secrets (lr_scrub()) before it goes out, for
+ * what a store or a library (libpq repeats a URI it cannot parse) put
+ * into an error.
  */
 #include "config.h"
 
@@ -164,9 +167,13 @@ static void emit(enum lr_level level, const char *event,
 		if (log_name)
 			lr_json_str(&j, "name", log_name);
 		for (i = 0; i < nf; i++) {
-			if (f[i].s)
-				lr_json_str(&j, f[i].key, f[i].s);
-			else
+			if (f[i].s) {
+				char v[1024];
+
+				snprintf(v, sizeof(v), "%s", f[i].s);
+				lr_scrub(v);
+				lr_json_str(&j, f[i].key, v);
+			} else
 				lr_json_int(&j, f[i].key, f[i].n);
 		}
 		lr_json_str(&j, "msg", msg);
@@ -211,6 +218,7 @@ static void vlog(enum lr_level level, const char *event,
 	if (!shown(level))
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	lr_scrub(msg);
 	emit(level, event, f, nf, msg);
 }
 

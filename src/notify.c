@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "notify.h"
+#include "util.h"
 
 static struct sockaddr_un n_addr;
 static socklen_t n_len;
@@ -59,6 +60,7 @@ void lr_notify(const char *fmt, ...)
 	va_end(ap);
 	if (n < 0)
 		return;
+	lr_scrub(msg);
 	if ((size_t)n > sizeof(msg) - 2)
 		n = sizeof(msg) - 2;
 	msg[n++] = '\n';

@@ -296,6 +296,11 @@ int lr_url_parse(const char *s, struct lr_url **out, char *why, size_t len)
 	return 0;
 }
 
+int lr_url_param_secret(const char *key)
+{
+	return secret_key(key, strlen(key));
+}
+
 static size_t mask(char *p, const char *end)
 {
 	size_t n = 0;

@@ -37,6 +37,8 @@ void lr_url_free(struct lr_url *u);
  * parser would find them; every other byte, and the length, stays.  For
  * a URL in argv, which ps shows.  Returns how many bytes it overwrote. */
 size_t lr_url_mask(char *s);
+/* Is the (decoded) query key one whose value lr_url_mask() hides? */
+int lr_url_param_secret(const char *key);
 
 /* Percent-decodes [s, s+n) into a new string; NULL on a bad escape, a
  * decoded NUL, or no memory. */

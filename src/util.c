@@ -115,3 +115,40 @@ void lr_printable(char *s)
 		if ((unsigned char)*s < 0x20 || *s == 0x7f)
 			*s = '?';
 }
+
+static char *secrets[LR_SECRETS];
+static size_t nsecrets;
+
+void lr_secret_add_n(const char *s, size_t n)
+{
+	size_t i;
+	char *c;
+
+	if (!s || !n || nsecrets == LR_SECRETS)
+		return;
+	for (i = 0; i < nsecrets; i++)
+		if (strlen(secrets[i]) == n && !memcmp(secrets[i], s, n))
+			return;
+	c = strndup(s, n);
+	if (c)
+		secrets[nsecrets++] = c;
+}
+
+void lr_secret_add(const char *s)
+{
+	if (s)
+		lr_secret_add_n(s, strlen(s));
+}
+
+void lr_scrub(char *s)
+{
+	size_t i;
+	char *p;
+
+	for (i = 0; s && i < nsecrets; i++) {
+		size_t n = strlen(secrets[i]);
+
+		for (p = strstr(s, secrets[i]); p; p = strstr(p + n, secrets[i]))
+			memset(p, '*', n);
+	}
+}

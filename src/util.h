@@ -24,6 +24,16 @@ const char *lr_name_check(const char *name);
  * become '?'. */
 void lr_printable(char *s);
 
+/* Secrets (the store's password, as given and as decoded, and those of
+ * its secret environment variables) that no line leaserun writes may
+ * show, whatever a store or a library put into a message: lr_scrub()
+ * overwrites each occurrence in s with '*', in place.  lr_secret_add()
+ * keeps a copy of s (NULL and "" are ignored; at most LR_SECRETS). */
+#define LR_SECRETS 16
+void lr_secret_add(const char *s);
+void lr_secret_add_n(const char *s, size_t n);
+void lr_scrub(char *s);
+
 /* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
 int lr_signal_parse(const char *s);
 /* A non-negative decimal int no larger than max; -1 otherwise. */

@@ -129,6 +129,22 @@ gone() {
 	[[ "$stderr" != *Wrong-Pw-123* ]]
 }
 
+@test "a URL libpq cannot parse: 125, and libpq's message, which repeats the URI, without the password" {
+	for u in 'postgres://u:s3cretPW@[::1' 'postgres://u:s3cretPW@[]/db' \
+		'postgres://u:s3cretPW@[::1]x/db' 'postgres://u:s3cret%50W@[::1' \
+		'postgres://u@[::1?password=s3cret%50W'; do
+		LEASERUN_URL=$u run --separate-stderr "$LEASERUN" -n "$(name)" true
+		assert_equal "$status" 125
+		echo "$stderr" >&3
+		assert_regex "$stderr" 'URI.*"postgres://u[:@].*\*\*\*'
+		refute_regex "$stderr" "s3cret"
+		LEASERUN_URL=$u run --separate-stderr "$LEASERUN" --log-format json -n "$(name)" true
+		assert_equal "$status" 125
+		jq -e . <<<"$stderr" >/dev/null
+		refute_regex "$stderr" "s3cret"
+	done
+}
+
 @test "a server that refuses connections fails with 125" {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	LEASERUN_URL="postgresql://lr@127.0.0.1:$port/postgres" \

@@ -396,6 +396,20 @@ static void test_url_opt_number_or_word(void)
 	}
 }
 
+/* Every occurrence of every secret, as written and as decoded. */
+static void test_scrub(void)
+{
+	char s[] = "uri \"x://u:Pw%41d@h\": PwAd, PwAdPwAd; pw";
+
+	lr_secret_add("PwAd");
+	lr_secret_add_n("Pw%41d@h", 5);
+	lr_secret_add("");
+	lr_secret_add(NULL);
+	lr_scrub(s);
+	CHECK(strcmp(s, "uri \"x://u:*****d@h\": ****, ********; pw") == 0);
+	lr_scrub(NULL);
+}
+
 static void test_json(void)
 {
 	struct lr_json j;
@@ -946,6 +960,7 @@ int main(void)
 	test_url_hosts();
 	test_url_opts();
 	test_json();
+	test_scrub();
 	test_url_opt_number_or_word();
 	test_url_mask();
 	test_exit_codes();
