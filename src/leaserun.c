@@ -1018,6 +1018,22 @@ static void choose_store(struct run *r, char **url_buf)
 		    "store", r->ops->name);
 }
 
+/* How long the open may take: the TTL, at least 5s, but with -n a short
+ * connect (2s at most: one attempt means one), and never longer than -w
+ * (at least a second, enough to connect to a healthy store). */
+static int64_t open_budget(const struct opts *o)
+{
+	int64_t ms = o->ttl_ms > 5000 ? o->ttl_ms : 5000;
+
+	if (o->mode)
+		return ms;
+	if (o->wait_ms == 0 && ms > 2000)
+		return 2000;
+	if (o->wait_ms > 0 && o->wait_ms < ms)
+		return o->wait_ms > 1000 ? o->wait_ms : 1000;
+	return ms;
+}
+
 /* Opens the store for a run (with a fresh owner token) or for --status
  * and --break (without one). */
 static struct lr_store *open_store(struct run *r, struct lr_store_req *req)
@@ -1048,9 +1064,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req)
 	req->shared = o->shared;
 	req->warn = warn_cb;
 
-	rc = r->ops->open(req,
-			  lr_now_ms() + (o->ttl_ms > 5000 ? o->ttl_ms : 5000),
-			  &st, &err);
+	rc = r->ops->open(req, lr_now_ms() + open_budget(o), &st, &err);
 	if (rc != LR_OK) {
 		r->ops->close(st);
 		die("cannot open %s: %s", r->u->redacted,
@@ -1209,12 +1223,15 @@ int main(int argc, char **argv)
 	struct lr_store_req req;
 	struct lr_store *st;
 	struct lr_sup_result res;
-	sigset_t set;
+	sigset_t set, fatal;
 	char *url_buf = NULL;
+	int64_t t_open;
 	const char *reason;
 	int code = 0;
 
 	block_signals(&set);
+	fatal = set;
+	sigdelset(&fatal, SIGCHLD);
 	/* Our environment and memory hold the store's secrets: neither the
 	 * command (same user, /proc/PPID/environ, ptrace) nor a core dump
 	 * may read them.  The command's exec makes it dumpable again. */
@@ -1241,6 +1258,14 @@ int main(int argc, char **argv)
 	 * store and connecting instead of with the command's. */
 	if (!o.mode && !o.foreground && lr_child_guard_start() < 0)
 		r.guard_errno = errno ? errno : EAGAIN;
+	/* Until the store is open nothing is held and nothing has started:
+	 * a signal ends the run at once, by its default action (as
+	 * timeout(1) dies of one), wherever a store or its library waits
+	 * (libpq resolves a host name with no deadline; a URL file may be
+	 * a pipe).  The stores start no threads that could inherit this
+	 * mask; the loop reads the signals from here on. */
+	t_open = lr_now_ms();
+	sigprocmask(SIG_UNBLOCK, &fatal, NULL);
 	choose_store(&r, &url_buf);
 	if (!o.mode) {
 		lr_metrics_setup(o.metrics_file, o.name, r.ops->name);
@@ -1248,6 +1273,12 @@ int main(int argc, char **argv)
 		lr_notify_setup();
 	}
 	st = open_store(&r, &req);
+	sigprocmask(SIG_BLOCK, &fatal, NULL);
+	/* -w counts from our start: the open took its share. */
+	if (o.wait_ms > 0)
+		o.wait_ms = o.wait_ms > lr_now_ms() - t_open
+				    ? o.wait_ms - (lr_now_ms() - t_open)
+				    : 1;
 	if (o.mode)
 		code = admin(&r, st);
 	else

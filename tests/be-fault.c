@@ -5,7 +5,7 @@
  * the store of SCHEME://... (a real server's).  Before each call the
  * store reads its control file, DIR/NAME.fault (for a wrapped network
  * store $LEASERUN_FAULT_DIR/NAME.fault), lines of OP=MODE with OP one of
- * acquire, renew, release, run_start, run_end and MODE one of
+ * open, acquire, renew, release, run_start, run_end and MODE one of
  *	ok      behave as the wrapped store
  *	fail    return LR_ERROR ("injected failure")
  *	lost    return LR_LOST
@@ -202,6 +202,8 @@ static enum lr_status fault_open(const struct lr_store_req *req,
 	}
 	snprintf(f->paused, sizeof(f->paused), "%.*s.paused",
 		 (int)(strlen(f->ctl) - strlen(".fault")), f->ctl);
+	if (inject(f, "open", deadline, err) != LR_OK)
+		return err->msg[0] ? LR_ERROR : LR_TIMEOUT;
 	return f->in->open(req, deadline, &f->st, err);
 }
 

@@ -323,3 +323,39 @@ refuses() {
 	assert_regex "$stderr" "percent-encode"
 	refute_regex "$stderr" "secretpart"
 }
+
+@test "-n and -w bound the store's open: a store that does not answer ends the run by the wait, with 125" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo open=stall >"$LOCKDIR/job.fault"
+	for w in -n "-w 1500ms"; do
+		t0=$(now_ms)
+		# shellcheck disable=SC2086 # $w is an option and its value
+		run --separate-stderr lr -t 20s $w job touch "$BATS_TEST_TMPDIR/ran"
+		t1=$(now_ms)
+		echo "# $w: $((t1 - t0))ms" >&3
+		assert_equal "$status" 125
+		assert_equal "$stderr" "leaserun: job: cannot open fault://$LOCKDIR: injected open stall"
+		# -n: a short connect (2s), not the TTL of 20s; -w: its time.
+		(( t1 - t0 < 4000 ))
+	done
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+@test "a signal while the store opens ends the run at once, by that signal" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo open=stall >"$LOCKDIR/job.fault"
+	for sig in TERM INT HUP; do
+		(with_default_signals "$LEASERUN" -t 30s -w 30s job touch "$BATS_TEST_TMPDIR/ran") &
+		pid=$!
+		BG_PIDS=$pid
+		sleep 0.3
+		t0=$(now_ms)
+		kill -s "$sig" "$pid"
+		wait_rc "$pid"
+		t1=$(now_ms)
+		echo "# $sig: $((t1 - t0))ms, status $RC" >&3
+		assert_equal "$RC" $((128 + $(kill -l "$sig")))
+		(( t1 - t0 < 2000 ))
+	done
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
