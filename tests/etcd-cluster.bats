@@ -22,6 +22,31 @@ teardown_file() {
 
 teardown() {
 	kill_bg
+	# A member a test stopped runs again.
+	if [ -f "$BATS_TEST_TMPDIR/stopped" ]; then
+		kill -CONT "$(cat "$BATS_TEST_TMPDIR/stopped")" 2>/dev/null || true
+	fi
+}
+
+# (Before the test that kills the leader: it needs all three members.)
+@test "our member stopped while the key is deleted through another, between the grant and the command's start: the command never runs on it" {
+	leader=$(etcd_leader "$LRE_DIR")
+	[ -n "$leader" ]
+	# A follower that goes on serving us would apply the delete; stopped,
+	# it sends no watch event, and only a read through the others can
+	# tell.  The quorum stays with the other two.
+	for m in $LRE_NAMES; do [ "$m" != "$leader" ] && break; done
+	mep=$(etcd_ep "$LRE_DIR" "$m")
+	others=$(echo "$LRE_EPS" | tr ',' '\n' | grep -vx "$mep" | paste -sd,)
+	cp "$LRE_DIR/$m.pid" "$BATS_TEST_TMPDIR/stopped"
+	lost_before_start "etcd://$mep,$others?timeout=300ms" job0 \
+		'kill -STOP "$(cat "$BATS_TEST_TMPDIR/stopped")"
+		etcdctl --endpoints "$others" del --prefix leaserun/job0/ >/dev/null' \
+		-w 10
+	kill -CONT "$(cat "$BATS_TEST_TMPDIR/stopped")"
+	etcd_wait_healthy "$LRE_DIR" "$m"
+	assert_lost_before_start_retried
+	grep -Eq "etcd key leaserun/job0/[0-9a-f]+ is gone" "$BATS_TEST_TMPDIR/err"
 }
 
 @test "the leader is killed while a job holds: the job keeps its lease or is stopped, never two holders" {

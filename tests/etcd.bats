@@ -222,6 +222,40 @@ lease_hex() {
 	assert_equal "$(E lease list | grep -c . || true)" 1
 }
 
+# Nothing of the run stays in etcd: no key, and no lease but the header
+# line of the listing (revokes may land a moment after leaserun exits).
+nothing_left() {
+	for _ in $(seq 50); do
+		[ "$(E lease list | grep -c . || true)" = 1 ] && break
+		sleep 0.1
+	done
+	assert_equal "$(nkeys "$1")" 0
+	assert_equal "$(E lease list | grep -c . || true)" 1
+}
+
+@test "the key deleted between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	lost_before_start "$LEASERUN_URL" t10b \
+		'E del --prefix leaserun/t10b/ >/dev/null' -w 10
+	assert_lost_before_start_retried
+	grep -Eq "etcd key leaserun/t10b/[0-9a-f]+ (was deleted|is gone)" \
+		"$BATS_TEST_TMPDIR/err"
+	nothing_left t10b
+}
+
+@test "the lease revoked between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	lost_before_start "$LEASERUN_URL" t10c \
+		'E lease revoke "$(lease_hex t10c)" >/dev/null' -w 10
+	assert_lost_before_start_retried
+	nothing_left t10c
+}
+
+@test "the lease revoked between the grant and the command's start, with -n: 124, and the command never ran" {
+	lost_before_start "$LEASERUN_URL" t10d \
+		'E lease revoke "$(lease_hex t10d)" >/dev/null' -n
+	assert_lost_before_start_ended
+	nothing_left t10d
+}
+
 @test "a key deleted a few ms after acquire: the holder is stopped before the next holder's command starts" {
 	log=$BATS_TEST_TMPDIR/log
 	del=$BATS_TEST_TMPDIR/del
