@@ -46,11 +46,15 @@ function __fish_leaserun_names
             set dir (string replace -r '^file://' '' -- $LEASERUN_URL)
         case '' 'file://' 'file:///'
             if test (id -u) -eq 0
-                set dir /run/lock/leaserun
+                set dir /run/leaserun
             else if string match -q '/*' -- "$XDG_RUNTIME_DIR"
                 set dir $XDG_RUNTIME_DIR/leaserun
+            else if test -d /run/user/(id -u) -a -O /run/user/(id -u)
+                set dir /run/user/(id -u)/leaserun
+            else if string match -q '/*' -- "$XDG_STATE_HOME"
+                set dir $XDG_STATE_HOME/leaserun
             else
-                set dir /tmp/leaserun-(id -u)
+                set dir $HOME/.local/state/leaserun
             end
         case '*'
             return

@@ -149,18 +149,105 @@ struct lr_store {
 	uint64_t run_fence; /* the fence run_start() recorded, or 0 */
 };
 
+/*
+ * The default directory: one whose parent no other user may write to, so
+ * that nobody can make it first (a directory of another user's, where
+ * every run of ours would be refused, for ever).  Root: /run/leaserun
+ * (/run is root's; /run/lock is anyone's).  A user: the runtime
+ * directory, $XDG_RUNTIME_DIR or, where cron does not set it,
+ * /run/user/UID when that is ours; else under the home directory,
+ * $XDG_STATE_HOME (default ~/.local/state), never /tmp.
+ */
 int lr_file_default_dir(char *buf, size_t len)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *xdg = getenv("XDG_RUNTIME_DIR"),
+		   *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	char run[64];
+	struct stat sb;
 	int n;
 
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
 	if (geteuid() == 0)
-		n = snprintf(buf, len, "/run/lock/leaserun");
+		n = snprintf(buf, len, "/run/leaserun");
 	else if (xdg && xdg[0] == '/')
 		n = snprintf(buf, len, "%s/leaserun", xdg);
+	else if (lstat(run, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		 sb.st_uid == geteuid() && !(sb.st_mode & 022))
+		n = snprintf(buf, len, "%s/leaserun", run);
+	else if (state && state[0] == '/')
+		n = snprintf(buf, len, "%s/leaserun", state);
+	else if (home && home[0] == '/')
+		n = snprintf(buf, len, "%s/.local/state/leaserun",
+			     strcmp(home, "/") ? home : "");
 	else
-		n = snprintf(buf, len, "/tmp/leaserun-%u", (unsigned)geteuid());
+		n = -1;
 	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* mkdir -p of dir's parents (0700: they are the user's), for the
+ * default under the home directory. */
+static void make_parents(const char *dir)
+{
+	char p[PATH_MAX];
+	char *s;
+
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+		return;
+	for (s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return;
+		*s = '/';
+	}
+}
+
+/* The owner of the last file open_own() refused. */
+static uid_t foreign_uid;
+
+/*
+ * Opens a file of ours in the lock directory, creating it if needed:
+ * created exclusively when new, and when it exists it must be ours (or
+ * root's).  In a directory others may write to (a sticky /tmp), a file
+ * another user made first is theirs to rewrite at will: a counter handed
+ * back to 1, a lock file replaced.  A refused file is -1 with errno
+ * EPERM (foreign_uid its owner).
+ */
+static int open_own(const char *path, int flags)
+{
+	const int f = flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+	struct stat sb;
+	int fd, tries;
+
+	for (tries = 0; tries < 3; tries++) {
+		fd = open(path, f | O_CREAT | O_EXCL, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+		fd = open(path, f);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* removed in between: make it */
+		if (fd < 0)
+			return -1;
+		if (fstat(fd, &sb) == 0 &&
+		    (sb.st_uid == geteuid() || sb.st_uid == 0))
+			return fd;
+		foreign_uid = sb.st_uid;
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return -1;
+}
+
+/* Why open_own() (or open()) of path failed, in err. */
+static void cannot_open(struct lr_err *err, const char *path)
+{
+	if (errno == EPERM)
+		lr_err_set(err, "refusing %s: it belongs to uid %u, who may "
+				"rewrite it (remove it, or use a directory "
+				"others cannot write to)",
+			   path, (unsigned)foreign_uid);
+	else
+		lr_err_set(err, "cannot open %s: %s", path, strerror(errno));
 }
 
 /* Makes the default directory if needed and checks nobody else owns it
@@ -171,15 +258,21 @@ static enum lr_status default_dir(char *dir, size_t len, int create,
 	struct stat st;
 
 	if (lr_file_default_dir(dir, len) < 0) {
-		lr_err_set(err, "the default lock directory name is too long");
+		lr_err_set(err, "no default lock directory for uid %u (no "
+				"XDG_RUNTIME_DIR, /run/user/%u or HOME): give "
+				"file:///DIR",
+			   (unsigned)geteuid(), (unsigned)geteuid());
 		return LR_ERROR;
 	}
-	/* A booted system has /run/lock; a bare chroot may not. */
-	if (create && geteuid() == 0 && mkdir("/run/lock", 0755) < 0 &&
+	/* A booted system has /run; a bare chroot may not.  A user's
+	 * default under the home directory may need its parents. */
+	if (create && geteuid() == 0 && mkdir("/run", 0755) < 0 &&
 	    errno != EEXIST) {
-		lr_err_set(err, "cannot create /run/lock: %s", strerror(errno));
+		lr_err_set(err, "cannot create /run: %s", strerror(errno));
 		return LR_ERROR;
 	}
+	if (create && geteuid() != 0)
+		make_parents(dir);
 	if (create && mkdir(dir, geteuid() == 0 ? 0755 : 0700) < 0 &&
 	    errno != EEXIST) {
 		lr_err_set(err, "cannot create lock directory %s: %s", dir,
@@ -201,6 +294,24 @@ static enum lr_status default_dir(char *dir, size_t len, int create,
 		return LR_ERROR;
 	}
 	return LR_OK;
+}
+
+/* A directory given in the URL that others may write to without the
+ * sticky bit: they could rename, remove or replace our lock and counter
+ * files at will.  (With the sticky bit, as in /tmp, they can only make
+ * files of their own, which open_own() refuses.)  0, or -1 with err. */
+static int shared_dir(const char *dir, struct lr_err *err)
+{
+	struct stat sb;
+
+	if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode) ||
+	    !(sb.st_mode & (S_IWGRP | S_IWOTH)) || (sb.st_mode & S_ISVTX))
+		return 0;
+	lr_err_set(err, "refusing lock directory %s: others may write to it "
+			"(mode %04o) and it has no sticky bit, so they could "
+			"replace the lock files; chmod o-w,g-w or +t it",
+		   dir, (unsigned)(sb.st_mode & 07777));
+	return -1;
 }
 
 static enum lr_status file_open(const struct lr_store_req *req,
@@ -250,6 +361,9 @@ static enum lr_status file_open(const struct lr_store_req *req,
 			   strerror(errno));
 		return LR_ERROR;
 	}
+	if (req->u->path[0] && strcmp(req->u->path, "/") != 0 &&
+	    shared_dir(dir, err) < 0)
+		return LR_ERROR;
 	if (sfs.f_type == NFS_MAGIC || sfs.f_type == (typeof(sfs.f_type))CIFS_MAGIC ||
 	    sfs.f_type == (typeof(sfs.f_type))SMB2_MAGIC) {
 		lr_err_set(err, "refusing lock directory %s: it is on a "
@@ -392,13 +506,9 @@ static int counter_lock(struct lr_store *st, int64_t deadline,
 
 	for (;;) {
 		if (fd < 0) {
-			fd = open(st->fpath,
-				  O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-					  O_NOCTTY,
-				  0644);
+			fd = open_own(st->fpath, O_RDWR);
 			if (fd < 0) {
-				lr_err_set(err, "cannot open %s: %s", st->fpath,
-					   strerror(errno));
+				cannot_open(err, st->fpath);
 				return -1;
 			}
 		}
@@ -508,8 +618,7 @@ static void slot_path(const struct lr_store *st, unsigned k, char *buf,
 
 static int open_lock(const char *path)
 {
-	return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
-		    0644);
+	return open_own(path, O_RDWR);
 }
 
 /* The limit recorded in NAME.lock's body: 1 unless a line says more. */
@@ -791,8 +900,7 @@ static enum lr_status take_slot(struct lr_store *st, int64_t deadline,
 		slot_path(st, k, path, sizeof(path));
 		fd = open_lock(path);
 		if (fd < 0) {
-			lr_err_set(err, "cannot open %s: %s", path,
-				   strerror(errno));
+			cannot_open(err, path);
 			goto fail;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -907,8 +1015,7 @@ static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
 	unsigned lim;
 
 	if (st->fd < 0 && (st->fd = open_lock(st->path)) < 0) {
-		lr_err_set(err, "cannot open %s: %s", st->path,
-			   strerror(errno));
+		cannot_open(err, st->path);
 		return LR_ERROR;
 	}
 	if (flock(st->fd, LOCK_EX | LOCK_NB) == 0) {
@@ -1018,8 +1125,7 @@ static enum lr_status try_fresh(struct lr_store *st, int64_t deadline,
 	int r;
 
 	if (st->fd < 0 && (st->fd = open_lock(st->path)) < 0) {
-		lr_err_set(err, "cannot open %s: %s", st->path,
-			   strerror(errno));
+		cannot_open(err, st->path);
 		return LR_ERROR;
 	}
 	/* The plain lease when it is free: no gate. */
@@ -1033,6 +1139,10 @@ static enum lr_status try_fresh(struct lr_store *st, int64_t deadline,
 		}
 	}
 	r = gate_try(st, deadline);
+	if (r < 0 && errno == EPERM) {
+		cannot_open(err, st->gpath);
+		return LR_ERROR;
+	}
 	if (r < 0) {
 		lr_err_set(err, "cannot lock %s: %s", st->gpath,
 			   strerror(errno));
@@ -1451,9 +1561,12 @@ static int64_t kernel_now(const struct lr_store *st, struct lr_err *err)
 		lr_err_set(err, "lock file name too long");
 		return -1;
 	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
-		  0644);
-	if (fd < 0 || pwrite(fd, "\n", 1, 0) != 1) {
+	fd = open_own(path, O_RDWR);
+	if (fd < 0) {
+		cannot_open(err, path);
+		goto out;
+	}
+	if (pwrite(fd, "\n", 1, 0) != 1) {
 		lr_err_set(err, "cannot write %s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -1547,7 +1660,10 @@ static enum lr_status run_write(const struct lr_store *st,
 		     "\nstart=%" PRId64 "\n%s",
 		     run->fence, run->host, run->pid, run->period_ms,
 		     run->start_ms, end);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	/* Ours alone: a stale one of a dead run with our pid goes first,
+	 * and what someone else put there is refused, not written into. */
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 		  0644);
 	if (fd < 0 || write(fd, body, (size_t)n) != n || fdatasync(fd) < 0 ||
 	    close(fd) < 0 || (fd = -1, rename(tmp, path) < 0) ||

@@ -9,7 +9,8 @@
 
 extern const struct lr_store_ops lr_file_ops;
 
-/* The directory used when the URL names none (design.md). */
+/* The directory used when the URL names none (be-file.c says which);
+ * 0, or -1 when there is none (no runtime directory and no HOME). */
 int lr_file_default_dir(char *buf, size_t len);
 
 #endif

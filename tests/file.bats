@@ -300,31 +300,67 @@ free_counter() {
 	assert_output --partial "not a host"
 }
 
-@test "the default directory is private to its user" {
-	bin=$LEASERUN
-	if [ "$(id -u)" = 0 ]; then
-		user=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env)
-		uid=$(id -u nobody)
-		# nobody may not reach the build tree (it may be under /root).
-		pub=$(mktemp -d /tmp/leaserun-bin.XXXXXX)
-		chmod 755 "$pub"
-		cp "$LEASERUN" "$pub/leaserun"
-		bin=$pub/leaserun
+# as_nobody HOME CMD...: CMD as nobody, with HOME and nothing else of our
+# environment (no XDG_RUNTIME_DIR, as under cron).
+as_nobody() {
+	local home=$1
+	shift
+	setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env \
+		env HOME="$home" "$@"
+}
+
+# A copy of leaserun that nobody can reach (the build tree may be under
+# /root), in $PUB.
+public_leaserun() {
+	PUB=$(mktemp -d /tmp/leaserun-bin.XXXXXX)
+	chmod 755 "$PUB"
+	cp "$LEASERUN" "$PUB/leaserun"
+}
+
+@test "the default directories cannot be squatted by another user" {
+	needs_root "to act as two users"
+	public_leaserun
+	uid=$(id -u nobody)
+	home=$PUB/home
+	mkdir -m 700 "$home"
+	chown nobody "$home"
+	# Where older versions looked, made first by someone else: it no
+	# longer matters.  nobody, with no runtime directory (cron), uses
+	# its home.
+	squat=/tmp/leaserun-$uid
+	made=
+	if [ ! -e "$squat" ]; then mkdir -m 1777 "$squat"; made=1; fi
+	if [ -d "/run/user/$uid" ]; then
+		want=/run/user/$uid/leaserun
 	else
-		user=()
-		uid=$(id -u)
+		want=$home/.local/state/leaserun
 	fi
-	dir=/tmp/leaserun-$uid
-	if [ -e "$dir" ]; then
-		skip "$dir exists already on this machine"
+	run as_nobody "$home" "$PUB/leaserun" job true
+	[ -z "$made" ] || rmdir "$squat"
+	assert_success
+	[ -e "$want/job.lock" ]
+	assert_equal "$(stat -c '%U %a' "$want")" "nobody 700"
+	# A directory there that is not nobody's is refused, as ever (only
+	# nobody or root could have made it).
+	if [ "$want" = "$home/.local/state/leaserun" ]; then
+		rm -rf "$want"
+		mkdir -m 1777 "$want"
+		run as_nobody "$home" "$PUB/leaserun" job true
+		assert_equal "$status" 125
+		assert_output --partial "refusing lock directory $want"
 	fi
-	mkdir -m 1777 "$dir"
-	[ "$(id -u)" = 0 ] && chown "$uid" "$dir"
-	run env -u LEASERUN_URL -u XDG_RUNTIME_DIR "${user[@]}" "$bin" job true
-	rmdir "$dir"
-	[ "$bin" = "$LEASERUN" ] || rm -rf "$(dirname "$bin")"
-	assert_equal "$status" 125
-	assert_output --partial "refusing lock directory $dir"
+	# Without any of them (nobody's HOME is /nonexistent), one line.
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env \
+		"$PUB/leaserun" job true
+	rm -rf "$PUB"
+	if [ ! -d "/run/user/$uid" ]; then
+		assert_equal "$status" 125
+		assert_equal "${#lines[@]}" 1
+		assert_output --partial "lock directory"
+	fi
+	# Root's is under /run, which no one else may write to (/run/lock
+	# is anyone's: sticky and world-writable).
+	[[ "$(stat -c %a /run)" =~ ^[0-7][0-5][0-5]$ ]]
 }
 
 @test "the default directory is created with the lock on first use" {
@@ -333,14 +369,56 @@ free_counter() {
 		assert_success
 		[ -e "$T/leaserun/job.lock" ]
 	else
-		f=/run/lock/leaserun/lr-test-$$
+		f=/run/leaserun/lr-test-$$
 		run env -u LEASERUN_URL "$LEASERUN" "lr-test-$$" true
 		made=$(ls "$f.lock" "$f.fence" 2>/dev/null || true)
 		rm -f "$f.lock" "$f.fence"
 		assert_success
 		assert_equal "$made" "$f.fence
 $f.lock"
+		assert_equal "$(stat -c '%U %a' /run/leaserun)" "root 755"
 	fi
+}
+
+@test "an explicit directory others may write to without the sticky bit is refused with one line" {
+	for mode in 777 775 757; do
+		chmod "$mode" "$LOCKDIR"
+		run --separate-stderr lr job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_equal "$stderr" "leaserun: job: cannot open file://$LOCKDIR: refusing lock directory $LOCKDIR: others may write to it (mode 0$mode) and it has no sticky bit, so they could replace the lock files; chmod o-w,g-w or +t it"
+	done
+	[ ! -e "$T/ran" ]
+	# Sticky, as /tmp: allowed (others can make only files of their own).
+	chmod 1777 "$LOCKDIR"
+	run lr job true
+	assert_success
+}
+
+@test "lock, counter and run files another user made first in a shared directory are refused; fence 1 cannot be handed back" {
+	needs_root "to act as two users"
+	public_leaserun
+	# A shared directory nobody can reach, sticky as /tmp.
+	LOCKDIR=$PUB/shared
+	mkdir -m 1777 "$LOCKDIR"
+	export LEASERUN_URL=file://$LOCKDIR
+	# nobody makes them first, world-writable, so it could rewrite the
+	# counter at any time.
+	for f in job.lock job.fence; do
+		rm -f "$LOCKDIR"/job.*
+		as_nobody / sh -c 'umask 0; : >"$1"' sh "$LOCKDIR/$f"
+		run --separate-stderr lr job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_regex "$stderr" "refusing $LOCKDIR/$f: it belongs to uid $(id -u nobody), who may rewrite it"
+	done
+	[ ! -e "$T/ran" ]
+	rm -f "$LOCKDIR"/job.*
+	# The --once-per record's clock file, likewise.
+	as_nobody / sh -c 'umask 0; : >"$1"' sh "$LOCKDIR/job.clock"
+	run --separate-stderr lr --once-per 1m job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "refusing $LOCKDIR/job.clock: it belongs to uid"
+	[ ! -e "$T/ran" ]
+	rm -rf "$PUB"
 }
 
 @test "--break frees a waiter that was queued on the old lock file" {
