@@ -276,6 +276,10 @@ void lr_run_times(struct lr_run *run, int64_t now, int64_t period);
  * s is not such a line; s may be NULL. */
 void lr_run_format(const struct lr_run *run, char *buf, size_t len);
 void lr_run_parse(const char *s, struct lr_run *run);
+/* Is host (a name or an address, as a URL gives it; a path for a
+ * socket) this machine, by the loopback range, localhost or a Unix
+ * socket?  Plaintext there crosses no network. */
+int lr_host_is_local(const char *host);
 /* Overwrites a secret string, then frees it.  Accepts NULL. */
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */

@@ -136,6 +136,7 @@ struct lr_store {
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port", for messages (no password) */
+	int tls_warned;    /* the plaintext warning went out */
 	char appname[64];
 };
 
@@ -653,6 +654,55 @@ static char *setup_sql(struct lr_store *st, struct lr_err *err)
 	return sql;
 }
 
+/* sslmode as libpq resolved it for c (the URL, else PGSSLMODE, else
+ * its default, prefer). */
+static const char *ssl_mode(PGconn *c)
+{
+	PQconninfoOption *o = PQconninfo(c), *p;
+	static char mode[16];
+
+	snprintf(mode, sizeof(mode), "prefer");
+	for (p = o; p && p->keyword; p++)
+		if (!strcmp(p->keyword, "sslmode") && p->val && *p->val)
+			snprintf(mode, sizeof(mode), "%s", p->val);
+	PQconninfoFree(o);
+	return mode;
+}
+
+/* TLS that can be downgraded, or none across a network: said once a
+ * run.  With sslmode=prefer (libpq's default) or allow, a server, or
+ * whoever answers in its place, that declines TLS gets the startup
+ * packet and the password in clear, and libpq says nothing. */
+static void tls_guard(struct lr_store *st)
+{
+	const char *mode = ssl_mode(st->conn);
+	const char *host = PQhost(st->conn);
+	char msg[400];
+
+	if (st->tls_warned || !st->req->warn)
+		return;
+	if (PQconnectionUsedPassword(st->conn) &&
+	    (!strcmp(mode, "prefer") || !strcmp(mode, "allow")))
+		snprintf(msg, sizeof(msg),
+			 "PostgreSQL at %s: the password goes out with "
+			 "sslmode=%s, which lets a server (or whoever answers "
+			 "in its place) that declines TLS have it in clear%s; "
+			 "add sslmode=verify-full (or require) to the URL, or "
+			 "set PGSSLMODE",
+			 st->where, mode,
+			 PQsslInUse(st->conn) ? "" : ", as this one did");
+	else if (!PQsslInUse(st->conn) && !lr_host_is_local(host))
+		snprintf(msg, sizeof(msg),
+			 "PostgreSQL at %s: the connection is not encrypted "
+			 "(sslmode=%s) and crosses the network; add "
+			 "sslmode=verify-full to the URL",
+			 st->where, mode);
+	else
+		return;
+	st->tls_warned = 1;
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
 /* Connects and sets the session up for holding a lock. */
 static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
@@ -717,6 +767,7 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 		s = LR_ERROR;
 		goto out;
 	}
+	tls_guard(st);
 	/* Guard: the pid libpq got at startup is the pooler's invention
 	 * when a pooler sits in between. */
 	if (st->req->token && PQbackendPID(st->conn) != st->pid)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -269,4 +270,14 @@ void lr_run_parse(const char *s, struct lr_run *run)
 	run->pid = pid;
 	if (strcmp(run->host, "-") == 0)
 		run->host[0] = '\0';
+}
+
+int lr_host_is_local(const char *host)
+{
+	if (!host || !*host || host[0] == '/' || host[0] == '@')
+		return 1; /* a Unix socket, or the client's own default */
+	if (!strcasecmp(host, "localhost") || !strcmp(host, "::1") ||
+	    !strcmp(host, "[::1]"))
+		return 1;
+	return !strncmp(host, "127.", 4);
 }

@@ -103,8 +103,10 @@ pg_server_start() {
 	pg_wait_ready || return 1
 	pg_sql "CREATE ROLE lr LOGIN PASSWORD '$PG_PASSWORD'" >/dev/null
 	pg_sql "CREATE ROLE other LOGIN PASSWORD '$PG_PASSWORD'" >/dev/null
-	PG_URL="postgresql://lr:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres"
-	PG_URL_NOPW="postgresql://lr@127.0.0.1:$PG_PORT/postgres"
+	# The test server has no TLS: say so, or every run warns that its
+	# password goes out in clear (sslmode=prefer).
+	PG_URL="postgresql://lr:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	PG_URL_NOPW="postgresql://lr@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	export PG_BIN PG_DIR PG_PORT PG_PASSWORD PG_URL PG_URL_NOPW
 }
 

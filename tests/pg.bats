@@ -90,7 +90,7 @@ gone() {
 @test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
 	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
 	assert_success
-	[[ "$output" =~ ^$(name)\|[0-9]+\|postgresql://lr@127.0.0.1:$PG_PORT/postgres$ ]]
+	[[ "$output" =~ ^$(name)\|[0-9]+\|postgresql://lr@127.0.0.1:$PG_PORT/postgres\?sslmode=disable$ ]]
 	refute_output --partial "$PG_PASSWORD"
 }
 
@@ -117,7 +117,7 @@ gone() {
 
 @test "a password given with --url, in the user information or as ?password=, is not in ps while leaserun holds the lease" {
 	ps_hides_password "$(name)" "$PG_PASSWORD" -t 30s --url="$PG_URL"
-	ps_hides_password "$(name)" "$PG_PASSWORD" -t 30s -U "$PG_URL_NOPW?password=$PG_PASSWORD"
+	ps_hides_password "$(name)" "$PG_PASSWORD" -t 30s -U "$PG_URL_NOPW&password=$PG_PASSWORD"
 }
 
 @test "a wrong password fails with 125 and one line that does not show the password" {
@@ -143,6 +143,21 @@ gone() {
 		jq -e . <<<"$stderr" >/dev/null
 		refute_regex "$stderr" "s3cret"
 	done
+}
+
+@test "a password with libpq's default sslmode=prefer: one warning that the server could have it in clear, and how to require TLS" {
+	nossl=${PG_URL%%\?*}
+	LEASERUN_URL=$nossl run --separate-stderr "$LEASERUN" "$(name)" true
+	assert_success
+	assert_equal "$stderr" "leaserun: $(name): PostgreSQL at 127.0.0.1:$PG_PORT: the password goes out with sslmode=prefer, which lets a server (or whoever answers in its place) that declines TLS have it in clear, as this one did; add sslmode=verify-full (or require) to the URL, or set PGSSLMODE"
+	# PGSSLMODE=disable is a choice, on loopback: nothing to say.
+	PGSSLMODE=disable LEASERUN_URL=$nossl run --separate-stderr "$LEASERUN" "$(name)" true
+	assert_success
+	assert_equal "$stderr" ""
+	# require: the connection fails rather than go out in clear.
+	LEASERUN_URL="$nossl?sslmode=require" run --separate-stderr "$LEASERUN" "$(name)" true
+	assert_equal "$status" 125
+	refute_regex "$stderr" "$PG_PASSWORD"
 }
 
 @test "a server that refuses connections fails with 125" {
