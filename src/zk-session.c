@@ -229,8 +229,10 @@ static void on_watch(zhandle_t *zh, int type, int state, const char *path,
 			zs->expired = 1;
 		else if (state == ZOO_AUTH_FAILED_STATE)
 			zs->authfail = 1;
-		else if (state == ZOO_CONNECTED_STATE)
+		else if (state == ZOO_CONNECTED_STATE) {
 			zs->disc_reported = 0;
+			zs->connects++;
+		}
 		return;
 	}
 	if (path && zs->on_node)
@@ -890,6 +892,35 @@ int lr_zk_wait_fd(struct lr_zk_session *zs, short *events)
 	ms = tv_ms(&tv);
 	lr_waitset_arm(&zs->ws, lr_now_ms() + (ms < 1 ? 1 : ms));
 	return zs->ws.ep;
+}
+
+/* One message at a time: zookeeper_process() reads one per call. */
+int lr_zk_drain(struct lr_zk_session *zs)
+{
+	int i;
+
+	if (!zs->zh)
+		return -1;
+	for (i = 0; i < 64 && !lr_zk_dead(zs); i++) {
+		struct timeval tv = {0, 0};
+		struct pollfd p = { .fd = -1 };
+		int interest = 0;
+
+		if (zookeeper_interest(zs->zh, &p.fd, &interest, &tv) ==
+		    ZINVALIDSTATE)
+			break;
+		note_fd(zs, p.fd, &tv);
+		if (p.fd < 0)
+			break;
+		p.events = (short)(POLLIN | ((interest & ZOOKEEPER_WRITE)
+						     ? POLLOUT : 0));
+		if (poll(&p, 1, 0) <= 0 ||
+		    !(p.revents & (POLLIN | POLLERR | POLLHUP)))
+			break;
+		work(zs, p.revents);
+	}
+	lr_zk_dead(zs);
+	return 0;
 }
 
 int lr_zk_process(struct lr_zk_session *zs)

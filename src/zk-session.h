@@ -66,6 +66,8 @@ struct lr_zk_session {
 	int expired;	 /* the session expired (a recipe that learns it
 			  * from a reply may set it too) */
 	int authfail;	 /* the credentials were refused */
+	unsigned connects; /* connections made so far, across sessions
+			    * (the first is 1) */
 	char *auth;	 /* "user:password", NULL without credentials;
 			  * wiped by lr_zk_close() */
 
@@ -206,6 +208,12 @@ int lr_zk_retryable(int rc);
  * (POLLIN in *events), or -1 without a session.  Call it before each
  * wait: what the client waits for changes. */
 int lr_zk_wait_fd(struct lr_zk_session *zs, short *events);
+/* Runs the client on what its socket already holds, without waiting
+ * (a zero-timeout poll; a bounded number of messages): replies, watch
+ * events, the server's close.  The flags and on_node then tell what
+ * changed, as after lr_zk_process().  Returns 0, or -1 without a
+ * session. */
+int lr_zk_drain(struct lr_zk_session *zs);
 /* Runs the client once for what lr_zk_wait_fd()'s fd reported (its
  * socket, or its timer: pings, connect retries, timeouts); the flags
  * and on_node then tell what changed.  Returns 0, or -1 without a

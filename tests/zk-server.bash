@@ -18,6 +18,9 @@
 #   zk_mode PORT               prints standalone/leader/follower, or nothing
 #   zk_cli EP [COMMANDS...]    runs zkCli commands (one per argument) and
 #                              prints their output
+#   zk_end_session EP DIR      ends, from the server's side, the session
+#                              that owns the lock- node in DIR; prints its
+#                              id
 #
 # ZK_CFG, if set, adds lines to every zoo.cfg written.
 
@@ -198,4 +201,53 @@ zk_cli() {
 		grep -v -e '^$' -e '^WATCHER::' -e '^WatchedEvent' \
 			-e '^JLine support' -e '^Connecting to' \
 			-e '^Welcome to ZooKeeper' -e '^\[main\]'
+}
+
+# zk_end_session EP DIR: the session that owns DIR's lock- node ends as if
+# its owner had closed it: a client takes it over (the server derives a
+# session's password from its id alone: ZooKeeperServer.generatePasswd,
+# the same in 3.4 to 3.9), which makes the server close the owner's
+# connection at once, and closes it (its ephemeral nodes go).  The owner
+# must not be reconnecting meanwhile (it would take the session back):
+# for a leaserun held still (the fault store's pause).
+zk_end_session() {
+	local src=${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/ZkEndSession.java
+	cat >"$src" <<'EOF'
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.zookeeper.Watcher.Event.KeeperState;
+import org.apache.zookeeper.ZooKeeper;
+
+public class ZkEndSession {
+	static ZooKeeper open(String ep, long sid, byte[] pw) throws Exception {
+		CountDownLatch up = new CountDownLatch(1);
+		ZooKeeper zk = new ZooKeeper(ep, 30000, e -> {
+			if (e.getState() == KeeperState.SyncConnected)
+				up.countDown();
+		}, sid, pw);
+		if (!up.await(20, TimeUnit.SECONDS))
+			throw new Exception("cannot connect to " + ep);
+		return zk;
+	}
+
+	public static void main(String[] a) throws Exception {
+		ZooKeeper zk = open(a[0], 0, new byte[16]);
+		long sid = 0;
+		for (String c : zk.getChildren(a[1], false))
+			if (c.startsWith("lock-"))
+				sid = zk.exists(a[1] + "/" + c, false)
+					.getEphemeralOwner();
+		zk.close();
+		if (sid == 0)
+			throw new Exception("no lock node in " + a[1]);
+		byte[] pw = new byte[16];
+		new Random(sid ^ 0xB3415C00L).nextBytes(pw);
+		open(a[0], sid, pw).close();
+		System.out.printf("0x%x%n", sid);
+	}
+}
+EOF
+	java -Xmx64m -XX:TieredStopAtLevel=1 -cp "$ZK_CP" \
+		-Dorg.slf4j.simpleLogger.defaultLogLevel=error "$src" "$1" "$2"
 }

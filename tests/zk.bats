@@ -32,6 +32,8 @@ teardown() {
 # one per line.
 nodes() { zk_cli "$ZK_EP" "ls ${2:-/leaserun/$1}" | tail -n1 | tr -d '[],' | tr ' ' '\n' | grep '^lock-' || true; }
 nnodes() { nodes "$@" | grep -c . || true; }
+# Deletes lease $1's lock node, as another client would.
+delete_node() { zk_cli "$ZK_EP" "delete /leaserun/$1/$(nodes "$1")" >/dev/null || true; }
 
 # A command line that appends "start end fence" for check_intervals.
 interval_cmd() {
@@ -198,6 +200,33 @@ interval_cmd() {
 	[ $(($(now_ms) - t0)) -lt 2000 ]
 	assert_holder_rc 124
 	grep -q "was deleted" "$BATS_TEST_TMPDIR/t8.err"
+}
+
+# Between the grant and the command's start, leaserun held still there
+# (lost_before_start, helpers.bash); a TTL that outlasts the Java clients
+# by far, so that the grant is not too old to use when it goes on.
+@test "our node deleted between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	lost_before_start "zk://$ZK_EP" t27 'delete_node t27' -t 30s -w 10
+	assert_lost_before_start_retried
+	grep -q "our node /leaserun/t27/lock-.* was deleted" "$BATS_TEST_TMPDIR/err"
+	assert_equal "$(nnodes t27)" 0
+}
+
+@test "our node deleted between the grant and the command's start, with -n: 124, and the command never ran" {
+	lost_before_start "zk://$ZK_EP" t28 'delete_node t28' -t 30s -n
+	assert_lost_before_start_ended
+	assert_equal "$(nnodes t28)" 0
+}
+
+@test "our session ended by the server between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
+	# A client takes the session over, so the server closes our
+	# connection, with no event: only the server can say the session is
+	# gone.
+	lost_before_start "zk://$ZK_EP" t29 \
+		'zk_end_session "$ZK_EP" /leaserun/t29 >/dev/null' -t 30s -w 10
+	assert_lost_before_start_retried
+	grep -q "the session expired" "$BATS_TEST_TMPDIR/err"
+	assert_equal "$(nnodes t29)" 0
 }
 
 @test "--break removes the holder: it is stopped at once with 124 and a waiter takes over" {
