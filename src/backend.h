@@ -170,7 +170,9 @@ struct lr_store_ops {
 	 * socket, watch or session that wait_fd() hands the loop while
 	 * holding), without waiting for news: what has already arrived,
 	 * and what the store learnt during earlier calls.  A store whose
-	 * signal is not armed yet may ask the server, within deadline.
+	 * signal cannot vouch for the present (not armed yet, a watch that
+	 * may lag behind the server's answers, a connection lost since the
+	 * grant) asks the server instead, within deadline.
 	 * LR_LOST: certainly gone (err says why), and the command must not
 	 * start; LR_OK: nothing known wrong; LR_ERROR/LR_TIMEOUT:
 	 * suspicion (the core renews at once).  Without it the core starts

@@ -294,15 +294,21 @@ static enum lr_status q_wait(struct lr_store *st, int64_t deadline,
 	char buf[200];
 
 	*out = NULL;
-	for (;;) {
+	for (int pass = 0;; pass++) {
 		int f = PQflush(st->conn), w;
 
 		if (f < 0)
 			goto broken;
 		if (f == 0 && collect(st))
 			break;
-		w = sock_wait(PQsocket(st->conn),
-			      f ? POLLIN | POLLOUT : POLLIN, deadline);
+		/* After the first look, the clock decides: a server that
+		 * keeps sending (notices without end) keeps the socket
+		 * readable, and would hold us past any deadline. */
+		w = pass && lr_now_ms() >= deadline
+			    ? 0
+			    : sock_wait(PQsocket(st->conn),
+					f ? POLLIN | POLLOUT : POLLIN,
+					deadline);
 		if (w == 0) {
 			lr_err_set(err, "PostgreSQL at %s did not answer in "
 					"time", st->where);
@@ -535,9 +541,14 @@ static enum lr_status connect_one(struct lr_store *st, int64_t deadline,
 				   buf[0] ? buf : "unknown error");
 			return LR_ERROR;
 		}
-		w = sock_wait(PQsocket(c),
-			      ps == PGRES_POLLING_READING ? POLLIN : POLLOUT,
-			      deadline);
+		/* A server that keeps sending (notices without end) keeps
+		 * the socket readable: the clock, not the socket, ends it. */
+		w = lr_now_ms() >= deadline
+			    ? 0
+			    : sock_wait(PQsocket(c),
+					ps == PGRES_POLLING_READING ? POLLIN
+								    : POLLOUT,
+					deadline);
 		if (w <= 0) {
 			set_where(st, c);
 			lr_err_set(err,

@@ -500,8 +500,12 @@ static void try_acquire(struct sup *s, int64_t now)
 	int64_t t_send = lr_now_ms(), cap = s->ttl;
 	enum lr_status rc;
 
+	/* -w bounds the attempt (a second at least, to reach a healthy
+	 * store); -n, one attempt, as its open: 2s at most. */
 	if (s->t_wait_over != NEVER && s->t_wait_over - now < cap)
 		cap = s->t_wait_over - now > 1000 ? s->t_wait_over - now : 1000;
+	if (c->wait_ms == 0 && cap > 2000)
+		cap = 2000;
 	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
 	now = lr_now_ms();
 	switch (rc) {

@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# Servers that misbehave (tests/hostile.py): no reply may crash leaserun,
+# hold it past its deadline or make it eat memory.  Each case asserts the
+# exit status, the time against the deadline and the peak memory.
+# shellcheck disable=SC2154 # bats sets status and output
+
+load helpers
+
+setup() {
+	BG_PIDS=
+	T=$BATS_TEST_TMPDIR
+}
+
+teardown() {
+	kill_bg
+}
+
+# hostile PROTO MODE: starts tests/hostile.py; sets HPORT.
+hostile() {
+	rm -f "$T/port"
+	python3 "$LR_SRCDIR/tests/hostile.py" "$1" "$2" "$T/port" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 test -s "$T/port"
+	HPORT=$(cat "$T/port")
+}
+
+# url PROTO: a URL of PROTO's store at the hostile server.
+url() {
+	case $1 in
+	pg) echo "postgres://lr:Hunter2-pw@127.0.0.1:$HPORT/db" ;;
+	redis) echo "redis://:Hunter2-pw@127.0.0.1:$HPORT" ;;
+	etcd) echo "etcd://127.0.0.1:$HPORT" ;;
+	zk) echo "zk://127.0.0.1:$HPORT" ;;
+	esac
+}
+
+# measured ARGS...: runs leaserun ARGS on the store at $URL under
+# /usr/bin/time, at most 60s;
+# sets status, output (stderr and stdout), MS (elapsed) and KB (peak
+# resident memory).
+measured() {
+	local t0 t1
+	t0=$(now_ms)
+	run --separate-stderr env LEASERUN_URL="$URL" \
+		/usr/bin/time -f %M -o "$T/mem" \
+		timeout -s KILL 60 "$LEASERUN" "$@"
+	t1=$(now_ms)
+	MS=$((t1 - t0))
+	KB=$(tail -n 1 "$T/mem")
+	echo "# $*: status $status in ${MS}ms, ${KB} KB: $stderr" >&3
+}
+
+# no_secret: nothing leaserun printed shows the password.
+no_secret() {
+	[[ "$stderr$output" != *Hunter2-pw* ]]
+}
+
+# store_built PROTO: the store's module is there.
+store_built() {
+	local m=$1
+	[ -e "$LEASERUN_MODULE_DIR/$m.so" ] ||
+		fail "no $m.so in $LEASERUN_MODULE_DIR: build with --with-$m"
+}
+
+@test "every store, a server that accepts and never answers: -n gives up by its 2s connect, 125" {
+	for p in pg redis etcd zk; do
+		store_built "$p"
+		hostile "$p" silent
+		URL=$(url "$p")
+		measured -n -t 20s job touch "$T/ran"
+		assert_equal "$status" 125
+		(( MS < 4000 && KB < 65536 ))
+		no_secret
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "every store, a server that answers garbage, resets, or answers a byte a second: 125 within -w" {
+	for p in pg redis etcd zk; do
+		store_built "$p"
+		for m in garbage reset slow; do
+			hostile "$p" "$m"
+			URL=$(url "$p")
+			measured -w 2s -t 20s job touch "$T/ran"
+			assert_equal "$status" 125
+			(( MS < 4000 && KB < 65536 ))
+			no_secret
+			kill_bg
+			BG_PIDS=
+		done
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "PostgreSQL: notices without end during the startup do not hold the open past its deadline" {
+	store_built pg
+	hostile pg notices
+	URL=$(url pg)
+	measured -n job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "cannot open .*(timed out|did not answer)"
+	(( MS < 4000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "PostgreSQL: a message header that claims 2 GB: 125 at once, no 2 GB allocated" {
+	store_built pg
+	hostile pg huge
+	URL=$(url pg)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	(( MS < 5000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
