@@ -91,18 +91,25 @@
  *
  * A first try that is granted has no aux yet: the watch starts
  * WATCH_AFTER_MS (20ms) after the grant, from the wait set's timer, as
- * above (aux, then TRACKING and GET behind it).  A change in those 20ms
- * shows in that GET, so it is seen at most 20ms (and two round trips)
- * late; a command that ends sooner never costs a second connection (nor,
- * over TLS, a second handshake).  A try by a waiter that already has aux
- * arms the watch behind its acquire script, in the same round trip: a
- * change between the script and TRACKING shows in the GET, and the grant
- * is refused (the command never starts).  After a reconnect of either
- * connection, a renew that finds the lease ours arms the watch again
- * (TRACKING, then GET) in a round trip of its own.  NOLOOP does not hide
- * the writes of our own scripts, hence a read back per renew.  Without
- * CLIENT or SUBSCRIBE rights (ACL), or before Redis 6, the key is checked
- * by renew alone, with a warning in the first case.
+ * above (aux, then TRACKING and GET behind it), and nothing would tell
+ * of a change before it; so check(), the last step before the command
+ * starts, reads the key back (a GET, one round trip): a command never
+ * starts on a key already gone.  A change after that GET shows in the
+ * watch's, so it is seen at most 20ms (and two round trips) late, the
+ * command running; a command that ends sooner never costs a second
+ * connection (nor, over TLS, a second handshake).  A try by a waiter
+ * that already has aux arms the watch behind its acquire script, in the
+ * same round trip: a change between the script and TRACKING shows in
+ * the GET, and the grant is refused (the command never starts); a later
+ * one reaches aux, where check() reads what has already come, without
+ * waiting, and reads the key back only if aux told of a change (our own
+ * script's write is one when tracking was on before it).  After a
+ * reconnect of either connection, a renew that finds the lease ours arms
+ * the watch again (TRACKING, then GET) in a round trip of its own.
+ * NOLOOP does not hide the writes of our own scripts, hence a read back
+ * per renew.  Without CLIENT or SUBSCRIBE rights (ACL), or before Redis
+ * 6, the key is read back by check() and then checked by renew alone,
+ * with a warning in the first case.
  *
  * Waiting: a first try that finds the lease busy opens aux, subscribes
  * it, and tries again at once, joining the queue (a release between the
@@ -2606,25 +2613,39 @@ static int aux_read(struct lr_store *st)
 }
 
 /* Someone changed our key (or we did: NOLOOP does not hide a script's
- * writes): look, without extending it, whether it is still ours. */
+ * writes), or nothing would tell us if someone had (check()): look,
+ * without extending it, whether it is still ours.  A semaphore's holder
+ * reads its slot's key too, in the same round trip, as its renew
+ * compares both (the watch covers its holder key alone). */
 static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	const char *get[2] = { "GET", st->key };
+	const char *slot[2] = { "GET", st->slot_key };
+	struct cmd cmds[2] = { { 2, get, NULL }, { 2, slot, NULL } };
+	int n = st->multi && st->req->limit > 1 ? 2 : 1, i;
+	const redisReply *r;
 	enum lr_status s;
-	redisReply *r;
 
-	s = command(st, 2, get, deadline, &r, "GET", err);
+	s = round_trip(st, cmds, n, deadline, "GET", err);
 	if (s != LR_OK)
 		return s;
-	if (r->type == REDIS_REPLY_ERROR) {
-		lr_err_set(err, "redis at %s: GET %s: %s", st->where, st->key,
-			   r->str);
+	for (i = 0; i < n && cmds[i].r->type != REDIS_REPLY_ERROR; i++)
+		;
+	r = n > 1 ? cmds[1].r : NULL;
+	if (i < n) {
+		lr_err_set(err, "redis at %s: GET %s: %s", st->where,
+			   cmds[i].argv[1], cmds[i].r->str);
 		s = LR_ERROR;
-	} else if (!is_ours(st, r)) {
+	} else if (!is_ours(st, cmds[0].r)) {
 		s = lost(st, "was deleted or taken by another client", err);
+	} else if (r && (r->type != REDIS_REPLY_STRING ||
+			 strcmp(r->str, st->req->token) != 0)) {
+		s = lost(st, "lost its slot (deleted or taken by another "
+			     "client)",
+			 err);
 	}
-	freeReplyObject(r);
+	cmds_free(cmds, n);
 	return s;
 }
 
@@ -2721,6 +2742,46 @@ static enum lr_status r_process(struct lr_store *st, short revents,
 			s = check_ours(st, deadline, err);
 		}
 	}
+	return s;
+}
+
+/*
+ * The last step before the command starts: is the grant still ours?
+ * Where the watch is armed (a waiter's grant armed it in its round
+ * trip), what the two connections already hold is read, without
+ * waiting: silence says nothing changed since the GET behind TRACKING;
+ * a notice (our own script's write sends one too) or a connection the
+ * server closed (the watch goes with it) sends us to the key.  Where it
+ * is not (a first try's grant, whose watch starts WATCH_AFTER_MS later;
+ * a server that cannot track), nothing would tell us: the key is read
+ * back now, one round trip within deadline.
+ */
+static enum lr_status r_check(struct lr_store *st, int64_t deadline,
+			      struct lr_err *err)
+{
+	struct lr_err ignored;
+	enum lr_status s;
+	int mask, look = 0;
+
+	if (!st->held) {
+		lr_err_set(err, "redis at %s: the lease key %s was not held",
+			   st->where, st->key);
+		return LR_LOST;
+	}
+	if (watching(st)) {
+		mask = ready(st);
+		if (mask & 1)
+			main_read(st, &ignored);
+		if ((mask & 2) && (look = aux_read(st)) < 0)
+			drop_aux(st);
+		if (watching(st) && !look)
+			return LR_OK;
+	}
+	s = check_ours(st, deadline, err);
+	/* Ours, but the watch broke with a connection: armed again at
+	 * once, from the wait set's timer (process()). */
+	if (s == LR_OK && !st->watch_off && !watching(st) && !st->watch_at)
+		st->watch_at = lr_now_ms();
 	return s;
 }
 
@@ -3080,6 +3141,7 @@ const struct lr_store_ops lr_store_ops = {
 	.acquire = r_acquire,
 	.wait_fd = r_wait_fd,
 	.process = r_process,
+	.check = r_check,
 	.renew = r_renew,
 	.release = r_release,
 	.inspect = r_inspect,

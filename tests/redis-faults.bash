@@ -125,8 +125,11 @@ EOF
 	wait_until 5 test -e "$d/ready"
 	# A: TTL 30s, so its first renew is 10s away; its command writes
 	# "start fence", then a heartbeat every few ms until it is stopped
-	# (each file written whole and renamed).
-	"$LEASERUN" -t 30s "$n" sh -c '
+	# (each file written whole and renamed).  -n: a delete that comes
+	# before the command starts (seen by the store's check, and the
+	# command never runs) ends A with 124 too, where a wait would take
+	# the free lease again and hold it for good.
+	"$LEASERUN" -t 30s -n "$n" sh -c '
 		echo "$(date +%s%N) $LEASERUN_FENCE" > "$0/a.new"
 		mv -f "$0/a.new" "$0/a.start"
 		while :; do
