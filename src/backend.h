@@ -42,6 +42,16 @@ enum lr_status {
 #define LR_ERRLEN 512
 struct lr_err {
 	char msg[LR_ERRLEN];
+	/* An LR_ERROR that may heal by itself, marked by the store with
+	 * lr_err_heals(): the server unreachable, refusing, resetting,
+	 * starting, stopping, loading, read-only or leaderless during a
+	 * failover, out of connections for now.  A run that may still
+	 * wait tries again; what cannot heal (a bad URL or option, a host
+	 * name that does not resolve, authentication, a certificate, a
+	 * transaction pooler) is left unmarked and ends the run at once.
+	 * LR_TIMEOUT always counts as one that may heal.  lr_err_set()
+	 * leaves the mark alone. */
+	int heals;
 };
 
 /* Capabilities.  The core refuses, before open(), a run that asks a store
@@ -255,6 +265,8 @@ int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 const char *lr_status_name(enum lr_status s);
+/* Marks err as a fault that may heal (see struct lr_err). */
+void lr_err_heals(struct lr_err *err);
 /* The refusal of a run whose limit differs from the one recorded for the
  * name (ours is req's: 1 for a plain or shared lease). */
 void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,

@@ -331,6 +331,8 @@ broken:
 	else
 		lr_err_set(err, "connection to PostgreSQL at %s failed: %s",
 			   st->where, conn_msg(st, buf, sizeof(buf)));
+	/* A new session may do better (the holder's rules do not look). */
+	lr_err_heals(err);
 	return LR_ERROR;
 }
 
@@ -348,6 +350,58 @@ static enum lr_status q_send(struct lr_store *st, const char *sql,
 	return LR_OK;
 }
 
+static const char *sqlstate(const PGresult *r)
+{
+	const char *c = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	return c ? c : "";
+}
+
+/*
+ * Faults that heal by themselves (a restart, a crash recovery, a
+ * failover, a server full for now), so a waiting run tries again: by
+ * SQLSTATE where the server sent one (class 08, connection; 57P01-03,
+ * shutting down, crashed, cannot connect now; 53300, too many
+ * connections), and by libpq's words for a connection that failed,
+ * which carry none.  Authentication, a missing database or role, a name
+ * that does not resolve and TLS that does not verify do not heal.
+ */
+static int heals_state(const char *code)
+{
+	return !strncmp(code, "08", 2) || !strcmp(code, "57P01") ||
+	       !strcmp(code, "57P02") || !strcmp(code, "57P03") ||
+	       !strcmp(code, "53300");
+}
+
+static int heals_text(const char *msg)
+{
+	static const char *const words[] = {
+		"Connection refused", "Connection reset", "timeout expired",
+		"No route to host", "Network is unreachable",
+		"Temporary failure in name resolution",
+		"server closed the connection unexpectedly",
+		"could not receive data from server",
+		"could not send data to server",
+		"the database system is starting up",
+		"the database system is shutting down",
+		"the database system is in recovery mode",
+		"the database system is not yet accepting connections",
+		"the database system is not accepting connections",
+		"sorry, too many clients already",
+		"too many connections for role",
+		"too many connections for database",
+		"remaining connection slots are reserved",
+		"terminating connection due to administrator command",
+		"ended our session", "is a standby (in recovery)", NULL
+	};
+	size_t i;
+
+	for (i = 0; words[i]; i++)
+		if (strstr(msg, words[i]))
+			return 1;
+	return 0;
+}
+
 /* A failed query's message, one line. */
 static void q_fail(struct lr_store *st, const PGresult *r, const char *what,
 		   struct lr_err *err)
@@ -362,6 +416,8 @@ static void q_fail(struct lr_store *st, const PGresult *r, const char *what,
 	oneline(buf, sizeof(buf), PQresultErrorMessage(r));
 	lr_err_set(err, "%s on PostgreSQL at %s failed: %s", what, st->where,
 		   buf[0] ? buf : PQresStatus(PQresultStatus(r)));
+	if (heals_state(sqlstate(r)))
+		lr_err_heals(err);
 }
 
 static int tuples(const PGresult *r, int ncols)
@@ -539,6 +595,8 @@ static enum lr_status connect_one(struct lr_store *st, int64_t deadline,
 			oneline(buf, sizeof(buf), PQerrorMessage(c));
 			lr_err_set(err, "%s",
 				   buf[0] ? buf : "unknown error");
+			if (heals_text(buf))
+				lr_err_heals(err);
 			return LR_ERROR;
 		}
 		/* A server that keeps sending (notices without end) keeps
@@ -775,6 +833,8 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 			   "point the URL at the primary "
 			   "(target_session_attrs=read-write)",
 			   st->where);
+		/* A failover may be promoting it: a wait may see it done. */
+		lr_err_heals(err);
 		s = LR_ERROR;
 		goto out;
 	}
@@ -1639,12 +1699,6 @@ out:
 	MS_SQL("ended") ", status, " MS_SQL("now()")
 
 /* The SQLSTATE of a failed answer, or "". */
-static const char *sqlstate(const PGresult *r)
-{
-	const char *c = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-
-	return c ? c : "";
-}
 
 /* Fills run from columns at..at+7 of r's first row (ROW_SQL), counting
  * next with period (0: the row's own). */

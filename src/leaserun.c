@@ -1034,15 +1034,45 @@ static int64_t open_budget(const struct opts *o)
 	return ms;
 }
 
+/* One open of the store, bounded as open_budget() says and by what is
+ * left of -w since t0.  NULL with err filled (the half-built store
+ * closed) on failure. */
+static struct lr_store *open_once(struct run *r, struct lr_store_req *req,
+				  int64_t t0, struct lr_err *err)
+{
+	struct opts *o = r->o;
+	struct lr_store *st = NULL;
+	int64_t now = lr_now_ms(), ms = open_budget(o);
+	enum lr_status rc;
+
+	if (!o->mode && o->wait_ms > 0 && t0 + o->wait_ms - now < ms)
+		ms = t0 + o->wait_ms - now > 1000 ? t0 + o->wait_ms - now : 1000;
+	rc = r->ops->open(req, now + ms, &st, err);
+	if (rc == LR_OK)
+		return st;
+	r->ops->close(st);
+	if (rc == LR_TIMEOUT)
+		err->heals = 1;
+	if (!err->msg[0])
+		lr_err_set(err, "%s", lr_status_name(rc));
+	return NULL;
+}
+
 /* Opens the store for a run (with a fresh owner token) or for --status
- * and --break (without one). */
-static struct lr_store *open_store(struct run *r, struct lr_store_req *req)
+ * and --break (without one).  A run that may wait rides out a store
+ * that is down, starting, full or failing over for now: it tries again
+ * (50ms doubling to a second, jittered) until -w, counted from t0, runs
+ * out, saying each new fault once with -v; what cannot heal, -n, and
+ * --status and --break fail at once. */
+static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
+				   int64_t t0)
 {
 	static char host[256], token[37];
 	struct opts *o = r->o;
-	struct lr_err err = { "" };
-	struct lr_store *st = NULL;
-	enum lr_status rc;
+	static char said[LR_ERRLEN];
+	struct lr_err err = { "", 0 };
+	struct lr_store *st;
+	int64_t backoff = 50;
 	uuid_t uu;
 
 	if (gethostname(host, sizeof(host)) < 0)
@@ -1064,13 +1094,30 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req)
 	req->shared = o->shared;
 	req->warn = warn_cb;
 
-	rc = r->ops->open(req, lr_now_ms() + open_budget(o), &st, &err);
-	if (rc != LR_OK) {
-		r->ops->close(st);
-		die("cannot open %s: %s", r->u->redacted,
-		    err.msg[0] ? err.msg : lr_status_name(rc));
+	for (;;) {
+		int64_t pause, left;
+
+		err = (struct lr_err){ "", 0 };
+		st = open_once(r, req, t0, &err);
+		if (st)
+			return st;
+		pause = backoff + (int64_t)(random() % (backoff / 2 + 1));
+		left = o->wait_ms > 0 ? t0 + o->wait_ms - lr_now_ms() : pause;
+		if (!err.heals || o->mode || o->wait_ms == 0 || left <= 0)
+			die("cannot open %s: %s", r->u->redacted, err.msg);
+		if (pause > left) /* a last try as the wait runs out */
+			pause = left;
+		if (strcmp(said, err.msg) != 0) {
+			snprintf(said, sizeof(said), "%s", err.msg);
+			lr_log(LR_LOG_INFO, "store-fault",
+			       "cannot open %s: %s; trying again until the "
+			       "wait runs out",
+			       r->u->redacted, err.msg);
+		}
+		poll(NULL, 0, (int)pause);
+		if (backoff < 1000)
+			backoff *= 2;
 	}
-	return st;
 }
 
 /* --status and --break; returns the exit status. */
@@ -1272,7 +1319,8 @@ int main(int argc, char **argv)
 		metrics_on = o.metrics_file != NULL;
 		lr_notify_setup();
 	}
-	st = open_store(&r, &req);
+	srandom((unsigned)getpid() ^ (unsigned)t_open);
+	st = open_store(&r, &req, t_open);
 	sigprocmask(SIG_BLOCK, &fatal, NULL);
 	/* -w counts from our start: the open took its share. */
 	if (o.wait_ms > 0)

@@ -101,6 +101,13 @@ static void say_before(const struct lr_reporter *r,
 		lr_logf(LR_LOG_INFO, "waiting", who, 1, "held by %s; waiting",
 			ev->why[0] ? ev->why : "another");
 		return;
+	case LR_REP_FAULT:
+		lr_logf(LR_LOG_INFO, "store-fault", why, 1,
+			"%s; trying again until the wait runs out", ev->why);
+		return;
+	case LR_REP_HEALED:
+		lr_log(LR_LOG_INFO, "store-back", "the store answers again");
+		return;
 	case LR_REP_TTL:
 		lr_log(LR_LOG_INFO, "ttl",
 		       "the store granted a TTL of %lldms; renewing every "

@@ -30,6 +30,9 @@ enum lr_rep_kind {
 	LR_REP_SPLAY,          /* ms: the --splay wait before the first try */
 	LR_REP_WAITING,        /* why: the holder ("" unknown) */
 	LR_REP_CONFLICT,       /* ms: waited; not acquired (-n, -w) */
+	LR_REP_FAULT,          /* why: the store failed an attempt with a
+				* fault that may heal; trying again */
+	LR_REP_HEALED,         /* the store answers attempts again */
 	LR_REP_TTL,            /* ms: TTL the store granted; n: R from it */
 	LR_REP_TOO_LATE,       /* left_ms: acquired with too little left */
 	LR_REP_ACQUIRED,       /* fence, slot, ms: waited; n: the TTL */

@@ -35,6 +35,12 @@ int64_t lr_wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void lr_err_heals(struct lr_err *err)
+{
+	if (err)
+		err->heals = 1;
+}
+
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 {
 	va_list ap;

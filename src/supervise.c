@@ -125,6 +125,10 @@ struct sup {
 	int64_t t_max_kill;    /* ... and SIGKILL its group */
 	int timed_out;         /* --max-time stopped it: the outcome is 124 */
 	int run_started;       /* --once-per: the store recorded our start */
+	int erring;            /* the last acquire failed with a fault that
+				* may heal: the wait's end is a failure */
+	struct lr_err last_err; /* ... that fault */
+	char said[LR_ERRLEN];  /* the fault last logged, "" none */
 };
 
 static int64_t jitter(struct sup *s, int64_t base)
@@ -471,6 +475,39 @@ static int fence_ok(struct sup *s, const struct lr_grant *g, int64_t now)
 	return 0;
 }
 
+/* The store failed an acquire with a fault that may heal (a restart, a
+ * failover, a server full for now): a run that may wait tries again,
+ * with the busy lease's backoff (50ms doubling to a second, jittered),
+ * until its wait runs out; the wait's end is then a failure with this
+ * fault, not a conflict.  Each new fault is said once, and its end once.
+ * Returns 0 when the run cannot wait (-n, or no time left). */
+static int ride_out(struct sup *s, int64_t now, const struct lr_err *err)
+{
+	if (s->cfg->wait_ms == 0 || now >= s->t_wait_over)
+		return 0;
+	s->erring = 1;
+	s->last_err = *err;
+	if (strcmp(s->said, err->msg) != 0) {
+		snprintf(s->said, sizeof(s->said), "%s", err->msg);
+		report(s, (struct lr_report){ .kind = LR_REP_FAULT,
+					      .why = err->msg });
+	}
+	s->t_acquire = now + jitter(s, s->backoff);
+	if (s->backoff < 1000)
+		s->backoff *= 2;
+	return 1;
+}
+
+/* The store answered an acquire again (granted or busy) after faults. */
+static void healed(struct sup *s)
+{
+	if (!s->erring)
+		return;
+	s->erring = 0;
+	s->said[0] = '\0';
+	report(s, (struct lr_report){ .kind = LR_REP_HEALED });
+}
+
 /* Busy: give up (-n), or wait, naming the holder once. */
 static void busy(struct sup *s, int64_t now)
 {
@@ -508,6 +545,8 @@ static void try_acquire(struct sup *s, int64_t now)
 		cap = 2000;
 	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
 	now = lr_now_ms();
+	if (rc == LR_OK || rc == LR_BUSY)
+		healed(s);
 	switch (rc) {
 	case LR_OK:
 		if (g.ttl_ms > 0 && g.ttl_ms != c->ttl_ms && !granted(s, &g)) {
@@ -555,6 +594,8 @@ static void try_acquire(struct sup *s, int64_t now)
 	case LR_ERROR:
 		if (!err.msg[0])
 			lr_err_set(&err, "the store did not answer in time");
+		if ((rc == LR_TIMEOUT || err.heals) && ride_out(s, now, &err))
+			return;
 		fail(s, &err);
 		return;
 	}
@@ -736,7 +777,10 @@ static int on_wait_over(struct sup *s, int64_t now)
 	(void)now;
 	if (s->state != WAITING)
 		return -1;
-	conflict(s); /* res->holder: as seen when the wait began */
+	if (s->erring) /* the store, not a holder, kept us out */
+		fail(s, &s->last_err);
+	else
+		conflict(s); /* res->holder: as seen when the wait began */
 	return 0;
 }
 
@@ -1006,16 +1050,27 @@ static void found_lost(struct sup *s, const char *why)
 				      .lost = lost });
 }
 
-/* The command's group is gone: give the lease back. */
+/* The command's group is gone: give the lease back.  A store down for
+ * now is asked again (backoff 50ms doubling to a second) until the
+ * lease's deadline, after which it expires by itself. */
 static void release(struct sup *s)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" };
+	int64_t until = s->D ? s->D - LR_KAPPA_MS : 0, pause = 50;
 	enum lr_status rc;
 
 	/* Whatever escaped the group must not read "held" from here on. */
 	report(s, (struct lr_report){ .kind = LR_REP_RELEASING });
 	rc = c->ops->release(c->st, lr_now_ms() + 5000, &err);
+	while ((rc == LR_TIMEOUT || (rc == LR_ERROR && err.heals)) &&
+	       lr_now_ms() + pause < until) {
+		poll(NULL, 0, (int)pause);
+		if (pause < 1000)
+			pause *= 2;
+		err = (struct lr_err){ "", 0 };
+		rc = c->ops->release(c->st, until, &err);
+	}
 	if (rc == LR_OK)
 		report(s, (struct lr_report){
 				  .kind = LR_REP_RELEASED,

@@ -93,10 +93,11 @@ pg_server_start() {
 		cat "$PG_DIR/initdb.log" >&2
 		return 1
 	}
-	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
-		-w -t 30 -o "-c port=$PG_PORT -c listen_addresses=127.0.0.1 \
+	PG_OPTS="-c port=$PG_PORT -c listen_addresses=127.0.0.1 \
 -c unix_socket_directories=$PG_DIR -c fsync=${PG_FSYNC:-off} \
--c max_connections=200 -c shared_buffers=16MB" start >/dev/null || {
+-c max_connections=200 -c shared_buffers=16MB"
+	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
+		-w -t 30 -o "$PG_OPTS" start >/dev/null || {
 		cat "$PG_DIR/server.log" >&2
 		return 1
 	}
@@ -107,7 +108,7 @@ pg_server_start() {
 	# password goes out in clear (sslmode=prefer).
 	PG_URL="postgresql://lr:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	PG_URL_NOPW="postgresql://lr@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
-	export PG_BIN PG_DIR PG_PORT PG_PASSWORD PG_URL PG_URL_NOPW
+	export PG_BIN PG_DIR PG_PORT PG_PASSWORD PG_URL PG_URL_NOPW PG_OPTS
 }
 
 pg_server_restart() {
@@ -120,6 +121,17 @@ pg_server_restart() {
 pg_server_crash() {
 	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
 		-m immediate -w -t 30 restart >/dev/null && pg_wait_ready
+}
+
+# The server down (an immediate stop: a crash), and up again, for the
+# tests of runs that ride out a store that is down for a while.
+pg_server_down() {
+	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w -t 30 \
+		stop >/dev/null
+}
+pg_server_up() {
+	pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" \
+		-w -t 30 -o "$PG_OPTS" start >/dev/null && pg_wait_ready
 }
 
 pgbouncer_start() {

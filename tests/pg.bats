@@ -26,7 +26,9 @@ teardown() {
 	kill_bg
 	# The server must be running for the next test, whatever this one did.
 	pg_server_signal CONT || true
+	[ -e "$PG_DIR/data/postmaster.pid" ] || pg_server_up || true
 	pg_sql "ALTER ROLE lr RESET ALL" >/dev/null 2>&1 || true
+	pg_sql "ALTER ROLE lr CONNECTION LIMIT -1" >/dev/null 2>&1 || true
 	if [ -n "${PG_REGRANT:-}" ]; then
 		pg_sql "GRANT EXECUTE ON FUNCTION $PG_REGRANT TO PUBLIC" >/dev/null 2>&1 || true
 	fi
@@ -160,10 +162,10 @@ gone() {
 	refute_regex "$stderr" "$PG_PASSWORD"
 }
 
-@test "a server that refuses connections fails with 125" {
+@test "a server that refuses connections: -n fails with 125 at once" {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	LEASERUN_URL="postgresql://lr@127.0.0.1:$port/postgres" \
-		run -125 --separate-stderr lr "$(name)" true
+		run -125 --separate-stderr lr -n "$(name)" true
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"Connection refused"* ]]
 }
@@ -171,12 +173,20 @@ gone() {
 @test "a server that does not answer: connecting gives up by the deadline with 125" {
 	kill -STOP "$(pg_pid)"
 	t0=$(now_ms)
-	run -125 --separate-stderr lr -t 2s "$(name)" true
+	run -125 --separate-stderr lr -n -t 2s "$(name)" true
+	t1=$(now_ms)
+	[[ "$stderr" == *"timed out"* ]]
+	# -n: one open, of at most 2s.
+	echo "# -n gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 < 3000 ))
+	# -w: tries again until the wait runs out, and not later.
+	t0=$(now_ms)
+	run -125 --separate-stderr lr -w 3s -t 2s "$(name)" true
 	t1=$(now_ms)
 	kill -CONT "$(pg_pid)"
 	[[ "$stderr" == *"timed out"* ]]
-	# open() gets max(TTL, 5s).
-	(( t1 - t0 < 8000 ))
+	echo "# -w 3s gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
 }
 
 @test "-n exits 1 (or the -E code) while another holds the lease" {
@@ -420,6 +430,102 @@ fences_survive_a_crash() {
 	# And the store works again.
 	run lr -n "$n" true
 	assert_success
+}
+
+@test "faults: a waiter rides out a crash of the server and its start 2s later, and then runs" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	"$LEASERUN" -v -w 40 "$n" sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/waiter.err" &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 queued "$n" "$waiter"
+	pg_server_down
+	sleep 2
+	pg_server_up
+	wait_rc "$BG"
+	assert_equal "$RC" 124
+	wait_rc "$waiter"
+	cat "$BATS_TEST_TMPDIR/waiter.err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/waiter" ]
+	grep -q "trying again until the wait runs out" "$BATS_TEST_TMPDIR/waiter.err"
+	grep -q "the store answers again" "$BATS_TEST_TMPDIR/waiter.err"
+}
+
+@test "faults: a run started while the server is down gets the lease once it is up within the wait" {
+	n=$(name)
+	pg_server_down
+	"$LEASERUN" -v -w 40 "$n" sh -c 'echo ran >"$0/ran"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	BG_PIDS=$pid
+	sleep 2.5
+	alive "$pid"
+	pg_server_up
+	wait_rc "$pid"
+	cat "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/ran" ]
+	# Said once, not at every try.
+	assert_equal "$(grep -c "trying again" "$BATS_TEST_TMPDIR/err")" 1
+}
+
+@test "faults: the server down for good: 125 with the last error once the wait runs out, not later; -n at once" {
+	n=$(name)
+	pg_server_down
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 3s "$n" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	pg_server_up
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "cannot open .*Connection refused"
+	echo "# gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
+	pg_server_down
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -n "$n" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	pg_server_up
+	assert_equal "$status" 125
+	(( t1 - t0 < 1500 ))
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+@test "faults: a wrong password fails at once, even with a long wait" {
+	t0=$(now_ms)
+	LEASERUN_URL="postgresql://lr:wrong@127.0.0.1:$PG_PORT/postgres?sslmode=disable" \
+		run --separate-stderr "$LEASERUN" -w 60 "$(name)" true
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_regex "$stderr" "password authentication failed"
+	(( t1 - t0 < 3000 ))
+}
+
+@test "faults: more waiters than the server lets in at once all run in the end" {
+	n=$(name)
+	# A connection limit for the role: the server answers 53300, as it
+	# does when max_connections is reached.
+	pg_sql "ALTER ROLE lr CONNECTION LIMIT 4" >/dev/null
+	pids=
+	for i in $(seq 12); do
+		"$LEASERUN" -v -w 60 "$n" sh -c 'sleep 0.1; echo x >>"$0/ran"' \
+			"$BATS_TEST_TMPDIR" 2>>"$BATS_TEST_TMPDIR/err" &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	bad=0
+	for p in $pids; do
+		wait_rc "$p"
+		(( RC == 0 )) || bad=$((bad + 1))
+	done
+	pg_sql "ALTER ROLE lr CONNECTION LIMIT -1" >/dev/null
+	cat "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$bad" 0
+	assert_equal "$(wc -l <"$BATS_TEST_TMPDIR/ran")" 12
+	# The limit was met, and ridden out.
+	grep -q "too many connections" "$BATS_TEST_TMPDIR/err"
 }
 
 @test "kill -9 of leaserun: the command is gone and the lock is free at once" {

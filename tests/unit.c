@@ -781,6 +781,31 @@ static void test_state_machine(void)
 	run_script(&s, "exit 0", 200, &res);
 	CHECK(res.outcome == LR_OUT_CONFLICT);
 
+	/* A fault that may heal (a timeout), with time left in the wait:
+	 * tried again, then ran. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_TIMEOUT;
+	s.acquire[1] = LR_TIMEOUT;
+	s.acquire[2] = LR_OK;
+	s.na = 3;
+	run_script(&s, "exit 0", 5000, &res);
+	CHECK(res.outcome == LR_OUT_CHILD && res.wstatus == 0);
+	CHECK(s.nacq == 3);
+
+	/* ... with -n: one try, a failure (125), not a conflict. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_TIMEOUT;
+	run_script(&s, "exit 0", 0, &res);
+	CHECK(res.outcome == LR_OUT_FAILED && s.nacq == 1);
+
+	/* ... for the whole wait: a failure with the last fault, when the
+	 * wait runs out. */
+	memset(&s, 0, sizeof(s));
+	s.acquire[0] = LR_TIMEOUT;
+	run_script(&s, "exit 0", 400, &res);
+	CHECK(res.outcome == LR_OUT_FAILED && s.nacq >= 3);
+	CHECK(strstr(res.err.msg, "did not answer") != NULL);
+
 	/* An acquire error is leaserun's failure. */
 	memset(&s, 0, sizeof(s));
 	s.acquire[0] = LR_ERROR;
