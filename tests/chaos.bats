@@ -215,8 +215,43 @@ two_grants() {
 	judge
 	run "$CHECK" "$R"
 	assert_failure 1
-	assert_output --partial "odd-exits=2; exits 86:1 139:1"
+	assert_output --partial "odd-exits=2 gave-up=0; exits 86:1 139:1"
 	assert_output --partial "odd exit: w1.1 exited 139"
+}
+
+# gave_up RUNID START_MS END_MS MSG: a run that never got the lease and
+# ended 125 with MSG.
+gave_up() {
+	echo "$(ms "$2") $1" >>"$R/asks"
+	{
+		echo "### $1"
+		echo "{\"level\":\"error\",\"event\":\"error\",\"msg\":\"$4\"}"
+	} >>"$R/log.w2"
+	echo "$1 125 $(ms "$3")" >>"$R/exits"
+}
+
+@test "a run that ended 125 on faults shorter than its wait fails the run; a fault as long as the wait excuses it" {
+	fake_run
+	echo wait_ms=3000 >>"$R/meta"
+	section w1.1 1 0 10
+	judge
+	fault 100 1100 crash - -
+	fault 1500 2000 sstop - -
+	gave_up w2.1 50 1200 "cannot open redis://h: Connection refused"
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "gave-up=1;"
+	assert_output --partial "gave up: w2.1 exited 125 after 1150ms of a 3000ms wait: cannot open redis://h: Connection refused; faults: crash at"
+	# A store down for longer than the wait: 125 is the right answer.
+	fake_run
+	echo wait_ms=3000 >>"$R/meta"
+	section w1.1 1 0 10
+	judge
+	fault 100 3200 crash - -
+	gave_up w2.1 50 3100 "cannot open redis://h: Connection refused"
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "gave-up=0;"
 }
 
 @test "exit 0 after a lost lease fails the run, whoever saw the loss" {
