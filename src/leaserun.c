@@ -135,7 +135,9 @@ static void usage(void)
 	      "\n"
 	      "Options:\n"
 	      " -n, --nonblock                fail (exit 1) rather than wait\n"
-	      " -w, --wait DURATION           wait at most DURATION for the lease\n"
+	      " -w, --wait DURATION           wait at most DURATION for the lease,\n"
+	      "                               and for a store that is down or\n"
+	      "                               failing over (default: for ever)\n"
 	      " -E, --conflict-exit-code N    exit code when not acquired (default 1)\n"
 	      " -c, --command STRING          run STRING with /bin/sh -c\n"
 	      " -U, --url URL                 the store (default file:// in the\n"
@@ -1099,8 +1101,12 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 
 		err = (struct lr_err){ "", 0 };
 		st = open_once(r, req, t0, &err);
-		if (st)
+		if (st) {
+			if (said[0])
+				lr_log(LR_LOG_INFO, "store-back",
+				       "the store answers again");
 			return st;
+		}
 		pause = backoff + (int64_t)(random() % (backoff / 2 + 1));
 		left = o->wait_ms > 0 ? t0 + o->wait_ms - lr_now_ms() : pause;
 		if (!err.heals || o->mode || o->wait_ms == 0 || left <= 0)
@@ -1108,11 +1114,14 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 		if (pause > left) /* a last try as the wait runs out */
 			pause = left;
 		if (strcmp(said, err.msg) != 0) {
+			const struct lr_field f[] = { LR_STR("reason",
+							     err.msg) };
+
 			snprintf(said, sizeof(said), "%s", err.msg);
-			lr_log(LR_LOG_INFO, "store-fault",
-			       "cannot open %s: %s; trying again until the "
-			       "wait runs out",
-			       r->u->redacted, err.msg);
+			lr_logf(LR_LOG_INFO, "store-fault", f, 1,
+				"cannot open %s: %s; trying again until the "
+				"wait runs out",
+				r->u->redacted, err.msg);
 		}
 		poll(NULL, 0, (int)pause);
 		if (backoff < 1000)

@@ -469,6 +469,7 @@ fences_survive_a_crash() {
 	[ -e "$BATS_TEST_TMPDIR/ran" ]
 	# Said once, not at every try.
 	assert_equal "$(grep -c "trying again" "$BATS_TEST_TMPDIR/err")" 1
+	assert_equal "$(grep -c "the store answers again" "$BATS_TEST_TMPDIR/err")" 1
 }
 
 @test "faults: the server down for good: 125 with the last error once the wait runs out, not later; -n at once" {
