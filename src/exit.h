@@ -1,5 +1,5 @@
 /*
- * exit.h - the exit-status policy (design.md, "Exit status"): how each
+ * exit.h - the exit-status policy (leaserun(1), EXIT STATUS): how each
  * way a run can end becomes leaserun's exit status.  timeout(1)'s family:
  * the command's own status, 124 when the run was not what was asked
  * (lease lost, --max-time), 125 leaserun's own failure, 126/127 the

@@ -26,10 +26,10 @@
  *             SIGKILL follows after the grace; renewals go on while it
  *             shuts down.  Exit 124.
  *
- * Timing (design.md): all times are CLOCK_BOOTTIME ms.  A renew or acquire
- * that succeeds moves the deadline to D = t_send + TTL*(1-rho) - epsilon,
- * where t_send was taken just before the request went out; failures and
- * late replies never move it.  A store call's own deadline is never later
+ * Timing (leaserun(1), "Timing"): all times are CLOCK_BOOTTIME ms.  A
+ * renew or acquire that succeeds moves the deadline to
+ * D = t_send + TTL*(1-rho) - epsilon, where t_send was taken just before
+ * the request went out; failures and late replies never move it.  A store call's own deadline is never later
  * than the next stop deadline, so a hung store cannot delay a stop.
  *
  * --max-time counts from the command's start, on the same clock: at

@@ -1,5 +1,5 @@
 /*
- * timing.h - the timing rules (design.md, "Timing"): when a grant runs
+ * timing.h - the timing rules (leaserun(1), "Timing"): when a grant runs
  * out by our clock, which option sets can keep the rules, and how slow a
  * heartbeat may be.  All times are CLOCK_BOOTTIME ms.
  */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Every row of the exit table (design.md, "Exit status").
+# Every row of the exit table (leaserun(1), EXIT STATUS).
 
 load helpers
 
