@@ -92,6 +92,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,10 +446,12 @@ static const char *trip_send(struct lr_store *st, struct rpc *r, size_t n,
 
 /* After the wait: what broke, the connection, a call, the keepalive, or
  * NULL.  A call that ended with "unavailable" or an expired token counts
- * as broken: *code and *what then say which (else *code is 0). */
+ * as broken: *code and *what then say which (else *code is 0).  *heals:
+ * what broke may mend by itself (see lr_grpc_heals()); "unavailable"
+ * does (no leader, a member stopping). */
 static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
 			      const struct extras *x, int *code,
-			      const char **what)
+			      const char **what, int *heals)
 {
 	const char *bad = NULL;
 	size_t i;
@@ -460,6 +463,7 @@ static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
 
 		if (gs == LR_GRPC_BROKEN) {
 			bad = m;
+			*heals = lr_grpc_call_heals(r[i].call);
 		} else if (gs == LR_GRPC_STATUS) {
 			snprintf(r[i].msg, sizeof(r[i].msg), "%s", etcd_msg(m));
 			if (is_unavailable(r[i].code, r[i].msg) ||
@@ -467,21 +471,36 @@ static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
 				bad = r[i].msg;
 				*code = r[i].code;
 				*what = r[i].what;
+				*heals = is_unavailable(r[i].code, r[i].msg);
 			}
 		}
 	}
 	if (!bad && x && x->keepalive && st->ka_got < x->ka_ticket) {
 		const char *m = "the keepalive stream ended";
 
+		*heals = 1;
 		if (st->kstream &&
-		    lr_grpc_state(st->kstream, code, &m) == LR_GRPC_STATUS)
+		    lr_grpc_state(st->kstream, code, &m) == LR_GRPC_STATUS) {
 			m = etcd_msg(m);
-		else
+			*heals = is_unavailable(*code, m);
+		} else {
 			*code = 0;
+			if (st->kstream)
+				*heals = lr_grpc_call_heals(st->kstream);
+		}
 		bad = m;
 		*what = "lease keepalive";
 	}
 	return bad;
+}
+
+/* Whether a name that did not resolve may resolve later: a resolver that
+ * did not answer in time or failed for now, not a name that does not
+ * exist. */
+static int resolve_heals(const char *msg)
+{
+	return strstr(msg, "no answer in time") ||
+	       strstr(msg, gai_strerror(EAI_AGAIN));
 }
 
 /* The replies of the calls that succeeded, unpacked into r[i].reply.
@@ -526,7 +545,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 	 * waiting for a new leader may answer only after the election. */
 	size_t tries = 0, max_tries = st->neps > 1 ? 2 * st->neps : 1, i;
 	enum failkind last = F_NONE;
-	int reauth = 0;
+	int reauth = 0, heals = 0;
 
 	while (tries < max_tries) {
 		struct endpoint *ep = &st->eps[st->cur];
@@ -535,7 +554,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 		enum lr_status s;
 		const char *bad = NULL, *what = n ? r[0].what : "keepalive";
 		char why[LR_ERRLEN];
-		int rc, code = 0;
+		int rc, code = 0, h = 0;
 
 		for (i = 0; i < n; i++)
 			rpc_reset(&r[i]);
@@ -552,6 +571,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 				 : lr_grpc_wait(st->conn, end, trip_done, &t);
 			if (rc == 0) {
 				last = F_TIMEOUT;
+				heals = 1;
 				lr_err_set(err,
 					   "etcd %s: no answer from %s in "
 					   "time",
@@ -560,15 +580,18 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 					conn_drop(st);
 				goto next;
 			}
+			if (bad || rc < 0)
+				h = lr_grpc_heals(st->conn);
 			if (rc < 0 && !bad)
 				bad = lr_grpc_error(st->conn);
 		} else {
 			/* The name did not resolve. */
 			snprintf(why, sizeof(why), "%s", err->msg);
 			bad = why;
+			h = resolve_heals(why);
 		}
 		if (!bad)
-			bad = trip_fault(st, r, n, x, &code, &what);
+			bad = trip_fault(st, r, n, x, &code, &what, &h);
 		if (!bad)
 			return trip_unpack(r, n, ep, err);
 		if (is_token_expired(code, bad)) {
@@ -589,6 +612,7 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			}
 		}
 		last = F_TRANSPORT;
+		heals |= h;
 		if (code)
 			lr_err_set(err, "etcd %s at %s: %s", what, ep->label,
 				   bad);
@@ -605,6 +629,11 @@ static enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 	if (last == F_NONE)
 		lr_err_set(err, "etcd: timed out at %s",
 			   st->eps[st->cur].label);
+	/* Any endpoint that may answer later (down, restarting, without a
+	 * leader) makes it worth another try; names that do not exist and
+	 * TLS that does not verify, everywhere, do not. */
+	if (heals)
+		lr_err_heals(err);
 	return last == F_TRANSPORT ? LR_ERROR : LR_TIMEOUT;
 }
 
@@ -920,6 +949,8 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 			lr_err_set(err, "cannot reach etcd at %s: %s",
 				   st->eps[st->cur].label,
 				   lr_grpc_error(st->conn));
+			if (lr_grpc_heals(st->conn))
+				lr_err_heals(err);
 			return LR_ERROR;
 		}
 	}
@@ -1766,6 +1797,10 @@ static enum lr_status st_release(struct lr_store *st, int64_t deadline,
 	watch_cancel(st, &st->own);
 	s = delete_if(st, "release", st->mykey ? st->mykey : "", st->my_crev,
 		      deadline, &done, err);
+	/* etcd away for now: the core asks again until the lease's
+	 * deadline, and close() revokes the lease if it never answers. */
+	if (s == LR_TIMEOUT || (s == LR_ERROR && err->heals))
+		return s;
 	if (s == LR_OK && !done) {
 		lr_err_set(err, "etcd key %s was no longer ours", st->mykey);
 		s = LR_LOST;
@@ -2429,6 +2464,30 @@ oom:
 	return LR_ERROR;
 }
 
+/* A password in clear across a network: said once a process (an open
+ * that is tried again does not say it again).  etcds:// is the cure. */
+static void clear_guard(const struct lr_store *st)
+{
+	static int warned;
+	char msg[400];
+	size_t i;
+
+	if (warned || st->tls || !st->user || !st->req->warn)
+		return;
+	for (i = 0; i < st->neps; i++)
+		if (!lr_host_is_local(st->eps[i].host))
+			break;
+	if (i == st->neps)
+		return;
+	warned = 1;
+	snprintf(msg, sizeof(msg),
+		 "etcd at %s: the password and the token that it buys go "
+		 "out in clear (etcd://) and cross the network; use etcds:// "
+		 "(TLS)",
+		 st->eps[i].label);
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
 static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 			      struct lr_store **out, struct lr_err *err)
 {
@@ -2447,6 +2506,7 @@ static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
 	s = parse_url(st, err);
 	if (s != LR_OK)
 		return s;
+	clear_guard(st);
 	if (lr_waitset_open(&st->ws) < 0) {
 		lr_err_set(err, "cannot set up the etcd client: %s",
 			   strerror(errno));

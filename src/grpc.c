@@ -45,6 +45,7 @@
 #define MAX_MESSAGE (8u << 20) /* refuse larger reply messages */
 #define WINDOW	    (1u << 20) /* our receive window, stream and session */
 #define READ_CHUNK  16384
+#define MAX_CHUNKS  64 /* reads per turn: 1 MB */
 #define MAX_META    4
 
 struct buf {
@@ -75,6 +76,9 @@ struct lr_grpc {
 	size_t nmeta;
 	struct lr_grpc_call *calls; /* every call not yet freed */
 	char why[200];		    /* why it died */
+	int heals;		    /* ... of what another try may not meet */
+	int more;		    /* fill() stopped with bytes left */
+	int heard;		    /* the server has sent something */
 };
 
 struct lr_grpc_call {
@@ -92,6 +96,7 @@ struct lr_grpc_call {
 	char *grpc_msg;
 	int closed;    /* the stream is closed */
 	char why[200]; /* broken: how */
+	int heals;     /* ... by what another try may not meet */
 };
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -129,15 +134,20 @@ static void buf_wipe_free(struct buf *b)
 
 /* ---- the connection ------------------------------------------------------ */
 
-static void die(struct lr_grpc *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Kills the connection, saying why; heals: of what may be gone at the next
+ * try (refused, reset, closed, timed out: a restart, a failover), not of
+ * what it would meet again (TLS that does not verify, a peer that does not
+ * speak HTTP/2 or gRPC, no memory). */
+static void die(struct lr_grpc *c, int heals, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static void die(struct lr_grpc *c, const char *fmt, ...)
+static void die(struct lr_grpc *c, int heals, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (c->state == C_DEAD)
 		return;
+	c->heals = heals;
 	va_start(ap, fmt);
 	vsnprintf(c->why, sizeof(c->why), fmt, ap);
 	va_end(ap);
@@ -167,7 +177,7 @@ static int connect_next(struct lr_grpc *c, int last_errno)
 			return 0;
 		}
 	}
-	die(c, "%s", strerror(last_errno ? last_errno : ECONNREFUSED));
+	die(c, 1, "%s", strerror(last_errno ? last_errno : ECONNREFUSED));
 	return -1;
 }
 
@@ -200,6 +210,24 @@ static int connected(struct lr_grpc *c, struct lr_err *err)
 	return 0;
 }
 
+/* Whether the TLS layer's error is the connection breaking (closed,
+ * reset: a server that stopped) rather than TLS itself refusing (a
+ * certificate, an alert), which another try would meet again. */
+static int tls_broke(const char *msg)
+{
+	static const int broke[] = {ECONNRESET, EPIPE, ETIMEDOUT,
+				    ECONNABORTED};
+	size_t i;
+
+	if (strstr(msg, "closed the connection") ||
+	    strstr(msg, "connection was closed"))
+		return 1;
+	for (i = 0; i < sizeof(broke) / sizeof(*broke); i++)
+		if (strstr(msg, strerror(broke[i])))
+			return 1;
+	return 0;
+}
+
 #define IO_AGAIN (-2)
 
 /* Moves bytes through the socket, or TLS on it: the count (> 0), 0 when a
@@ -219,7 +247,7 @@ static ssize_t io(struct lr_grpc *c, void *buf, size_t len, int writing)
 			return IO_AGAIN;
 		}
 		if (n < 0)
-			die(c, "%s", e.msg);
+			die(c, tls_broke(e.msg), "%s", e.msg);
 		return n < 0 ? -1 : n;
 	}
 	n = writing ? send(c->fd, buf, len, MSG_NOSIGNAL)
@@ -227,7 +255,7 @@ static ssize_t io(struct lr_grpc *c, void *buf, size_t len, int writing)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return IO_AGAIN;
 	if (n < 0)
-		die(c, "%s", strerror(errno));
+		die(c, 1, "%s", strerror(errno));
 	return n;
 }
 
@@ -244,11 +272,12 @@ static int flush(struct lr_grpc *c)
 			c->out.len = c->out_off = 0;
 			while ((n = nghttp2_session_mem_send(c->h2, &p)) > 0)
 				if (buf_add(&c->out, p, (size_t)n) < 0) {
-					die(c, "out of memory");
+					die(c, 0, "out of memory");
 					return -1;
 				}
 			if (n < 0) {
-				die(c, "HTTP/2: %s", nghttp2_strerror((int)n));
+				die(c, 0, "HTTP/2: %s",
+				    nghttp2_strerror((int)n));
 				return -1;
 			}
 			if (c->out.len == 0)
@@ -267,28 +296,44 @@ static int flush(struct lr_grpc *c)
 static int fill(struct lr_grpc *c)
 {
 	uint8_t in[READ_CHUNK];
+	int chunks;
 
-	for (;;) {
+	/* A bounded number of reads: a server that keeps sending must not
+	 * keep us from the caller's deadline (it polls again). */
+	c->more = 0;
+	for (chunks = 0; chunks < MAX_CHUNKS; chunks++) {
 		ssize_t n = io(c, in, sizeof(in), 0), used;
 
 		if (n == IO_AGAIN)
 			return 0;
 		if (n < 0)
 			return -1;
-		if (n == 0) {
-			die(c, "the server closed the connection");
+		if (n == 0 && !c->heard) {
+			/* Before a word: no server going away does that (it
+			 * refuses or resets), but a TLS server that got our
+			 * cleartext preface does, and will again. */
+			die(c, 0,
+			    "the server closed the connection at once%s",
+			    c->tls_ops ? "" : "; does it want etcds:// (TLS)?");
 			return -1;
 		}
+		if (n == 0) {
+			die(c, 1, "the server closed the connection");
+			return -1;
+		}
+		c->heard = 1;
 		used = nghttp2_session_mem_recv(c->h2, in, (size_t)n);
 		if (used < 0) {
 			/* Not HTTP/2 at all, typically: a TLS server
 			 * answering a cleartext client. */
-			die(c, "the server does not speak HTTP/2 (%s)%s",
+			die(c, 0, "the server does not speak HTTP/2 (%s)%s",
 			    nghttp2_strerror((int)used),
 			    c->tls_ops ? "" : "; does it want etcds:// (TLS)?");
 			return -1;
 		}
 	}
+	c->more = 1; /* (TLS may hold it where poll() cannot see) */
+	return 0;
 }
 
 int lr_grpc_pump(struct lr_grpc *c)
@@ -310,7 +355,7 @@ int lr_grpc_pump(struct lr_grpc *c)
 			return 0;
 		}
 		if (connected(c, &e) < 0) {
-			die(c, "%s", e.msg);
+			die(c, 0, "%s", e.msg);
 			return -1;
 		}
 	}
@@ -322,7 +367,7 @@ int lr_grpc_pump(struct lr_grpc *c)
 			return 0;
 		}
 		if (rc < 0) {
-			die(c, "%s", e.msg);
+			die(c, tls_broke(e.msg), "%s", e.msg);
 			return -1;
 		}
 		c->state = C_READY;
@@ -334,7 +379,7 @@ int lr_grpc_pump(struct lr_grpc *c)
 		return -1;
 	if (!nghttp2_session_want_read(c->h2) &&
 	    !nghttp2_session_want_write(c->h2) && c->out_off == c->out.len) {
-		die(c, "the server ended the connection (GOAWAY)");
+		die(c, 1, "the server ended the connection (GOAWAY)");
 		return -1;
 	}
 	return 0;
@@ -368,6 +413,11 @@ const char *lr_grpc_error(const struct lr_grpc *c)
 	return c->state == C_DEAD ? c->why : NULL;
 }
 
+int lr_grpc_heals(const struct lr_grpc *c)
+{
+	return c->state == C_DEAD && c->heals;
+}
+
 int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 		 void *ctx)
 {
@@ -385,9 +435,11 @@ int lr_grpc_wait(struct lr_grpc *c, int64_t deadline, int (*done)(void *ctx),
 			return 0;
 		p.fd = lr_grpc_fd(c, &p.events);
 		p.revents = 0;
+		if (c->more)
+			left = 0;
 		if (poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left) < 0 &&
 		    errno != EINTR) {
-			die(c, "poll: %s", strerror(errno));
+			die(c, 0, "poll: %s", strerror(errno));
 			return -1;
 		}
 	}
@@ -435,10 +487,13 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf,
 	return (ssize_t)len;
 }
 
-static void call_break(struct lr_grpc_call *call, const char *why)
+/* The call broke, for why; heals as die() says. */
+static void call_break(struct lr_grpc_call *call, int heals, const char *why)
 {
-	if (!call->why[0])
+	if (!call->why[0]) {
 		snprintf(call->why, sizeof(call->why), "%s", why);
+		call->heals = heals;
+	}
 }
 
 static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
@@ -454,7 +509,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
 		call->resp.len = call->resp_off = 0;
 	if (call->resp.len + len > MAX_MESSAGE + 5 ||
 	    buf_add(&call->resp, data, len) < 0) {
-		call_break(call, "the reply is too large");
+		call_break(call, 0, "the reply is too large");
 		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id,
 					  NGHTTP2_CANCEL);
 	}
@@ -518,15 +573,24 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
 
 		snprintf(why, sizeof(why), "the server reset the request (%s)",
 			 nghttp2_http2_strerror(code));
-		call_break(call, why);
+		/* Refused (a GOAWAY came first) or cancelled: a server
+		 * going away. */
+		call_break(call,
+			   code == NGHTTP2_REFUSED_STREAM ||
+			       code == NGHTTP2_CANCEL,
+			   why);
 	} else if (call->http_status != 200) {
 		char why[80];
 
 		snprintf(why, sizeof(why), "HTTP status %d, not gRPC",
 			 call->http_status);
-		call_break(call, why);
+		/* 502-504: a proxy whose server is away (gRPC reads them
+		 * as UNAVAILABLE). */
+		call_break(call,
+			   call->http_status >= 502 && call->http_status <= 504,
+			   why);
 	} else {
-		call_break(call, "the reply ended without a gRPC status");
+		call_break(call, 0, "the reply ended without a gRPC status");
 	}
 	return 0;
 }
@@ -607,15 +671,15 @@ void lr_grpc_close(struct lr_grpc *c)
 	while (c->calls) {
 		struct lr_grpc_call *call = c->calls;
 
-		call_break(call, c->state == C_DEAD ? c->why
-						    : "the connection was "
-						      "closed");
+		call_break(call, c->state == C_DEAD ? c->heals : 1,
+			   c->state == C_DEAD ? c->why
+					      : "the connection was closed");
 		call->conn = NULL;
 		c->calls = call->next;
 		call->next = NULL;
 		call->pprev = NULL;
 	}
-	die(c, "closed");
+	die(c, 1, "closed");
 	nghttp2_session_del(c->h2);
 	buf_wipe_free(&c->out);
 	for (i = 0; i < c->nmeta; i++) {
@@ -759,7 +823,8 @@ int lr_grpc_next(struct lr_grpc_call *call, const uint8_t **msg, size_t *len)
 		return 0;
 	n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
 	if (p[0] != 0 || n > MAX_MESSAGE) {
-		call_break(call, p[0] != 0 ? "the reply is compressed"
+		call_break(call, 0,
+			   p[0] != 0 ? "the reply is compressed"
 					   : "the reply is too large");
 		if (call->conn && !call->closed)
 			nghttp2_submit_rst_stream(call->conn->h2,
@@ -831,4 +896,13 @@ void lr_grpc_call_free(struct lr_grpc_call *call)
 	free(call->resp.p);
 	free(call->grpc_msg);
 	free(call);
+}
+
+int lr_grpc_call_heals(const struct lr_grpc_call *call)
+{
+	if (call->why[0])
+		return call->heals;
+	if (!call->conn)
+		return 1;
+	return call->conn->state == C_DEAD && call->conn->heals;
 }

@@ -89,5 +89,13 @@ int lr_grpc_pump(struct lr_grpc *c);
 int lr_grpc_fd(const struct lr_grpc *c, short *events);
 /* Why the connection died, or NULL while it lives. */
 const char *lr_grpc_error(const struct lr_grpc *c);
+/* Whether the dead connection died of what may heal by itself (refused,
+ * reset, closed, timed out, a GOAWAY: a server restarting or failing
+ * over), not of what another try would meet again (TLS that does not
+ * verify, a peer that speaks no HTTP/2 or gRPC).  0 while it lives. */
+int lr_grpc_heals(const struct lr_grpc *c);
+/* The same for a call that broke (LR_GRPC_BROKEN): its own reset, or its
+ * connection's death. */
+int lr_grpc_call_heals(const struct lr_grpc_call *call);
 
 #endif

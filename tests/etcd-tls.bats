@@ -73,3 +73,17 @@ teardown_file() {
 	grep -q '/etcd-tls\.so$' "$maps"
 	grep -q '/libssl\.so' "$maps"
 }
+
+@test "faults: a certificate that does not verify, a missing client certificate, cleartext against TLS: 125 at once, even with a long wait" {
+	d=$LRE_DIR
+	for u in "etcds://$LRE_EP?cacert=$d/other.crt&cert=$d/client.crt&key=$d/client.key" \
+		"etcds://$LRE_EP?cacert=$d/ca.crt" "etcd://$LRE_EP"; do
+		t0=$(($(date +%s%N) / 1000000))
+		run "$LEASERUN" -w 60 -U "$u" tls7 true
+		t1=$(($(date +%s%N) / 1000000))
+		echo "# $((t1 - t0))ms: $output" >&3
+		assert_equal "$status" 125
+		assert_equal "${#lines[@]}" 1
+		(( t1 - t0 < 3000 ))
+	done
+}

@@ -26,6 +26,7 @@ teardown() {
 	# anything running in the background.
 	kill -CONT "$(cat "$LRE_DIR/e0.pid")" 2>/dev/null || true
 	kill_bg
+	[ -f "$LRE_DIR/e0.pid" ] || etcd_restart "$LRE_DIR" e0 || true
 	if [ -f "$BATS_TEST_TMPDIR/authdir" ]; then
 		etcd_stop_all "$(cat "$BATS_TEST_TMPDIR/authdir")"
 		rm -rf "$(cat "$BATS_TEST_TMPDIR/authdir")"
@@ -36,6 +37,8 @@ E() { etcdctl --endpoints "$LRE_EP" "$@"; }
 
 # Number of keys under the lease's directory.
 nkeys() { E get --prefix --keys-only "${2:-leaserun/}$1/" | grep -c . || true; }
+
+nkeys_is() { [ "$(nkeys "$1")" = "$2" ]; }
 
 # The create revision of the only key under the lease's directory.
 crev() {
@@ -397,12 +400,122 @@ nothing_left() {
 	[ "$output" -gt "$f1" ]
 }
 
-@test "an unreachable etcd fails with 125 and names the endpoint" {
+@test "an unreachable etcd: -n fails with 125 at once and names the endpoint" {
 	port=$("$LR_BUILDDIR/tests/freeport")
-	run "$LEASERUN" -U "etcd://127.0.0.1:$port" t15 true
+	run "$LEASERUN" -n -U "etcd://127.0.0.1:$port" t15 true
 	assert_failure 125
 	assert_equal "${#lines[@]}" 1
 	assert_output --regexp "^leaserun: .*127\.0\.0\.1:$port.*Connection refused$"
+}
+
+# The key (create revision) of a waiter: the second key of the name.
+second_crev() {
+	E get --prefix "leaserun/$1/" -w fields |
+		awk '$1 == "\"CreateRevision\"" { n++; if (n == 2) { print $3; exit } }'
+}
+
+@test "faults: a waiter rides out a crash of etcd and its start 2s later, keeps its place, and then runs" {
+	hold f1 -t 30s
+	"$LEASERUN" -v -w 40 f1 sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/waiter.err" 3>&- &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 nkeys_is f1 2
+	place=$(second_crev f1)
+	etcd_kill "$LRE_DIR" e0
+	sleep 2
+	etcd_restart "$LRE_DIR" e0
+	# The waiter has tried again (and the holder renewed) meanwhile.
+	wait_until 20 grep -q "the store answers again" "$BATS_TEST_TMPDIR/waiter.err"
+	alive "$waiter"
+	# Its lease outlived the restart: the same key, the same place.
+	assert_equal "$(second_crev f1)" "$place"
+	release f1
+	wait_holder
+	wait_rc "$waiter"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/waiter.err" >&3
+	assert_equal "$HRC" 0
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/waiter" ]
+	grep -q "trying again until the wait runs out" "$BATS_TEST_TMPDIR/waiter.err"
+}
+
+@test "faults: a run started while etcd is down gets the lease once it is up within the wait" {
+	etcd_kill "$LRE_DIR" e0
+	"$LEASERUN" -v -w 40 f2 sh -c 'echo ran >"$0/ran"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	sleep 2.5
+	alive "$pid"
+	etcd_restart "$LRE_DIR" e0
+	wait_rc "$pid"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/ran" ]
+	# Said once, not at every try.
+	assert_equal "$(grep -c "trying again" "$BATS_TEST_TMPDIR/err")" 1
+	grep -q "Connection refused" "$BATS_TEST_TMPDIR/err"
+}
+
+@test "faults: etcd paused (SIGSTOP) while runs start and wait: they run once it resumes" {
+	pid=$(cat "$LRE_DIR/e0.pid")
+	hold f3 -t 30s
+	"$LEASERUN" -w 40 f3 sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" 3>&- &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 nkeys_is f3 2
+	kill -STOP "$pid"
+	# Its TTL bounds each try: the pause outlasts two of them.
+	"$LEASERUN" -v -t 2s -w 40 f3b sh -c 'echo ran >"$0/new"' \
+		"$BATS_TEST_TMPDIR" 2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	new=$!
+	BG_PIDS="$BG_PIDS $new"
+	sleep 4.5
+	alive "$new"
+	alive "$waiter"
+	kill -CONT "$pid"
+	wait_rc "$new"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/new" ]
+	grep -q "no answer .*in time; trying again" "$BATS_TEST_TMPDIR/err"
+	release f3
+	wait_holder
+	wait_rc "$waiter"
+	assert_equal "$HRC" 0
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/waiter" ]
+}
+
+@test "faults: etcd down for good: 125 with the last error once the wait runs out, not later; -n at once" {
+	etcd_kill "$LRE_DIR" e0
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 3s f4 touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "cannot reach etcd at $LRE_EP: Connection refused"
+	echo "# -w 3s gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -n f4 touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	echo "# -n gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 < 1500 ))
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+@test "faults: a name that does not resolve fails at once, even with a long wait" {
+	getent hosts nosuch.invalid >/dev/null && skip "nosuch.invalid resolves here"
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 60 -U "etcd://nosuch.invalid:2379" f5 true
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "nosuch\.invalid"
+	(( t1 - t0 < 3000 ))
 }
 
 @test "endpoints are tried in turn: a dead first endpoint is skipped" {
@@ -540,6 +653,36 @@ etcd_auth_start() {
 	run env ETCDCTL_USER=root ETCDCTL_PASSWORD=S3cret-pw "$LEASERUN" -U "etcd://$ep" t22 env
 	assert_success
 	refute_output --partial "S3cret-pw"
+}
+
+@test "faults: a wrong password fails at once, even with a long wait" {
+	etcd_auth_start
+	t0=$(now_ms)
+	LEASERUN_URL="etcd://root:Wrong-pw@$ep" run --separate-stderr \
+		"$LEASERUN" -w 60 f6 true
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "authentication"
+	refute_regex "$stderr" "Wrong-pw"
+	(( t1 - t0 < 3000 ))
+}
+
+@test "a password in clear to a host that is not loopback is warned of, once" {
+	# Nothing answers at TEST-NET-1: -n gives up by its 2s connect.
+	LEASERUN_URL="etcd://root:S3cret-pw@192.0.2.1:2379" run --separate-stderr \
+		"$LEASERUN" -n f7 true
+	assert_equal "$status" 125
+	assert_equal "$(grep -c "etcds://" <<<"$stderr")" 1
+	assert_regex "$stderr" "in clear"
+	refute_regex "$stderr" "S3cret-pw"
+	# Loopback, or etcds://, or no password: nothing said.
+	LEASERUN_URL="etcd://root:S3cret-pw@127.0.0.1:1" run --separate-stderr \
+		"$LEASERUN" -n f7 true
+	refute_regex "$stderr" "in clear"
+	LEASERUN_URL="etcd://192.0.2.1:2379" run --separate-stderr \
+		"$LEASERUN" -n f7 true
+	refute_regex "$stderr" "in clear"
 }
 
 @test "authentication: a password given with -U is not in ps while leaserun holds the lease" {
