@@ -49,6 +49,53 @@ teardown() {
 	grep -Eq "etcd key leaserun/job0/[0-9a-f]+ is gone" "$BATS_TEST_TMPDIR/err"
 }
 
+@test "faults: the leader is killed while runs wait: every waiter runs in the end, one at a time" {
+	leader=$(etcd_leader "$LRE_DIR")
+	[ -n "$leader" ]
+	lep=$(etcd_ep "$LRE_DIR" "$leader")
+	others=$(echo "$LRE_EPS" | tr ',' '\n' | grep -vx "$lep" | paste -sd,)
+	log=$BATS_TEST_TMPDIR/log
+	job='s=$(date +%s%N); [ "$1" = h ] && until [ -e "$0.go" ]; do sleep 0.05; done
+		echo "$s $(date +%s%N) $LEASERUN_FENCE" >>"$0"'
+	LEASERUN_URL="etcd://$lep,$others" "$LEASERUN" -t 10s lw sh -c "$job" \
+		"$log" h 2>"$log.h" 3>&- &
+	h=$!
+	pids=
+	for i in 1 2 3 4; do
+		# Two talk to the leader first, one to the others first; one
+		# knows the leader alone, and must wait for it to come back.
+		case $i in
+		1 | 3) u="etcd://$lep,$others" ;;
+		2) u="etcd://$others,$lep" ;;
+		4) u="etcd://$lep" ;;
+		esac
+		LEASERUN_URL=$u "$LEASERUN" -v -w 60 lw sh -c "$job" "$log" w \
+			2>"$log.w$i" 3>&- &
+		pids="$pids $!"
+	done
+	BG_PIDS="$h $pids"
+	keys() { etcdctl --endpoints "$others" get --prefix --keys-only leaserun/lw/ | grep -c .; }
+	wait_until 15 eval '[ "$(keys)" = 5 ]'
+	etcd_kill "$LRE_DIR" "$leader"
+	sleep 1
+	touch "$log.go"
+	wait_rc "$h"
+	hrc=$RC
+	sleep 2
+	etcd_restart "$LRE_DIR" "$leader"
+	bad=0
+	for p in $pids; do
+		wait_rc "$p"
+		(( RC == 0 )) || bad=$((bad + 1))
+	done
+	cat "$log".w* | sed 's/^/# /' >&3
+	grep -q "trying again until the wait runs out" "$log.w4"
+	[ "$hrc" = 0 ] || [ "$hrc" = 124 ]
+	assert_equal "$bad" 0
+	assert_equal "$(grep -c . "$log")" $((4 + (hrc == 0)))
+	check_intervals "$log"
+}
+
 @test "the leader is killed while a job holds: the job keeps its lease or is stopped, never two holders" {
 	leader=$(etcd_leader "$LRE_DIR")
 	[ -n "$leader" ]
