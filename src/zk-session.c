@@ -22,16 +22,26 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
+#include <netinet/in.h>
+
 #include "zk-session.h"
+
+/* The longest reply we let the client read: ZooKeeper's own limit on a
+ * packet (jute.maxbuffer, 1 MB less one byte, by default), far above what
+ * a lease's requests bring back. */
+#define MAX_FRAME 0xfffff
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -313,6 +323,115 @@ static void note_fd(struct lr_zk_session *zs, int fd, struct timeval *tv)
 	watch_handshake(zs, fd, tv);
 }
 
+/* Ends the connection under the client without letting it read what is
+ * queued: its socket becomes one whose peer is gone, so its next read
+ * sees an end of file and it connects again (the real socket closes with
+ * a reset). */
+static void cut(struct lr_zk_session *zs, int fd)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+		close(sv[1]);
+		if (dup3(sv[0], fd, O_CLOEXEC) < 0)
+			shutdown(fd, SHUT_RDWR);
+		close(sv[0]);
+	} else {
+		shutdown(fd, SHUT_RDWR);
+	}
+	zs->fr_ino = 0;
+}
+
+/*
+ * Whether the client may read its socket: every length prefix it is
+ * about to read is within MAX_FRAME.  The C client believes any length:
+ * it callocs it (2 GB for a prefix of 0x7fffffff) and fills it as fast as
+ * the peer sends, before any deadline of ours can look.  So we follow the
+ * framing ahead of it: the bytes it has read are the socket's bytes
+ * received less those queued (TCP_INFO and FIONREAD, taken again until no
+ * byte arrives between them), and a peek at the queue shows the prefixes
+ * it has not read yet (the client reads a prefix in the same call as the
+ * body after it, but only once poll() said the bytes are there, and we
+ * peek after poll()).  An over-long or negative prefix makes the peer
+ * bogus: the connection is cut before the client reads it.  Should we
+ * ever lose the framing (a prefix split across packets, its second half
+ * arriving between our peek and the client's read) the connection is cut
+ * too, and the client connects again: the session survives that.
+ */
+static int frames_ok(struct lr_zk_session *zs)
+{
+	unsigned char buf[4096];
+	struct tcp_info ti;
+	socklen_t tl;
+	struct stat sb;
+	uint64_t r1 = 0, r2 = 1, c;
+	int fd = zs->sock, inq = 0, i;
+	ssize_t n;
+
+	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))
+		return 1;
+	if ((uint64_t)sb.st_ino != zs->fr_ino) {
+		zs->fr_ino = (uint64_t)sb.st_ino;
+		zs->fr_next = 0;
+		zs->fr_have = 0;
+	}
+	for (i = 0; i < 16 && r1 != r2; i++) {
+		tl = sizeof(ti);
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
+		    tl < offsetof(struct tcp_info, tcpi_bytes_received) +
+			     sizeof(ti.tcpi_bytes_received))
+			return 1; /* (a kernel before 4.1: no guard) */
+		r1 = ti.tcpi_bytes_received;
+		if (ioctl(fd, FIONREAD, &inq) < 0)
+			return 1;
+		tl = sizeof(ti);
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0)
+			return 1;
+		r2 = ti.tcpi_bytes_received;
+	}
+	if (r1 != r2 || r2 < (uint64_t)inq)
+		return 1; /* bytes keep coming: look again at the next read */
+	c = r2 - (uint64_t)inq;
+	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		n = 0;
+	for (;;) {
+		uint64_t at = zs->fr_next;
+		uint32_t len;
+
+		for (i = 0; i < 4; i++) {
+			uint64_t pos = at + (uint64_t)i;
+
+			if (pos < c) {
+				if (i >= zs->fr_have) {
+					cut(zs, fd); /* framing lost */
+					return 0;
+				}
+			} else if (pos < c + (uint64_t)n) {
+				zs->fr_hd[i] = buf[pos - c];
+			} else {
+				break;
+			}
+		}
+		zs->fr_have = i;
+		if (i < 4)
+			return 1;
+		len = (uint32_t)zs->fr_hd[0] << 24 | (uint32_t)zs->fr_hd[1] << 16 |
+		      (uint32_t)zs->fr_hd[2] << 8 | zs->fr_hd[3];
+		if (len > MAX_FRAME) {
+			zs->bogus = 1;
+			snprintf(zs->bogus_why, sizeof(zs->bogus_why),
+				 "unexpected reply: a length of %lu bytes "
+				 "(at most %d)",
+				 (unsigned long)len, MAX_FRAME);
+			cut(zs, fd);
+			return 0;
+		}
+		zs->fr_next = at + 4 + len;
+		zs->fr_have = 0;
+	}
+}
+
 /* We never ask for read-only mode, so a server cannot put us in it; a
  * peer that does is not ZooKeeper (and the client's read-only probing
  * blocks without a deadline).  Drop the connection. */
@@ -320,6 +439,8 @@ static void no_readonly(struct lr_zk_session *zs)
 {
 	if (zs->zh && zoo_state(zs->zh) == ZOO_READONLY_STATE) {
 		zs->bogus = 1;
+		snprintf(zs->bogus_why, sizeof(zs->bogus_why),
+			 "the server answered as read-only");
 		if (zs->sock >= 0)
 			shutdown(zs->sock, SHUT_RDWR);
 	}
@@ -355,6 +476,8 @@ static void work(struct lr_zk_session *zs, short revents)
 		ev |= ZOOKEEPER_READ;
 	if (revents & (POLLOUT | POLLERR | POLLHUP))
 		ev |= ZOOKEEPER_WRITE;
+	if ((ev & ZOOKEEPER_READ) && !frames_ok(zs))
+		ev = ZOOKEEPER_READ; /* it reads the end of file of the cut */
 	errno = 0;
 	rc = zookeeper_process(zs->zh, ev);
 	if (rc == ZCONNECTIONLOSS && errno)
@@ -449,6 +572,11 @@ enum lr_status lr_zk_pump(struct lr_zk_session *zs, int64_t deadline,
 		if (all) {
 			zs->stalled = 0;
 			return LR_OK;
+		}
+		if (zs->bogus) {
+			lr_err_set(err, "ZooKeeper at %s: %s: %s", zs->where,
+				   what, zs->bogus_why);
+			return LR_ERROR;
 		}
 		if (turn(zs, deadline) < 0) {
 			zs->stalled = 1;
@@ -581,10 +709,8 @@ static enum lr_status wait_connected(struct lr_zk_session *zs,
 			return LR_ERROR;
 		}
 		if (zs->bogus) {
-			lr_err_set(err,
-				   "ZooKeeper at %s: the server answered "
-				   "as read-only (or it is not ZooKeeper)",
-				   zs->where);
+			lr_err_set(err, "ZooKeeper at %s: %s (is it ZooKeeper?)",
+				   zs->where, zs->bogus_why);
 			return LR_ERROR;
 		}
 		if (lr_zk_dead(zs) || turn(zs, deadline) < 0) {
@@ -941,6 +1067,8 @@ int lr_zk_process(struct lr_zk_session *zs)
 	}
 	if (lr_zk_dead(zs))
 		return 0;
+	if ((zev & ZOOKEEPER_READ) && !frames_ok(zs))
+		zev = ZOOKEEPER_READ;
 	if (zev) {
 		zookeeper_process(zs->zh, zev);
 		zs->hs_cut = 0; /* a cut was read here, not in turn() */

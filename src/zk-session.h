@@ -91,6 +91,13 @@ struct lr_zk_session {
 	int hs_cut;	  /* we cut it: the next connect error is ours */
 	struct lr_waitset ws; /* lr_zk_wait_fd(): the socket and a timer */
 	int regfd;	      /* the socket in ws, or -1 */
+	/* The replies' framing, followed ahead of the client (see
+	 * frames_ok() in zk-session.c). */
+	uint64_t fr_ino;	  /* the socket it is of, or 0 */
+	uint64_t fr_next;	  /* where the next length prefix starts */
+	unsigned char fr_hd[4];	  /* the bytes of it seen so far ... */
+	int fr_have;		  /* ... how many */
+	char bogus_why[120];	  /* why bogus was set */
 };
 
 /* A session object for hosts h[0..n-1] with user and password as a

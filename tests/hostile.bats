@@ -120,3 +120,30 @@ store_built() {
 	no_secret
 	[ ! -e "$T/ran" ]
 }
+
+# ---- ZooKeeper ----
+
+@test "ZooKeeper: a reply whose length prefix claims 2 GB: 125 at once, nothing of it allocated" {
+	store_built zk
+	hostile zk huge
+	URL=$(url zk)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "unexpected reply: a length of 2147483647 bytes"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 && KB < 65536 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "ZooKeeper: a server that sends without end does not hold a run past its wait" {
+	store_built zk
+	hostile zk endless
+	URL=$(url zk)
+	measured -w 3s -t 20s job touch "$T/ran"
+	assert_equal "$status" 125
+	(( MS >= 2500 && MS < 5000 && KB < 65536 ))
+	measured -n -t 20s job touch "$T/ran"
+	assert_equal "$status" 125
+	(( MS < 4000 && KB < 65536 ))
+	[ ! -e "$T/ran" ]
+}

@@ -16,6 +16,10 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                messages without end
   pg huge      decline TLS, then a message header claiming 2 GB, and
                its body a byte a second
+  zk huge      answer the session request, then a reply whose length
+               prefix claims 2 GB, and its body as fast as the client
+               takes it
+  zk endless   answer the session request, then ping replies without end
 """
 
 import os
@@ -69,6 +73,43 @@ def drain(conn):
     threading.Thread(target=run, daemon=True).start()
 
 
+# ---- ZooKeeper (jute over length-prefixed frames) ----
+
+def zk_frame(body):
+    return struct.pack("!i", len(body)) + body
+
+
+def zk_session(conn):
+    """Reads the client's ConnectRequest frame.  False if it went
+    away."""
+    head = read_exact(conn, 4)
+    if not head:
+        return False
+    (n,) = struct.unpack("!i", head)
+    return 0 <= n < 1 << 16 and read_exact(conn, n) is not None
+
+
+def zk_serve(mode, conn):
+    if not zk_session(conn):
+        return
+    drain(conn)
+    # ConnectResponse: protocol 0, timeout 10s, a session, its password,
+    # not read-only.
+    conn.sendall(zk_frame(struct.pack("!iiqi16sB", 0, 10000, 0x1234,
+                                      16, b"p" * 16, 0)))
+    if mode == "huge":
+        conn.sendall(struct.pack("!I", 0x7fffffff))
+        zeros = b"\0" * 65536
+        while True:
+            conn.sendall(zeros)
+    elif mode == "endless":
+        ping = zk_frame(struct.pack("!iqi", -2, 1, 0))  # xid PING
+        while True:
+            conn.sendall(ping * 4096)
+    else:
+        raise SystemExit("hostile.py: no mode %s for zk" % mode)
+
+
 def serve(proto, mode, conn):
     if mode == "silent":
         while conn.recv(65536):
@@ -93,6 +134,8 @@ def serve(proto, mode, conn):
                             b"Mhostile notice\0\0")
         while True:
             conn.sendall(notice * 256)
+    elif proto == "zk" and mode in ("huge", "endless"):
+        zk_serve(mode, conn)
     elif proto == "pg" and mode == "huge":
         if not pg_startup(conn):
             return
