@@ -401,6 +401,30 @@ static enum lr_status lease_dir(struct lr_store *st, const char *path,
 }
 
 /* Reads the URL into st->dir and a session object, st->zs. */
+/* A digest password in clear across a network: said once a process.
+ * This client has no TLS (the C client's SSL build is not the one we
+ * link), so the cure is the network's: see the man page. */
+static void clear_guard(struct lr_store *st, const struct lr_url_host *h,
+			size_t n)
+{
+	static int warned;
+	size_t i;
+
+	if (warned || !st->zs->auth)
+		return;
+	for (i = 0; i < n && lr_host_is_local(h[i].host); i++)
+		;
+	if (i == n)
+		return;
+	warned = 1;
+	warn(st,
+	     "ZooKeeper at %s: the digest password goes out in clear and "
+	     "crosses the network (this client has no TLS); keep the "
+	     "servers on a trusted network, or reach them through a TLS "
+	     "tunnel",
+	     st->zs->where);
+}
+
 static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 {
 	const struct lr_url *u = st->req->u;
@@ -429,6 +453,8 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 	if (s == LR_OK)
 		s = lr_zk_new(hosts, n, u->user, u->password,
 			      st->req->ttl_ms, on_node, st, &st->zs, err);
+	if (s == LR_OK)
+		clear_guard(st, hosts, n);
 	lr_url_hosts_free(hosts, n);
 	return s;
 }

@@ -42,6 +42,9 @@
  * packet (jute.maxbuffer, 1 MB less one byte, by default), far above what
  * a lease's requests bring back. */
 #define MAX_FRAME 0xfffff
+/* The kernel's TCP states (tcpi_state) in which replies may be queued. */
+#define TCP_STATE_ESTABLISHED 1
+#define TCP_STATE_CLOSE_WAIT  8
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -381,6 +384,11 @@ static int frames_ok(struct lr_zk_session *zs)
 		    tl < offsetof(struct tcp_info, tcpi_bytes_received) +
 			     sizeof(ti.tcpi_bytes_received))
 			return 1; /* (a kernel before 4.1: no guard) */
+		/* Not while it connects: our peek would take the error
+		 * (refused) that the client must read from SO_ERROR. */
+		if (ti.tcpi_state != TCP_STATE_ESTABLISHED &&
+		    ti.tcpi_state != TCP_STATE_CLOSE_WAIT)
+			return 1;
 		r1 = ti.tcpi_bytes_received;
 		if (ioctl(fd, FIONREAD, &inq) < 0)
 			return 1;
@@ -557,6 +565,11 @@ void lr_zk_unreachable(struct lr_zk_session *zs, const char *what,
 	else
 		lr_err_set(err, "ZooKeeper at %s: %s: no answer in time",
 			   zs->where, what);
+	/* Refused, reset, silent, disconnected, expired (a new session
+	 * will do): a restart or an election heals it; credentials that
+	 * were refused, or a peer that is no ZooKeeper, do not. */
+	if (!zs->authfail && !zs->bogus)
+		lr_err_heals(err);
 }
 
 enum lr_status lr_zk_pump(struct lr_zk_session *zs, int64_t deadline,

@@ -25,6 +25,7 @@ teardown() {
 	kill_bg
 	# A test that stopped the server must not leave it stopped.
 	[ -s "$ZK_DIR/zk1/pid" ] && kill -CONT "$(cat "$ZK_DIR/zk1/pid")" 2>/dev/null
+	[ -s "$ZK_DIR/zk1/pid" ] || { zk_start "$ZK_DIR" 1; zk_wait_ready "$ZK_DIR" 1; }
 	true
 }
 
@@ -532,17 +533,17 @@ interval_cmd() {
 	assert_output --partial "need both user and password"
 }
 
-@test "an unreachable server fails with 125 and one line naming it" {
+@test "an unreachable server: -n fails with 125 at once and one line naming it" {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	t0=$(now_ms)
-	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port" u2 true
+	run --separate-stderr "$LEASERUN" -n -U "zk://127.0.0.1:$port" u2 true
 	assert_failure 125
 	[ $(($(now_ms) - t0)) -lt 3000 ]
 	assert_equal "${#stderr_lines[@]}" 1
 	[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: Connection refused"* ]]
 }
 
-@test "a server that never answers, or hangs up at once, fails with 125 and says so" {
+@test "a server that never answers, or hangs up at once: -n fails with 125 and says so" {
 	command -v socat >/dev/null || { echo "socat is not installed" >&2; return 1; }
 	# against SOCAT_OPTS EXPECTED: a socat server on a free port that
 	# reads and writes nothing back, then the one line leaserun says.
@@ -551,7 +552,7 @@ interval_cmd() {
 		socat $1 "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" OPEN:/dev/null &
 		BG_PIDS="$BG_PIDS $!"
 		wait_until 10 eval '[ -n "$(ss -Htln "( sport = :$port )")" ]'
-		run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:$port" -t 1s u2 true
+		run --separate-stderr "$LEASERUN" -n -U "zk://127.0.0.1:$port" -t 1s u2 true
 		assert_failure 125
 		assert_equal "${#stderr_lines[@]}" 1
 		[[ $stderr == *"cannot connect to ZooKeeper at 127.0.0.1:$port: $2"* ]]
@@ -559,6 +560,117 @@ interval_cmd() {
 	against -u "Connection timed out"
 	# Without -u, socat closes its side as soon as /dev/null is read out.
 	against "" "the server closed the connection"
+}
+
+@test "faults: a waiter rides out a crash of the server and its start 2s later, keeps its place, and then runs" {
+	hold f1 -t 30s
+	"$LEASERUN" -v -t 20s -w 60 f1 sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/waiter.err" 3>&- &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 grep -q waiting "$BATS_TEST_TMPDIR/waiter.err"
+	place=$(nodes f1 | sort | tail -n1)
+	zk_kill "$ZK_DIR" 1
+	sleep 2
+	zk_start "$ZK_DIR" 1
+	zk_wait_ready "$ZK_DIR" 1
+	sleep 1
+	alive "$waiter"
+	# Its session outlived the restart: the same node, the same place.
+	nodes f1 | grep -qx "$place"
+	release f1
+	wait_holder
+	wait_rc "$waiter"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/waiter.err" >&3
+	assert_equal "$HRC" 0
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/waiter" ]
+}
+
+@test "faults: a run started while the server is down gets the lease once it is up within the wait" {
+	zk_kill "$ZK_DIR" 1
+	"$LEASERUN" -v -w 60 f2 sh -c 'echo ran >"$0/ran"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	sleep 2.5
+	alive "$pid"
+	zk_start "$ZK_DIR" 1
+	zk_wait_ready "$ZK_DIR" 1
+	wait_rc "$pid"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/ran" ]
+	# Said once, not at every try.
+	assert_equal "$(grep -c "trying again" "$BATS_TEST_TMPDIR/err")" 1
+	grep -q "Connection refused" "$BATS_TEST_TMPDIR/err"
+}
+
+@test "faults: a run started while the server is paused (SIGSTOP) runs once it resumes" {
+	zpid=$(cat "$ZK_DIR/zk1/pid")
+	kill -STOP "$zpid"
+	# An open gets 5s: the pause outlasts it.
+	"$LEASERUN" -v -t 2s -w 40 f3 sh -c 'echo ran >"$0/ran"' \
+		"$BATS_TEST_TMPDIR" 2>"$BATS_TEST_TMPDIR/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	sleep 6.5
+	alive "$pid"
+	kill -CONT "$zpid"
+	wait_rc "$pid"
+	sed 's/^/# /' "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/ran" ]
+	grep -q "trying again until the wait runs out" "$BATS_TEST_TMPDIR/err"
+}
+
+@test "faults: the server down for good: 125 with the last error once the wait runs out, not later; -n at once" {
+	zk_kill "$ZK_DIR" 1
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 3s f4 touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "cannot connect to ZooKeeper at $ZK_EP: Connection refused"
+	echo "# -w 3s gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -n f4 touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	echo "# -n gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 < 1500 ))
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+@test "faults: a wrong password fails at once, even with a long wait" {
+	LEASERUN_URL="zk://alice:right-pw@$ZK_EP" hold f5
+	t0=$(now_ms)
+	LEASERUN_URL="zk://alice:Wr0ngPassw0rd@$ZK_EP" run --separate-stderr \
+		"$LEASERUN" -w 60 f5 true
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "NOAUTH"
+	refute_regex "$stderr" "Wr0ngPassw0rd"
+	(( t1 - t0 < 3000 ))
+	release f5
+	assert_holder_rc 0
+}
+
+@test "a password in clear to a host that is not loopback is warned of, once" {
+	# Nothing answers at TEST-NET-1: -n gives up by its 2s connect.
+	LEASERUN_URL="zk://alice:right-pw@192.0.2.1:2181" run --separate-stderr \
+		"$LEASERUN" -n f6 true
+	assert_equal "$status" 125
+	assert_equal "$(grep -c "in clear" <<<"$stderr")" 1
+	refute_regex "$stderr" "right-pw"
+	LEASERUN_URL="zk://alice:right-pw@127.0.0.1:1" run --separate-stderr \
+		"$LEASERUN" -n f6 true
+	refute_regex "$stderr" "in clear"
+	LEASERUN_URL="zk://192.0.2.1:2181" run --separate-stderr \
+		"$LEASERUN" -n f6 true
+	refute_regex "$stderr" "in clear"
 }
 
 @test "one server of a list down: the next one is used" {
