@@ -134,6 +134,43 @@ intervals() {
 	all_up
 }
 
+@test "faults: the leader killed while runs wait: every waiter runs in the end, one at a time" {
+	d=$BATS_TEST_TMPDIR
+	leader=$(zk_leader "$ZK_DIR")
+	[ -n "$leader" ]
+	lurl=zk://127.0.0.1:$(zk_port "$ZK_DIR" "$leader")
+	hold e5 -t 20s
+	job='s=$(date +%s%N); echo "$s $(date +%s%N) $LEASERUN_FENCE" >>"$0"'
+	pids=
+	for i in 1 2 3 4; do
+		# One knows the leader alone, and must wait for it to return.
+		u=$LEASERUN_URL
+		[ "$i" = 4 ] && u=$lurl
+		LEASERUN_URL=$u "$LEASERUN" -v -t 20s -w 90 e5 sh -c "$job" \
+			"$d/log" 2>"$d/w$i.err" 3>&- &
+		pids="$pids $!"
+		wait_until 10 grep -q waiting "$d/w$i.err"
+	done
+	BG_PIDS="$BG_PIDS $pids"
+	zk_kill "$ZK_DIR" "$leader"
+	sleep 1
+	release e5
+	wait_holder
+	sleep 2
+	all_up
+	bad=0
+	for p in $pids; do
+		wait_rc "$p"
+		(( RC == 0 )) || bad=$((bad + 1))
+	done
+	cat "$d"/w*.err
+	[ "$HRC" = 0 ] || [ "$HRC" = 124 ]
+	assert_equal "$bad" 0
+	assert_equal "$(grep -c . "$d/log")" 4
+	run check_intervals "$d/log"
+	assert_success
+}
+
 @test "a follower killed while a job holds the lease: the job carries on" {
 	d=$BATS_TEST_TMPDIR
 	# The job outlives the TTL: only renewals through the servers left
