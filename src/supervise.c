@@ -288,8 +288,10 @@ static int granted(struct sup *s, const struct lr_grant *g)
  * and its validity check, so the lease serialises the hosts, and before
  * the command starts, so a run counts from here whatever happens next.
  * The store's deadline leaves the validity the check asked for.  Returns
- * 1 when the run ends here (held back, or the store could not record
- * it), with the lease given back. */
+ * 1 when the command does not start now (held back, the store could
+ * not record it, or is to be asked again), with the lease given back. */
+static int ride_out(struct sup *s, int64_t now, const struct lr_err *err);
+
 static int run_gate(struct sup *s, const struct lr_grant *g)
 {
 	const struct lr_sup_cfg *c = s->cfg;
@@ -330,6 +332,11 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 		   "cannot record the start of the run (--once-per %s): %s",
 		   period, err.msg[0] ? err.msg : "the store did not answer "
 						  "in time");
+	/* A store failing for now: the lease is given back, and a run that
+	 * may wait takes it again later, as after a failed acquire. */
+	ignored.heals = rc == LR_TIMEOUT || err.heals;
+	if (ignored.heals && ride_out(s, lr_now_ms(), &ignored))
+		return 1;
 	fail(s, &ignored);
 	return 1;
 }
@@ -498,7 +505,8 @@ static int ride_out(struct sup *s, int64_t now, const struct lr_err *err)
 	return 1;
 }
 
-/* The store answered an acquire again (granted or busy) after faults. */
+/* The store answered again after faults: busy, or granted (with the
+ * start recorded, for --once-per). */
 static void healed(struct sup *s)
 {
 	if (!s->erring)
@@ -545,7 +553,7 @@ static void try_acquire(struct sup *s, int64_t now)
 		cap = 2000;
 	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
 	now = lr_now_ms();
-	if (rc == LR_OK || rc == LR_BUSY)
+	if (rc == LR_BUSY)
 		healed(s);
 	switch (rc) {
 	case LR_OK:
@@ -583,8 +591,10 @@ static void try_acquire(struct sup *s, int64_t now)
 					      .slot = g.slot,
 					      .ms = now - s->t_start,
 					      .ttl = s->ttl });
-		if (!run_gate(s, &g))
-			run_command(s, &g);
+		if (run_gate(s, &g))
+			return;
+		healed(s);
+		run_command(s, &g);
 		return;
 	case LR_BUSY:
 		busy(s, now);

@@ -88,6 +88,32 @@ teardown() {
 	assert_success
 }
 
+@test "a store that cannot record the start for now: a run that may wait records it later and runs once; -n gives 125" {
+	export LEASERUN_URL="fault://$LOCKDIR"
+	echo run_start=stall >"$LOCKDIR/job.fault"
+	run --separate-stderr "$LEASERUN" -n -t 3s --once-per 1m job touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	"$LEASERUN" -v -w 20 -t 3s --once-per 1m job sh -c 'echo x >>"$0/ran"' \
+		"$BATS_TEST_TMPDIR" 2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	BG_PIDS=$pid
+	sleep 2
+	alive "$pid"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	rm "$LOCKDIR/job.fault"
+	wait_rc "$pid"
+	cat "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/ran")" x
+	# Said once, and its end once.
+	assert_equal "$(grep -c "cannot record the start.*trying again until the wait runs out" "$BATS_TEST_TMPDIR/err")" 1
+	assert_equal "$(grep -c "the store answers again" "$BATS_TEST_TMPDIR/err")" 1
+	# Recorded once: the next run in the period is held back.
+	run "$LEASERUN" -n --once-per 1m job true
+	assert_equal "$status" 1
+}
+
 @test "a run held back by --once-per is counted, and exits with -E" {
 	run "$LEASERUN" --once-per 1m --metrics-file "$BATS_TEST_TMPDIR/m.prom" job true
 	assert_success

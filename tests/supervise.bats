@@ -176,7 +176,7 @@ setup() {
 }
 
 @test "fast renewals, or one slow renewal alone, give no slow-heartbeat warning" {
-	run --separate-stderr lr -v -t 1s --renew 100ms --log-format json --metrics-file "$T/m.prom" job sleep 1.5
+	run --separate-stderr lr -v -t 3s --renew 300ms --log-format json --metrics-file "$T/m.prom" job sleep 3.5
 	assert_success
 	jq -e -s '[.[] | select(.event == "renewed")] | length >= 10' <<<"$stderr"
 	refute_regex "$stderr" "slow-heartbeat"
