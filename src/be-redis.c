@@ -163,7 +163,9 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +193,13 @@
 #define RETRY_MIN_MS 300
 /* How long after a grant the watch starts (see "The watch" above). */
 #define WATCH_AFTER_MS 20
+/* What one reply may cost us, whatever a server sends: its unparsed
+ * bytes (the longest line or bulk string), and in all, each element and
+ * string counted at REPLY_OBJ_COST plus its length.  The largest replies
+ * leaserun asks for (INFO, --status of 1000 slots) are a few kB. */
+#define REPLY_MAX_BUF (1 << 20)
+#define REPLY_MAX_COST (4 << 20)
+#define REPLY_OBJ_COST 64
 /* How long a release's "done" mark lives: far longer than any call. */
 #define DONE_TTL_MS "60000"
 
@@ -213,6 +222,8 @@ struct conn {
 	int heard;             /* the server has said something */
 	int broken;            /* a command could not be queued */
 	unsigned gen;          /* the node it goes to (st->node_gen) */
+	size_t cost;           /* of the reply being read (REPLY_MAX_COST) */
+	int too_big;           /* it went over: the reader stopped */
 };
 
 struct lr_store {
@@ -728,7 +739,121 @@ static int is_error(const redisReply *r, const char *word)
 	       strncmp(r->str, word, strlen(word)) == 0;
 }
 
+/* Is r an error reply of a server that cannot serve us for now but may
+ * soon: loading its data set, busy with a script, a replica (a failover
+ * made it one) or one cut off from its master, a cluster without a
+ * majority or moving a slot, or out of connections? */
+static int reply_heals(const redisReply *r)
+{
+	static const char *const codes[] = { "LOADING",	  "BUSY",
+					     "MASTERDOWN", "READONLY",
+					     "TRYAGAIN",   "CLUSTERDOWN",
+					     NULL };
+	size_t i, n;
+
+	if (r->type != REDIS_REPLY_ERROR)
+		return 0;
+	for (i = 0; codes[i]; i++) {
+		n = strlen(codes[i]);
+		if (strncmp(r->str, codes[i], n) == 0 &&
+		    (r->str[n] == ' ' || r->str[n] == '\0'))
+			return 1;
+	}
+	return strstr(r->str, "max number of clients reached") != NULL;
+}
+
+/* Does msg, a failed connect's or exchange's reason, say the server is
+ * down, restarting or unreachable for now (refused, reset, closed, timed
+ * out, a name server that did not answer), rather than what cannot heal
+ * (a name that does not resolve, a certificate, a TLS alert)? */
+static int text_heals(const char *msg)
+{
+	static const int errs[] = { ECONNREFUSED, ECONNRESET,  ECONNABORTED,
+				    ETIMEDOUT,	  EHOSTUNREACH, ENETUNREACH,
+				    ENETDOWN,	  EHOSTDOWN,	EPIPE, 0 };
+	static const char *const words[] = { "closed the connection",
+					     "connection was closed",
+					     "unexpected eof", NULL };
+	size_t i;
+
+	for (i = 0; errs[i]; i++)
+		if (strstr(msg, strerror(errs[i])))
+			return 1;
+	for (i = 0; words[i]; i++)
+		if (strstr(msg, words[i]))
+			return 1;
+	return strstr(msg, gai_strerror(EAI_AGAIN)) != NULL;
+}
+
 /* ---- transport: our socket, plain or TLS ------------------------------- */
+
+/*
+ * hiredis's reader, capped.  Its own functions build the replies; ours
+ * first charge each to the reply's cost (k->cost) and refuse one that
+ * goes over REPLY_MAX_COST: an array header of 2^31-1 elements is
+ * refused before anything is allocated for it, and a stream of elements
+ * or strings once it has cost that much.  (hiredis 0.14 has no
+ * maxelements, and its maxbuf only says when to shrink its buffer; the
+ * buffer is capped in conn_fill().)
+ */
+static const redisReplyObjectFunctions *reader_fn; /* hiredis's own */
+
+static int charge(const redisReadTask *t, size_t cost)
+{
+	struct conn *k = t->privdata;
+
+	if (k->too_big || cost > REPLY_MAX_COST - k->cost) {
+		k->too_big = 1;
+		return -1;
+	}
+	k->cost += cost;
+	return 0;
+}
+
+static void *capped_string(const redisReadTask *t, char *s, size_t len)
+{
+	return charge(t, REPLY_OBJ_COST + len) < 0
+		       ? NULL
+		       : reader_fn->createString(t, s, len);
+}
+
+static void *capped_array(const redisReadTask *t, int n)
+{
+	return n < 0 || charge(t, REPLY_OBJ_COST * ((size_t)n + 1)) < 0
+		       ? NULL
+		       : reader_fn->createArray(t, n);
+}
+
+static void *capped_integer(const redisReadTask *t, long long v)
+{
+	return charge(t, REPLY_OBJ_COST) < 0 ? NULL
+					     : reader_fn->createInteger(t, v);
+}
+
+static void *capped_nil(const redisReadTask *t)
+{
+	return charge(t, REPLY_OBJ_COST) < 0 ? NULL : reader_fn->createNil(t);
+}
+
+static redisReplyObjectFunctions capped_fn = {
+	capped_string, capped_array, capped_integer, capped_nil, NULL
+};
+
+/* A reader for k whose replies are capped, or NULL out of memory. */
+static redisReader *reader_new(struct conn *k)
+{
+	redisReader *r = redisReaderCreate();
+
+	if (!r)
+		return NULL;
+	if (!reader_fn) {
+		reader_fn = r->fn;
+		capped_fn.freeObject = reader_fn->freeObject;
+	}
+	r->fn = &capped_fn;
+	r->privdata = k;
+	return r;
+}
 
 static void conn_free(struct lr_store *st, struct conn *k)
 {
@@ -828,10 +953,12 @@ static int conn_flush(const struct lr_store *st, struct conn *k, short *want,
 }
 
 #define FILL_EOF (-2)
+#define FILL_TOO_BIG (-3)
 
 /* Hands what the server sent to the reader: 1 if something came, 0 if
  * nothing (*want: the readiness to wait for), FILL_EOF when the server
- * closed the connection, -1 with the reason in err.  Over TLS it reads
+ * closed the connection, FILL_TOO_BIG when a reply would not fit in
+ * REPLY_MAX_BUF, -1 with the reason in err.  Over TLS it reads
  * until OpenSSL wants the socket again, so no decrypted byte stays in
  * OpenSSL's buffer where poll() cannot see it. */
 static int conn_fill(const struct lr_store *st, struct conn *k, short *want,
@@ -871,6 +998,14 @@ static int conn_fill(const struct lr_store *st, struct conn *k, short *want,
 			k->eof = 1;
 			return got ? 1 : FILL_EOF;
 		}
+		/* A line or bulk string without end is refused here. */
+		if (k->reader->len - k->reader->pos + (size_t)n >
+		    REPLY_MAX_BUF) {
+			lr_err_set(err, "protocol error: a line or string "
+					"longer than %d MiB",
+				   REPLY_MAX_BUF >> 20);
+			return FILL_TOO_BIG;
+		}
 		if (redisReaderFeed(k->reader, buf, (size_t)n) != REDIS_OK) {
 			lr_err_set(err, "out of memory");
 			return -1;
@@ -892,18 +1027,65 @@ static int conn_reply(struct conn *k, redisReply **r, struct lr_err *err)
 	void *rep = NULL;
 
 	if (redisReaderGetReply(k->reader, &rep) != REDIS_OK) {
-		lr_err_set(err, "protocol error: %s", k->reader->errstr);
+		if (k->too_big)
+			lr_err_set(err, "protocol error: a reply larger than "
+					"%d MiB",
+				   REPLY_MAX_COST >> 20);
+		else
+			lr_err_set(err, "protocol error: %s",
+				   k->reader->errstr);
 		return -1;
 	}
+	if (rep)
+		k->cost = 0;
 	*r = rep;
 	return rep != NULL;
 }
 
-/* Sends what is queued on k and reads n replies into r[], all by end.
- * Returns LR_OK, or LR_TIMEOUT/LR_ERROR with err filled (the caller drops
- * k).  who names the server ("redis at HOST:PORT"), what the exchange.
- * *got counts the replies read, so a caller can tell a dead stale
- * connection (no reply at all) from a failure mid-way. */
+/* The connection to who ended (EOF) or failed (e) after got of the n
+ * replies: says why in err, and marks a fault that may heal (the server
+ * went away or reset us; or refused us for now, saying why in an error
+ * reply before it closed: too many clients).  A plain connection closed
+ * before a word looks like a TLS port, which no wait will mend. */
+static void conn_lost(const struct lr_store *st, const struct conn *k,
+		      redisReply **r, int got, int eof, const char *who,
+		      const char *what, const struct lr_err *e,
+		      struct lr_err *err)
+{
+	int i;
+
+	for (i = 0; i < got && r[i]->type != REDIS_REPLY_ERROR; i++)
+		;
+	if (i < got) {
+		lr_err_set(err, "%s: %s: %.120s", who, what, r[i]->str);
+		if (reply_heals(r[i]))
+			lr_err_heals(err);
+		return;
+	}
+	if (eof)
+		lr_err_set(err, "%s closed the connection (%s)%s", who, what,
+			   !k->heard && !k->tls ? "; does it want rediss:// "
+						  "(TLS)?"
+						: "");
+	else
+		lr_err_set(err, "%s: %s: %s%s", who, what, e->msg,
+			   !k->heard && !k->tls
+				   ? "; does it want rediss:// (TLS)?"
+			   : strstr(e->msg, "certificate required") && !st->cert
+				   ? " (give cert= and key=)"
+				   : "");
+	if (eof ? k->heard || k->tls : text_heals(e->msg))
+		lr_err_heals(err);
+}
+
+/* Sends what is queued on k and reads n replies into r[], all by end,
+ * whatever the server sends: the clock is read on every pass, and the
+ * reader is capped (see reader_new()).  Returns LR_OK, or
+ * LR_TIMEOUT/LR_ERROR with err filled (the caller drops k); a fault that
+ * may heal (conn_lost()) is marked so.  who names the server ("redis at
+ * HOST:PORT"), what the exchange.  *got counts the replies read, so a
+ * caller can tell a dead stale connection (no reply at all) from a
+ * failure mid-way. */
 static enum lr_status exchange(const struct lr_store *st, struct conn *k,
 			       int n, redisReply **r, int64_t end, int *got,
 			       const char *who, const char *what,
@@ -911,7 +1093,7 @@ static enum lr_status exchange(const struct lr_store *st, struct conn *k,
 {
 	struct lr_err e = { "" };
 	short want = POLLOUT;
-	int i, rc;
+	int i, rc, eof = 0;
 
 	*got = 0;
 	for (i = 0; i < n; i++)
@@ -927,29 +1109,30 @@ static enum lr_status exchange(const struct lr_store *st, struct conn *k,
 		goto ioerr;
 	for (i = 0; i < n; i++) {
 		while ((rc = conn_reply(k, &r[i], &e)) == 0) {
+			if (lr_now_ms() >= end)
+				goto timeout;
 			rc = conn_fill(st, k, &want, &e);
 			if (rc == FILL_EOF) {
-				lr_err_set(err,
-					   "%s closed the connection (%s)%s",
-					   who, what,
-					   !k->heard && !k->tls
-						   ? "; does it want rediss:// "
-						     "(TLS)?"
-						   : "");
-				goto fail;
+				eof = 1;
+				goto ioerr;
 			}
+			if (rc == FILL_TOO_BIG)
+				goto protocol;
 			if (rc < 0)
 				goto ioerr;
 			if (rc == 0 && !lr_net_wait(k->fd, want, end))
 				goto timeout;
 		}
 		if (rc < 0)
-			goto ioerr;
+			goto protocol;
 		(*got)++;
 	}
 	return LR_OK;
+protocol:
+	lr_err_set(err, "%s: %s: %s", who, what, e.msg);
+	goto fail;
 ioerr:
-	if (k->tls) {
+	if (k->tls && !eof) {
 		/* A server that refused us in the handshake's last step
 		 * (TLS 1.3: a client certificate it wants) said why in an
 		 * alert that may wait behind the failed write. */
@@ -960,11 +1143,7 @@ ioerr:
 		    strstr(a.msg, "alert"))
 			e = a;
 	}
-	lr_err_set(err, "%s: %s: %s%s", who, what, e.msg,
-		   !k->heard && !k->tls ? "; does it want rediss:// (TLS)?"
-		   : strstr(e.msg, "certificate required") && !st->cert
-			   ? " (give cert= and key=)"
-			   : "");
+	conn_lost(st, k, r, *got, eof, who, what, &e, err);
 fail:
 	replies_free(r, n);
 	return LR_ERROR;
@@ -973,6 +1152,35 @@ timeout:
 		   (long long)st->cap_ms);
 	replies_free(r, n);
 	return LR_TIMEOUT;
+}
+
+/* A password is about to go in clear text to host (NULL: a Unix
+ * socket): unless host is this machine, say once a run that anyone on
+ * the way can read it, and how to require TLS. */
+static void cleartext_warn(const struct lr_store *st, const char *host,
+			   const char *who)
+{
+	static int warned;
+	struct in_addr a4;
+	struct in6_addr a6;
+	char msg[400];
+
+	if (warned || st->use_tls || !host || !st->req->warn ||
+	    strcmp(host, "localhost") == 0)
+		return;
+	if (inet_pton(AF_INET, host, &a4) == 1 &&
+	    (ntohl(a4.s_addr) >> 24) == 127)
+		return;
+	if (inet_pton(AF_INET6, host, &a6) == 1 &&
+	    (IN6_IS_ADDR_LOOPBACK(&a6) ||
+	     (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)))
+		return;
+	warned = 1;
+	snprintf(msg, sizeof(msg),
+		 "%.280s: the password goes in clear text (redis:// to a host "
+		 "that is not this machine); use rediss:// (TLS)",
+		 who);
+	st->req->warn(st->req->warn_ctx, msg);
 }
 
 /* Connects to host:port (or the socket path) by end and, for TLS, shakes
@@ -993,10 +1201,12 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 	s = lr_net_dial(host, port, path, end, &fd, &e);
 	if (s != LR_OK) {
 		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		if (text_heals(e.msg))
+			lr_err_heals(err);
 		return s;
 	}
 	k = calloc(1, sizeof(*k));
-	if (!k || !(k->reader = redisReaderCreate())) {
+	if (!k || !(k->reader = reader_new(k))) {
 		close(fd);
 		free(k);
 		lr_err_set(err, "out of memory");
@@ -1018,6 +1228,8 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 		if (rc != LR_TLS_WANT_READ && rc != LR_TLS_WANT_WRITE) {
 			lr_err_set(err, "cannot connect to %s: %s", who,
 				   e.msg);
+			if (text_heals(e.msg))
+				lr_err_heals(err);
 			goto fail;
 		}
 		if (!lr_net_wait(fd, rc == LR_TLS_WANT_READ ? POLLIN : POLLOUT,
@@ -1099,7 +1311,12 @@ static enum lr_status login_check(const struct lr_store *st, redisReply **r,
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (r[i]->type == REDIS_REPLY_ERROR) {
+		if (reply_heals(r[i])) {
+			/* Busy or full for now: AUTH and SELECT are fine. */
+			lr_err_set(err, "%s: %.160s", st->who, r[i]->str);
+			lr_err_heals(err);
+			return LR_ERROR;
+		} else if (r[i]->type == REDIS_REPLY_ERROR) {
 			login_error(st, st->pass && i == 0, r[i]->str, err);
 			return LR_ERROR;
 		}
@@ -1271,6 +1488,8 @@ static enum lr_status sentinel_one(struct lr_store *st,
 
 	lr_url_host_format(h, where, sizeof(where));
 	snprintf(who, sizeof(who), "sentinel at %s", where);
+	if (st->sentinel_pass)
+		cleartext_warn(st, h->host, who);
 	s = dial(st, h->host, h->port, NULL, end, who, &k, err);
 	if (s != LR_OK)
 		return s;
@@ -1325,6 +1544,7 @@ static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
 {
 	struct lr_err e = { "" };
 	enum lr_status s = LR_ERROR;
+	int heals = 0, sure = 0;
 	size_t j;
 
 	for (j = 0; j < st->nsentinels; j++) {
@@ -1332,6 +1552,7 @@ static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
 		char *host = NULL;
 		int port = 0;
 
+		e = (struct lr_err){ "", 0 };
 		s = sentinel_one(st, &st->sentinels[i], deadline, &host,
 				 &port, &e);
 		if (s == LR_OK) {
@@ -1339,6 +1560,12 @@ static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
 			node_set(st, host, port);
 			return LR_OK;
 		}
+		/* Down or slow, it may answer later; a sentinel that
+		 * answered no (no such master, a wrong password) is sure. */
+		if (s == LR_TIMEOUT || e.heals)
+			heals = 1;
+		else
+			sure = 1;
 		if (lr_now_ms() >= deadline)
 			break;
 	}
@@ -1348,6 +1575,7 @@ static enum lr_status sentinel_ask(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "no sentinel can name master '%s'; the "
 				"last: %.180s",
 			   st->master, e.msg);
+	err->heals = heals && !sure;
 	return s;
 }
 
@@ -1359,6 +1587,12 @@ static enum lr_status master_check(struct lr_store *st, const redisReply *r,
 	char role[32], msg[300];
 	enum lr_status s;
 
+	if (reply_heals(r)) {
+		lr_err_set(err, "%s: %.160s", st->who, r->str);
+		lr_err_heals(err);
+		node_suspect(st);
+		return LR_ERROR;
+	}
 	s = info_read(st, r, "replication", "role", role, sizeof(role), msg,
 		      sizeof(msg), err);
 	if (s != LR_OK)
@@ -1373,6 +1607,7 @@ static enum lr_status master_check(struct lr_store *st, const redisReply *r,
 		lr_err_set(err, "%s is not the master (role:%s): a failover "
 				"is under way",
 			   st->who, role);
+		lr_err_heals(err);
 		node_suspect(st);
 		return LR_ERROR;
 	}
@@ -1409,6 +1644,8 @@ static enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 			return s;
 	}
 	end = step_end(st, deadline);
+	if (st->pass)
+		cleartext_warn(st, st->host, st->who);
 	s = dial(st, st->host, st->port, st->sock, end, st->who, out, err);
 	if (s != LR_OK)
 		goto moved;
@@ -1558,14 +1795,18 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 			return s;
 		r = cmds[si].r;
 	}
-	if (st->master && (is_error(r, "READONLY") || is_error(r, "LOADING") ||
-			   is_error(r, "MASTERDOWN"))) {
-		/* A replica now, or not ready: ask the sentinels again. */
-		lr_err_set(err, "%s: %s: %.100s (a failover?)", st->who,
-			   sc->name, r->str);
+	if (reply_heals(r)) {
+		/* Loading, busy, a replica now (a failover), or cut off
+		 * from its master: a wait may see it mended.  Under
+		 * Sentinel, ask the sentinels again. */
+		lr_err_set(err, "%s: %s: %.100s%s", st->who, sc->name, r->str,
+			   is_error(r, "READONLY") ? " (a failover?)" : "");
+		lr_err_heals(err);
 		cmds_free(cmds, n);
-		drop_main(st);
-		node_suspect(st);
+		if (st->master) {
+			drop_main(st);
+			node_suspect(st);
+		}
 		return LR_ERROR;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -2264,7 +2505,14 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 	s = connect_to(st, deadline, &st->aux, 0, more, 2, err);
 	if (s != LR_OK)
 		return s;
-	if (is_error(more[0].r, "NOAUTH")) {
+	if (reply_heals(more[0].r) || reply_heals(more[1].r)) {
+		/* Busy or loading for now: no refusal of rights. */
+		lr_err_set(err, "%s: SUBSCRIBE: %.150s", st->who,
+			   (reply_heals(more[0].r) ? more[0].r : more[1].r)
+				   ->str);
+		lr_err_heals(err);
+		s = LR_ERROR;
+	} else if (is_error(more[0].r, "NOAUTH")) {
 		/* The first word the server says to a run without a
 		 * password. */
 		lr_err_set(err, "redis at %s: %.120s (give a password in the "
@@ -2352,7 +2600,7 @@ static int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		return 1;
 	on = cmds[w->at + 1].r;
 	if (!st->aux || st->aux_id != w->aux_id || !st->c ||
-	    st->c->gen != w->gen)
+	    st->c->gen != w->gen || reply_heals(on))
 		; /* not watching: the next renew arms it again */
 	else if (on->type == REDIS_REPLY_ERROR)
 		watch_refused(st, "CLIENT TRACKING", on);
@@ -2395,6 +2643,24 @@ static enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
 
+/* A fence in a reply: a positive integer, or a bulk string of decimal
+ * digits (what the scripts return: exact beyond 2^53); else 0.  One
+ * beyond 2^64 - 1 reads as 2^64 - 1. */
+static uint64_t reply_fence(const redisReply *f)
+{
+	const char *p;
+	uint64_t v = 0;
+
+	if (f->type == REDIS_REPLY_INTEGER)
+		return f->integer > 0 ? (uint64_t)f->integer : 0;
+	if (f->type != REDIS_REPLY_STRING || !f->len || f->len > 20)
+		return 0;
+	for (p = f->str; *p >= '0' && *p <= '9'; p++)
+		v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX
+					       : v * 10 + (uint64_t)(*p - '0');
+	return *p ? 0 : v;
+}
+
 /* What an acquire script answered (r): {1, fence[, slot]} granted, {0,
  * pttl} busy, {2, limit} held with another limit.  ours: the read back
  * behind it found the grant ours. */
@@ -2405,7 +2671,10 @@ static enum lr_status acquired(struct lr_store *st, const redisReply *r,
 	const redisReply *f;
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[0]->integer < 0 || r->element[0]->integer > 2 ||
+	    (r->element[0]->integer != 1 &&
+	     r->element[1]->type != REDIS_REPLY_INTEGER)) {
 		lr_err_set(err, "redis at %s: acquire: unexpected reply",
 			   st->where);
 		return LR_ERROR;
@@ -2416,9 +2685,11 @@ static enum lr_status acquired(struct lr_store *st, const redisReply *r,
 	}
 	if (r->element[0]->integer != 1)
 		return LR_BUSY;
+	/* Anything but a decimal fence is fence 0, which the core
+	 * refuses as out of range (as it does 2^63 and more, and a fence
+	 * not above the run's earlier ones): nil, "-5", "12abc". */
 	f = r->element[1];
-	g->fence = f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10)
-						 : (uint64_t)f->integer;
+	g->fence = reply_fence(f);
 	g->ttl_ms = 0;
 	g->slot = 0;
 	if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER &&
@@ -3021,6 +3292,27 @@ static void run_fill(struct lr_run *run, redisReply *const *f, long long now,
 	lr_run_times(run, now, period);
 }
 
+/* Is r what run_start_lua returns: {1, now}, or {0, now, fence, start,
+ * host, pid, period, end, status} with each field a string or nil? */
+static int run_start_reply(const redisReply *r)
+{
+	size_t i;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER)
+		return 0;
+	if (r->element[0]->integer == 1)
+		return r->elements == 2;
+	if (r->element[0]->integer != 0 || r->elements != 9)
+		return 0;
+	for (i = 2; i < 9; i++)
+		if (r->element[i]->type != REDIS_REPLY_STRING &&
+		    r->element[i]->type != REDIS_REPLY_NIL)
+			return 0;
+	return 1;
+}
+
 static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 				  uint64_t fence, int64_t deadline,
 				  struct lr_run *last, struct lr_err *err)
@@ -3048,9 +3340,7 @@ static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 	if (s != LR_OK)
 		return s;
 	r = cmds[0].r;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER ||
-	    (r->element[0]->integer == 0 && r->elements != 9)) {
+	if (!run_start_reply(r)) {
 		lr_err_set(err, "redis at %s: run start: unexpected reply",
 			   st->where);
 		s = LR_ERROR;

@@ -147,3 +147,68 @@ store_built() {
 	(( MS < 4000 && KB < 65536 ))
 	[ ! -e "$T/ran" ]
 }
+
+# ---- Redis ----------------------------------------------------------------
+# hostile.py's Redis modes log in, grant and watch as a server would, and
+# misbehave at one step.
+
+@test "Redis: a renewal answered by a line without end: the command is stopped before the deadline, 124, memory bounded" {
+	store_built redis
+	hostile redis endless
+	URL=$(url redis)
+	measured -t 3s job sh -c 'touch "$0/ran"; sleep 30' "$T"
+	assert_equal "$status" 124
+	[ -e "$T/ran" ]
+	# Granted at the start: the deadline is 3s later.
+	(( MS < 3000 && KB < 65536 ))
+	no_secret
+}
+
+@test "Redis: replies that claim or stream 100M elements, arrays of arrays, a 1 GB string, 2^31-1 elements: 125 at once, memory bounded" {
+	store_built redis
+	for m in hugearray deeparray hugebulk maxheader; do
+		hostile redis "$m"
+		URL=$(url redis)
+		measured -w 10s job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_regex "$stderr" "acquire: protocol error: a (reply larger|line or string longer) than [0-9]+ MiB"
+		(( MS < 2000 && KB < 65536 ))
+		no_secret
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "Redis: a malformed reply to the --once-per run start ({5, x}): 125 and one line, no crash" {
+	store_built redis
+	hostile redis onceper
+	URL=$(url redis)
+	measured --once-per 1h job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "cannot record the start of the run .*run start: unexpected reply"
+	(( MS < 2000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
+	store_built redis
+	for m in nilfence negfence fencedown; do
+		hostile redis "$m"
+		URL=$(url redis)
+		measured -w 5s job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_regex "$stderr" "unexpected reply from the store: a grant with fence"
+		if [ "$m" = fencedown ]; then
+			assert_regex "$stderr" "fence 500, not above the fence of an earlier grant"
+		else
+			assert_regex "$stderr" "fence 0, out of range"
+		fi
+		(( MS < 2000 && KB < 65536 ))
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}

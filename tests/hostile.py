@@ -20,6 +20,23 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                prefix claims 2 GB, and its body as fast as the client
                takes it
   zk endless   answer the session request, then ping replies without end
+Redis modes (PROTO redis): a server that speaks enough RESP to log in,
+grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
+  redis endless    the renewal's reply is a line that never ends, sent
+                   as fast as the client reads
+  redis hugearray  the acquire's reply claims 100M elements, and they
+                   follow without end
+  redis deeparray  the acquire's reply is an array of arrays of 60000
+                   elements each, without end
+  redis hugebulk   the acquire's reply claims a 1 GB bulk string, and it
+                   follows without end
+  redis maxheader  the acquire's reply claims 2^31-1 elements, then
+                   nothing
+  redis onceper    the --once-per run start's reply is {5, "x"}
+  redis nilfence   the grant's fence is nil: {1, nil}
+  redis negfence   the grant's fence is -5: {1, -5}
+  redis fencedown  the first grant (fence 1000) is found gone by the read
+                   back before the command; the next has fence 500
 """
 
 import os
@@ -108,6 +125,146 @@ def zk_serve(mode, conn):
             conn.sendall(ping * 4096)
     else:
         raise SystemExit("hostile.py: no mode %s for zk" % mode)
+# ---- Redis (RESP2) ------------------------------------------------------
+
+class RespReader:
+    """The commands a Redis client sends, one list of bytes each."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.buf = b""
+
+    def _more(self):
+        chunk = self.conn.recv(65536)
+        if not chunk:
+            raise EOFError
+        self.buf += chunk
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._more()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n:
+            self._more()
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def command(self):
+        n = int(self._line()[1:])
+        return [self._exact(int(self._line()[1:]) + 2)[:-2]
+                for _ in range(n)]
+
+
+def resp(v):
+    """RESP2 for None (nil), int, bytes/str (bulk) or a list."""
+    if v is None:
+        return b"$-1\r\n"
+    if isinstance(v, int):
+        return b":%d\r\n" % v
+    if isinstance(v, str):
+        v = v.encode()
+    if isinstance(v, bytes):
+        return b"$%d\r\n%s\r\n" % (len(v), v)
+    return b"*%d\r\n" % len(v) + b"".join(resp(x) for x in v)
+
+
+REDIS_INFO = {
+    b"replication": "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n",
+    b"memory": "# Memory\r\nmaxmemory_policy:noeviction\r\n",
+    b"persistence": "# Persistence\r\naof_enabled:1\r\n",
+}
+
+redis_lock = threading.Lock()
+redis_state = {"value": None, "grants": 0}
+
+
+def redis_flood(conn, head, unit):
+    """Sends head, then unit without end, as fast as the client reads."""
+    conn.sendall(head)
+    unit = unit * max(1, 65536 // len(unit))
+    while True:
+        conn.sendall(unit)
+
+
+def redis_acquire(conn, mode, argv):
+    """The acquire script's reply, as MODE says."""
+    token = argv[0].decode()
+    with redis_lock:
+        redis_state["grants"] += 1
+        first = redis_state["grants"] == 1
+    fence = 1000
+    if mode == "fencedown":
+        fence = 1000 if first else 500
+    if mode == "hugearray":
+        redis_flood(conn, b"*100000000\r\n", b":1\r\n")
+    elif mode == "deeparray":
+        redis_flood(conn, b"*60000\r\n",
+                    b"*60000\r\n" + b":1\r\n" * 60000)
+    elif mode == "hugebulk":
+        redis_flood(conn, b"$1073741824\r\n", b"x")
+    elif mode == "maxheader":
+        conn.sendall(b"*2147483647\r\n")
+        drain(conn)
+        while True:
+            time.sleep(1)
+    elif mode == "nilfence":
+        conn.sendall(resp([1, None]))
+    elif mode == "negfence":
+        conn.sendall(resp([1, -5]))
+    else:
+        owner = "someone-else" if mode == "fencedown" and first else token
+        redis_state["value"] = "%s %d 1 0 hostile" % (owner, fence)
+        conn.sendall(resp([1, str(fence)]))
+
+
+def redis_script(conn, mode, body, argv):
+    """Answers an EVAL by what its script does."""
+    if b"queue()" in body:
+        redis_acquire(conn, mode, argv)
+    elif b"HMGET" in body:  # --once-per: the run start
+        if mode == "onceper":
+            conn.sendall(resp([5, "x"]))
+        else:
+            conn.sendall(resp([1, int(time.time() * 1000)]))
+    elif b"return redis.call('PEXPIRE'" in body:  # renew
+        if mode == "endless":
+            redis_flood(conn, b"+", b"x")
+        conn.sendall(resp(1))
+    else:  # release, run end
+        conn.sendall(resp(1))
+
+
+def redis_serve(mode, conn):
+    reader = RespReader(conn)
+    while True:
+        try:
+            cmd = reader.command()
+        except EOFError:
+            return
+        name = cmd[0].upper()
+        if name == b"EVALSHA":
+            conn.sendall(b"-NOSCRIPT No matching script. Please use EVAL.\r\n")
+        elif name == b"EVAL":
+            nkeys = int(cmd[2])
+            redis_script(conn, mode, cmd[1], cmd[3 + nkeys:])
+        elif name == b"INFO":
+            conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
+        elif name == b"GET":
+            conn.sendall(resp(redis_state["value"]))
+        elif name == b"CLIENT" and cmd[1].upper() == b"ID":
+            conn.sendall(resp(7))
+        elif name == b"SUBSCRIBE":
+            conn.sendall(b"".join(resp([b"subscribe", ch, i + 1])
+                                  for i, ch in enumerate(cmd[1:])))
+        elif name == b"WAIT":
+            conn.sendall(resp(0))
+        elif name == b"PING":
+            conn.sendall(b"+PONG\r\n")
+        else:  # AUTH, SELECT, CLIENT TRACKING
+            conn.sendall(b"+OK\r\n")
 
 
 def serve(proto, mode, conn):
@@ -144,6 +301,8 @@ def serve(proto, mode, conn):
         while True:
             conn.sendall(b"\0")
             time.sleep(1)
+    elif proto == "redis":
+        redis_serve(mode, conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))
 
