@@ -798,6 +798,12 @@ static int text_heals(const char *msg)
  */
 static const redisReplyObjectFunctions *reader_fn; /* hiredis's own */
 
+/* Plain connections in a row that the server closed or reset before a
+ * word: what a TLS port does to each, and a dying server to one (the
+ * next connect is refused).  Across opens: the core opens again after
+ * a failed one. */
+static int unheard;
+
 static int charge(const redisReadTask *t, size_t cost)
 {
 	struct conn *k = t->privdata;
@@ -1011,6 +1017,7 @@ static int conn_fill(const struct lr_store *st, struct conn *k, short *want,
 			return -1;
 		}
 		got = k->heard = 1;
+		unheard = 0;
 		/* A plain socket keeps what we did not read where poll()
 		 * sees it: one read is enough. */
 		if (!k->tls) {
@@ -1046,13 +1053,28 @@ static int conn_reply(struct conn *k, redisReply **r, struct lr_err *err)
  * replies: says why in err, and marks a fault that may heal (the server
  * went away or reset us; or refused us for now, saying why in an error
  * reply before it closed: too many clients).  A plain connection closed
- * before a word looks like a TLS port, which no wait will mend. */
+ * before a word may be a server dying as it took it, or a TLS port,
+ * which no wait will mend: the first may heal, a second in a row not. */
 static void conn_lost(const struct lr_store *st, const struct conn *k,
 		      redisReply **r, int got, int eof, const char *who,
 		      const char *what, const struct lr_err *e,
 		      struct lr_err *err)
 {
 	int i;
+
+	if (!k->heard && !k->tls && (eof || text_heals(e->msg))) {
+		if (eof)
+			lr_err_set(err, "%s closed the connection (%s); does "
+					"it want rediss:// (TLS)?",
+				   who, what);
+		else
+			lr_err_set(err, "%s: %s: %s; does it want rediss:// "
+					"(TLS)?",
+				   who, what, e->msg);
+		if (++unheard < 2)
+			lr_err_heals(err);
+		return;
+	}
 
 	for (i = 0; i < got && r[i]->type != REDIS_REPLY_ERROR; i++)
 		;
@@ -1063,10 +1085,7 @@ static void conn_lost(const struct lr_store *st, const struct conn *k,
 		return;
 	}
 	if (eof)
-		lr_err_set(err, "%s closed the connection (%s)%s", who, what,
-			   !k->heard && !k->tls ? "; does it want rediss:// "
-						  "(TLS)?"
-						: "");
+		lr_err_set(err, "%s closed the connection (%s)", who, what);
 	else
 		lr_err_set(err, "%s: %s: %s%s", who, what, e->msg,
 			   !k->heard && !k->tls
@@ -1074,7 +1093,7 @@ static void conn_lost(const struct lr_store *st, const struct conn *k,
 			   : strstr(e->msg, "certificate required") && !st->cert
 				   ? " (give cert= and key=)"
 				   : "");
-	if (eof ? k->heard || k->tls : text_heals(e->msg))
+	if (eof || text_heals(e->msg))
 		lr_err_heals(err);
 }
 
@@ -1200,6 +1219,7 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 	*out = NULL;
 	s = lr_net_dial(host, port, path, end, &fd, &e);
 	if (s != LR_OK) {
+		unheard = 0; /* nobody listens: not a TLS port */
 		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
 		if (text_heals(e.msg))
 			lr_err_heals(err);

@@ -155,10 +155,10 @@ failover_under_load() {
 	run --separate-stderr "$LEASERUN" -t 2s "$n" sh -c 'echo ran'
 	assert_success
 	assert_output ran
-	# -n: one try.  A run that may wait tries again, and gets the lease
-	# once the master drops the stopped replica (repl-timeout).
+	# Replicas that may come back are waited for as long as -w says,
+	# then 125 with the last error.
 	LEASERUN_URL="$SN_URL&replicas=all" run -125 --separate-stderr \
-		"$LEASERUN" -n -t 2s "$n" sh -c 'echo ran'
+		"$LEASERUN" -w 2s -t 2s "$n" sh -c 'echo ran'
 	echo "# $stderr" >&3
 	[ -z "$output" ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
@@ -167,7 +167,7 @@ failover_under_load() {
 	# Both stopped: a grant only the master has could die with it, and
 	# its command run twice after a failover.  None runs.
 	kill -STOP "$(sn_node_pid "$r2")"
-	run -125 --separate-stderr "$LEASERUN" -n -t 2s "$n" sh -c 'echo ran'
+	run -125 --separate-stderr "$LEASERUN" -w 2s -t 2s "$n" sh -c 'echo ran'
 	kill -CONT "$(sn_node_pid "$r1")" "$(sn_node_pid "$r2")"
 	echo "# $stderr" >&3
 	[ -z "$output" ]
@@ -199,13 +199,83 @@ failover_under_load() {
 		run -125 --separate-stderr "$LEASERUN" "$n" true
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"knows no master named 'nosuch'"* ]]
-	LEASERUN_URL="redis+sentinel://127.0.0.1:$("$LR_BUILDDIR/tests/freeport")/$SN_MASTER" \
-		run -125 --separate-stderr "$LEASERUN" "$n" true
+	# No sentinel answers: that may heal, so -n tries once, and -w
+	# gives up once the wait runs out.
+	port=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="redis+sentinel://127.0.0.1:$port/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -n "$n" true
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"cannot connect to sentinel at 127.0.0.1:"*"Connection refused"* ]]
+	t0=$(now_ms)
+	LEASERUN_URL="redis+sentinel://127.0.0.1:$port/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -w 2s "$n" true
+	t1=$(now_ms)
+	echo "# no sentinel, -w 2s: 125 after $((t1 - t0))ms" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"Connection refused"* ]]
+	(( t1 - t0 >= 1500 && t1 - t0 < 3000 ))
 	LEASERUN_URL="redis+sentinel://127.0.0.1" \
 		run -125 --separate-stderr "$LEASERUN" "$n" true
 	[[ "$stderr" == *"expected redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER"* ]]
+}
+
+@test "faults: the master killed (kill -9) while two workers loop with -w 20, the sentinels slow to promote: no run ends 125" {
+	local d=$BATS_TEST_TMPDIR n m w pids=
+	n=$(name)
+	m=$(sn_master_port)
+	# Each worker runs leaserun again and again until told to stop,
+	# noting every exit status.
+	for w in 1 2; do
+		(
+			while [ ! -e "$d/stop" ]; do
+				rc=0
+				"$LEASERUN" -v -t 1s -w 20 "$n" sh -c "$section" "$d" 100 \
+					2>>"$d/w$w.err" || rc=$?
+				echo "$rc" >>"$d/w$w.rc"
+			done
+		) &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	# The sentinels take 6s to call the master down, longer than a
+	# run's open or acquire may take (5s, 1s): they go on naming the
+	# dead master, which refuses connections, until they promote.
+	for p in $SN_SENTINELS; do
+		sn_sentinel_cli "$p" sentinel set "$SN_MASTER" down-after-milliseconds 6000 >/dev/null
+	done
+	sleep 1.5
+	kill -9 "$(sn_node_pid "$m")"
+	sn_wait_failover "$m"
+	for p in $SN_SENTINELS; do
+		sn_sentinel_cli "$p" sentinel set "$SN_MASTER" down-after-milliseconds 500 >/dev/null
+	done
+	echo "# the master moved from $m to $(sn_master_port)" >&3
+	# Runs after the failover too.
+	sleep 2
+	touch "$d/stop"
+	for p in $pids; do
+		wait "$p"
+	done
+	cat "$d"/w*.rc | sort | uniq -c | sed 's/^/# exit status: /' >&3
+	grep -h -e "trying again" -e "answers again" "$d"/w*.err | sort | uniq -c | head -n 8 >&3
+	# None gave up: each rode the failover out and ran (a run that
+	# held the lease as the master died may end 124).
+	[ "$(cat "$d"/w*.rc | grep -cvx -e 0 -e 124)" = 0 ] ||
+		{ cat "$d"/w*.err; return 1; }
+	(( $(cat "$d"/w*.rc | wc -l) >= 6 ))
+	cat "$d"/iv.* >"$d/log"
+	run check_intervals "$d/log"
+	assert_success
+	sn_revive "$m"
+}
+
+@test "faults: a list of sentinels whose first is down: the next one names the master" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$port,127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -n "$(name)" sh -c 'echo ran'
+	echo "# $LEASERUN_URL" >&3
+	assert_success
+	assert_output ran
 }
 
 @test "rediss+sentinel://: TLS to the sentinels and the data nodes, through a failover" {

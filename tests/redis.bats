@@ -204,11 +204,173 @@ conns() { rcli info stats | tr -d '\r' | sed -n 's/^total_connections_received:/
 	[[ "$stderr" == *NOAUTH* ]]
 }
 
-@test "a server that refuses connections fails with 125" {
+@test "faults: a server that refuses connections for good: 125 with the last error once the wait runs out, not later; -n at once" {
 	port=$("$LR_BUILDDIR/tests/freeport")
-	LEASERUN_URL="redis://127.0.0.1:$port" run -125 --separate-stderr lr "$(name)" true
+	t0=$(now_ms)
+	LEASERUN_URL="redis://127.0.0.1:$port" run -125 --separate-stderr \
+		lr -w 3s "$(name)" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	echo "# -w 3s: gave up after $((t1 - t0))ms" >&3
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"cannot connect to redis at 127.0.0.1:$port: Connection refused"* ]]
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
+	t0=$(now_ms)
+	LEASERUN_URL="redis://127.0.0.1:$port" run -125 --separate-stderr \
+		lr -n "$(name)" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	echo "# -n: gave up after $((t1 - t0))ms" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"Connection refused"* ]]
+	(( t1 - t0 < 1500 ))
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+# queued NAME: a waiter is in NAME's queue.
+queued() { [ "$(rcli zcard "leaserun:waiters:{$1}")" -ge 1 ]; }
+
+@test "faults: a waiter rides out a crash (kill -9) of the server and its start 2s later, and then runs" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	start_holder "$n" -t 30s
+	"$LEASERUN" -v -w 40 "$n" sh -c 'echo ran >"$0/waiter"' "$d" \
+		2>"$d/waiter.err" &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 queued "$n"
+	kill -9 "$(redis_pid)"
+	sleep 2
+	redis_server_run
+	alive "$waiter"
+	# (The holder keeps its lease: appendfsync always.)
+	release "$n"
+	wait_rc "$BG"
+	assert_equal "$RC" 0
+	wait_rc "$waiter"
+	cat "$d/waiter.err" >&3
+	assert_equal "$RC" 0
+	[ -e "$d/waiter" ]
+	grep -q "Connection refused; trying again until the wait runs out" "$d/waiter.err"
+	grep -q "the store answers again" "$d/waiter.err"
+}
+
+@test "faults: a run started while the server is down gets the lease once it is up within the wait" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	redis_server_kill
+	"$LEASERUN" -v -w 40 "$n" sh -c 'echo ran >"$0/ran"' "$d" 2>"$d/err" &
+	pid=$!
+	BG_PIDS=$pid
+	sleep 2.5
+	alive "$pid"
+	redis_server_run
+	wait_rc "$pid"
+	cat "$d/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	# Said once, not at every try.
+	assert_equal "$(grep -c "trying again" "$d/err")" 1
+}
+
+@test "faults: a run started while the server is stopped (SIGSTOP) gets the lease once it wakes within the wait" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	redis_freeze
+	t0=$(now_ms)
+	"$LEASERUN" -v -w 20 "$n" sh -c 'echo ran >"$0/ran"' "$d" 2>"$d/err" &
+	pid=$!
+	BG_PIDS=$pid
+	sleep 3
+	alive "$pid"
+	redis_thaw
+	wait_rc "$pid"
+	t1=$(now_ms)
+	cat "$d/err" >&3
+	echo "# ran $((t1 - t0))ms after its start, the server woken at 3000ms" >&3
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	grep -q "no answer within .*; trying again until the wait runs out" "$d/err"
+	(( t1 - t0 < 6000 ))
+}
+
+@test "faults: a wrong password, no password or a user without rights on the keys fail at once, even with a long wait" {
+	n=$(name)
+	t0=$(now_ms)
+	LEASERUN_URL="redis://:Wrong-Pw-123@127.0.0.1:$REDIS_PORT" \
+		run -125 --separate-stderr lr -w 60 "$n" true
+	[[ "$stderr" == *"authentication failed"*WRONGPASS* ]]
+	LEASERUN_URL=$REDIS_URL_NOPW run -125 --separate-stderr lr -w 60 "$n" true
+	[[ "$stderr" == *NOAUTH* ]]
+	rcli acl setuser lr-np on '>np-Pw-1' '~other:*' '+@all' >/dev/null
+	LEASERUN_URL="redis://lr-np:np-Pw-1@127.0.0.1:$REDIS_PORT" \
+		run -125 --separate-stderr lr -w 60 "$n" true
+	rcli acl deluser lr-np >/dev/null
+	[[ "$stderr" == *NOPERM* ]]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	t1=$(now_ms)
+	echo "# three refusals in $((t1 - t0))ms" >&3
+	(( t1 - t0 < 3000 ))
+}
+
+@test "faults: more runs than the server's maxclients all run in the end" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	rcli config set maxclients 4 >/dev/null
+	pids=
+	for i in $(seq 12); do
+		"$LEASERUN" -v -w 60 "$n" sh -c 'sleep 0.1; echo x >>"$0/ran"' \
+			"$d" 2>>"$d/err" &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	bad=0
+	for p in $pids; do
+		wait_rc "$p"
+		(( RC == 0 )) || bad=$((bad + 1))
+	done
+	rcli config set maxclients 10000 >/dev/null
+	grep -v -e acquired -e released -e 'command ' "$d/err" | sort | uniq -c | head -n 20 >&3
+	assert_equal "$bad" 0
+	assert_equal "$(wc -l <"$d/ran")" 12
+	# The limit was met, and ridden out.
+	grep -q "max number of clients reached; trying again" "$d/err"
+}
+
+@test "faults: a server busy with a script (BUSY) keeps a run waiting, which then runs" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	rcli config set busy-reply-threshold 100 >/dev/null
+	rcli eval "local stop = redis.call('TIME')[1] + 3
+		while tonumber(redis.call('TIME')[1]) < stop do end
+		return 1" 0 >/dev/null &
+	busy=$!
+	BG_PIDS=$busy
+	wait_until 5 sh -c "REDISCLI_AUTH='$REDIS_PASSWORD' redis-cli -p $REDIS_PORT ping 2>&1 | grep -q BUSY"
+	"$LEASERUN" -v -w 20 "$n" sh -c 'echo ran >"$0/ran"' "$d" 2>"$d/err"
+	RC=$?
+	wait "$busy" || true
+	rcli config set busy-reply-threshold 5000 >/dev/null
+	cat "$d/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	grep -q "BUSY.*; trying again until the wait runs out" "$d/err"
+}
+
+@test "a password sent in clear text to a host that is not this machine: one warning that says to use rediss://" {
+	ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v -e '^127\.' -e : | head -n 1)
+	[ -n "$ip" ] || { echo "no address other than loopback" >&2; return 1; }
+	port=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="redis://:Clear-Pw-1@$ip:$port" run -125 --separate-stderr \
+		lr -n "$(name)" true
+	echo "# $stderr" >&3
+	[ "${#stderr_lines[@]}" -eq 2 ]
+	[[ "${stderr_lines[0]}" == *"the password goes in clear text"*"use rediss:// (TLS)"* ]]
+	[[ "$stderr" != *Clear-Pw-1* ]]
+	# Loopback, or no password: no warning.
+	LEASERUN_URL="redis://:Clear-Pw-1@127.0.0.1:$port" run -125 --separate-stderr \
+		lr -n "$(name)" true
+	[[ "$stderr" != *"clear text"* ]]
+	LEASERUN_URL="redis://$ip:$port" run -125 --separate-stderr lr -n "$(name)" true
+	[[ "$stderr" != *"clear text"* ]]
 }
 
 @test "a bad URL option fails with 125 and names it" {
