@@ -3345,6 +3345,7 @@ static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 	struct cmd cmds[1];
 	const redisReply *r;
 	enum lr_status s;
+	int64_t pause = 50;
 	int need;
 
 	if (!key) {
@@ -3354,8 +3355,18 @@ static enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 	snprintf(p, sizeof(p), "%lld", (long long)period_ms);
 	snprintf(f, sizeof(f), "%llu", (unsigned long long)fence);
 	snprintf(pid, sizeof(pid), "%ld", st->req->pid);
-	s = run_script(st, &run_start_lua, 1, 4, kv, cmds, 1, 0, deadline,
-		       err);
+	/* A server restarting or failing over between the grant and the
+	 * record is asked again (50ms doubling to a second) within the
+	 * deadline: the script, sent again, knows our fence for ours. */
+	while ((s = run_script(st, &run_start_lua, 1, 4, kv, cmds, 1, 0,
+			       deadline, err)) != LR_OK &&
+	       (s == LR_TIMEOUT || err->heals) &&
+	       lr_now_ms() + pause < deadline) {
+		poll(NULL, 0, (int)pause);
+		if (pause < 1000)
+			pause *= 2;
+		*err = (struct lr_err){ "", 0 };
+	}
 	free(key);
 	if (s != LR_OK)
 		return s;

@@ -953,6 +953,29 @@ info_calls() {
 	[ "$(rcli ttl "leaserun:run:{$n}")" = -1 ]
 }
 
+@test "cron: the server killed and back within a second between the grant and the run's record: the run is recorded and runs" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	export LEASERUN_FAULT_DIR=$d
+	echo run_start.pause=before >"$d/$n.fault"
+	LEASERUN_URL="fault+$REDIS_URL" "$LEASERUN" -v -t 20s --once-per 1h "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >"$0/ran"' "$d" 2>"$d/err" &
+	pid=$!
+	BG_PIDS=$pid
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault"
+	kill -9 "$(redis_pid)"
+	rm -f "$d/$n.paused"
+	sleep 1
+	redis_server_run
+	wait_rc "$pid"
+	cat "$d/err" >&3
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	# The record names the run's fence.
+	[ "$(rcli hget "leaserun:run:{$n}" fence)" = "$(cat "$d/ran")" ]
+}
+
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status "$(name)"
 }
