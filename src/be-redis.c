@@ -1478,11 +1478,16 @@ static void node_set(struct lr_store *st, char *host, int port)
 }
 
 /* The data node failed us.  Under Sentinel that may be a failover: the
- * next connect asks the sentinels again, and open and acquire try again
+ * next connect asks the sentinels again, starting with the one after
+ * the sentinel that named it (which may be cut off from the others and
+ * name a master they have replaced), and open and acquire try again
  * within their deadlines (st->retry). */
 static void node_suspect(struct lr_store *st)
 {
 	if (st->master) {
+		if (st->node_known && st->nsentinels)
+			st->sentinel_at = (st->sentinel_at + 1) %
+					  st->nsentinels;
 		st->node_known = 0;
 		st->retry = 1;
 	}

@@ -37,6 +37,8 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis negfence   the grant's fence is -5: {1, -5}
   redis fencedown  the first grant (fence 1000) is found gone by the read
                    back before the command; the next has fence 500
+  redis deadmaster a sentinel that names a master nobody listens for
+                   (127.0.0.1:1): one cut off from the others
 """
 
 import os
@@ -261,6 +263,8 @@ def redis_serve(mode, conn):
                                   for i, ch in enumerate(cmd[1:])))
         elif name == b"WAIT":
             conn.sendall(resp(0))
+        elif name == b"SENTINEL" and mode == "deadmaster":
+            conn.sendall(resp([b"127.0.0.1", b"1"]))
         elif name == b"PING":
             conn.sendall(b"+PONG\r\n")
         else:  # AUTH, SELECT, CLIENT TRACKING

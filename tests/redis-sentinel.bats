@@ -278,9 +278,24 @@ failover_under_load() {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$port,127.0.0.1:} \
 		run --separate-stderr "$LEASERUN" -n "$(name)" sh -c 'echo ran'
-	echo "# $LEASERUN_URL" >&3
 	assert_success
 	assert_output ran
+}
+
+@test "faults: a sentinel that names a master nobody listens for (cut off from the others): the next sentinel is asked" {
+	local d=$BATS_TEST_TMPDIR t0 t1
+	# tests/hostile.py: a sentinel that answers 127.0.0.1:1.
+	python3 "$LR_SRCDIR/tests/hostile.py" redis deadmaster "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	t0=$(now_ms)
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$(cat "$d/port"),127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -v -w 10 "$(name)" sh -c 'echo ran'
+	t1=$(now_ms)
+	echo "# ran after $((t1 - t0))ms: $stderr" >&3
+	assert_success
+	assert_output ran
+	(( t1 - t0 < 3000 ))
 }
 
 @test "rediss+sentinel://: TLS to the sentinels and the data nodes, through a failover" {
