@@ -73,9 +73,11 @@
  * that answered) are asked SENTINEL get-master-addr-by-name; the node
  * named must say role:master (INFO replication, in the login's round
  * trip).  A node that is not the master, cannot be reached or answers
- * READONLY sends the next connect back to the sentinels.  While a
- * failover is under way, open and acquire try again (every 100ms) until
- * their deadlines; renew fails and the core retries it as for any store.
+ * READONLY sends the next connect back to the sentinels, starting with
+ * the one after the sentinel that named it.  While a failover is under
+ * way, open and acquire try again (every 100ms) until their deadlines,
+ * and fail with a fault that may heal, which the core rides out while
+ * its wait lasts; renew fails and the core retries it as for any store.
  * The watch connection is dropped whenever the command connection lands
  * on another node: a CLIENT ID means nothing on another server.
  *
@@ -154,7 +156,20 @@
  * against min(deadline, now + timeout cap); a connection that timed out
  * or failed is dropped (its late reply would be misread) and the next
  * call reconnects.  A call that finds a connection dead before any reply
- * tries a fresh one once, within the same deadline.
+ * tries a fresh one once, within the same deadline.  Whatever a server
+ * sends, an exchange keeps its deadline (the clock is read on every pass
+ * of the read loop) and its memory: hiredis's reader is capped (see
+ * reader_new()), and every reply's shape is checked before use.
+ *
+ * Faults that may heal are marked (lr_err_heals()) for the core, which
+ * tries again while a run may wait: a connect refused, reset or timed
+ * out, a connection closed, an unreachable host, a name server that did
+ * not answer; the answers LOADING, BUSY, MASTERDOWN, READONLY, TRYAGAIN,
+ * CLUSTERDOWN and "max number of clients reached" (which the server
+ * sends before it closes); a node that is not the master.  What cannot
+ * heal is left unmarked: a bad URL, a name that does not resolve,
+ * WRONGPASS, NOAUTH, NOPERM, a certificate, a protocol error, and a
+ * second plain connection in a row closed before a word (a TLS port).
  *
  * Runs (--once-per) are judged by the server's clock: the run_start
  * script reads TIME and compares it with the recorded start, and records
