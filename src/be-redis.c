@@ -838,9 +838,17 @@ static void *capped_string(const redisReadTask *t, char *s, size_t len)
 		       : reader_fn->createString(t, s, len);
 }
 
-static void *capped_array(const redisReadTask *t, int n)
+/* hiredis 1.0 counts elements in a size_t, 0.14 in an int. */
+#if HIREDIS_MAJOR >= 1
+typedef size_t reader_count;
+#else
+typedef int reader_count;
+#endif
+
+static void *capped_array(const redisReadTask *t, reader_count n)
 {
-	return n < 0 || charge(t, REPLY_OBJ_COST * ((size_t)n + 1)) < 0
+	return (long long)n < 0 ||
+			       charge(t, REPLY_OBJ_COST * ((size_t)n + 1)) < 0
 		       ? NULL
 		       : reader_fn->createArray(t, n);
 }
@@ -856,9 +864,8 @@ static void *capped_nil(const redisReadTask *t)
 	return charge(t, REPLY_OBJ_COST) < 0 ? NULL : reader_fn->createNil(t);
 }
 
-static redisReplyObjectFunctions capped_fn = {
-	capped_string, capped_array, capped_integer, capped_nil, NULL
-};
+/* hiredis's functions, with ours in place of those RESP2 replies use. */
+static redisReplyObjectFunctions capped_fn;
 
 /* A reader for k whose replies are capped, or NULL out of memory. */
 static redisReader *reader_new(struct conn *k)
@@ -869,7 +876,11 @@ static redisReader *reader_new(struct conn *k)
 		return NULL;
 	if (!reader_fn) {
 		reader_fn = r->fn;
-		capped_fn.freeObject = reader_fn->freeObject;
+		capped_fn = *reader_fn;
+		capped_fn.createString = capped_string;
+		capped_fn.createArray = capped_array;
+		capped_fn.createInteger = capped_integer;
+		capped_fn.createNil = capped_nil;
 	}
 	r->fn = &capped_fn;
 	r->privdata = k;
