@@ -261,6 +261,26 @@ store_packages() {
 	[ "$n" -ge 2 ] || fail "found only $n units in debian/examples"
 }
 
+@test "the README stays short and its pointers name files that exist" {
+	# Issue 28: the man page says each fact once; the README is an
+	# overview that points to it, to tests/README and to bench/README.
+	local n f refs missing=
+	n=$(wc -l <"$LR_SRCDIR/README")
+	[ "$n" -le 500 ] || fail "the README has $n lines, more than 500"
+	# Every "tests/README", "bench/README.md", [text](path) ... it names.
+	refs=$({
+		grep -oE '(tests|bench)/README[A-Za-z0-9._-]*' "$LR_SRCDIR/README"
+		grep -oE '\]\([^)#]+\)' "$LR_SRCDIR/README" |
+			sed -E 's/^\]\(//; s/\)$//' | grep -vE '^[a-z]+:'
+	} | sed -E 's/[.]$//' | sort -u)
+	grep -qx 'tests/README' <<<"$refs" || fail "the README does not point to tests/README"
+	grep -qx 'bench/README' <<<"$refs" || fail "the README does not point to bench/README"
+	for f in $refs; do
+		[ -e "$LR_SRCDIR/$f" ] || missing="$missing $f"
+	done
+	[ -z "$missing" ] || fail "the README points to files that do not exist:$missing"
+}
+
 @test "the license is MIT: LICENSE, debian/copyright (Expat) and the README say the same" {
 	grep -qx "MIT License" "$LR_SRCDIR/LICENSE"
 	grep -qx "Copyright (c) 2026 the leaserun authors" "$LR_SRCDIR/LICENSE"

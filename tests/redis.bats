@@ -600,8 +600,8 @@ man_redis_names() {
 	while read -r k; do
 		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
 			fail "the README names $k, the man page does not"
-	done < <(sed -n '/^### Redis/,/^### PostgreSQL/p' "$LR_SRCDIR/README" |
-		grep -o 'leaserun:[a-z:]*{NAME}[:A-Za-z]*' | sort -u)
+	done < <(grep -o 'leaserun:[a-z:]*{NAME}[:A-Za-z]*' "$LR_SRCDIR/README" |
+		sort -u)
 	# As patterns for this lease and the default prefix, TOKEN any.
 	pats=()
 	for k in "${names[@]}"; do
