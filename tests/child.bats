@@ -100,6 +100,20 @@ forwards() {
 	wait_until 3 lr -n -q job true
 }
 
+@test "kill -9 of leaserun in the middle of a state update leaves no state behind" {
+	# leaserun writes the state file's next version beside it and
+	# renames it in; killed in between, it leaves that file, which the
+	# group guard removes too, or their directory stays for ever.  The
+	# command itself leaves the half-written version here.
+	"$LEASERUN" job sh -c ': > "${LEASERUN_STATE%/*}/state.new"; echo "$LEASERUN_STATE" > "$0/state"; exec sleep 60 >/dev/null 2>&1 3>&-' "$T" &
+	pid=$!
+	LEFT=$pid
+	wait_until 5 exists "$T/state"
+	[ -e "$(dirname "$(cat "$T/state")")/state.new" ]
+	kill -9 "$pid"
+	wait_until 3 eval "[ ! -e \"\$(dirname '$(cat "$T/state")')\" ]"
+}
+
 @test "the child runs in its own process group" {
 	"$LEASERUN" job sh -c 'ps -o pgid= -p $$ > '"$T"'/pgid; echo $$ > '"$T"'/pid' &
 	pid=$!
