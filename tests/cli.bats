@@ -93,6 +93,19 @@ refuses() {
 	assert_regex "$stderr" "built for another leaserun \(interface 0, need $abi\)"
 }
 
+@test "an empty LEASERUN_ variable is ignored: every one the man page lists" {
+	local v n=0
+	for v in $(sed -n '/^\.Sh ENVIRONMENT/,/^\.Sh /s/^\.It Ev \(LEASERUN_[A-Z_]*\)$/\1/p' \
+		"$LR_SRCDIR/man/leaserun.1"); do
+		n=$((n + 1))
+		run env "$v=" "$LEASERUN" -U "file://$LOCKDIR" -n job echo ran
+		[ "$status" -eq 0 ] && [ "$output" = ran ] ||
+			fail "$v set but empty: exit $status: $output"
+	done
+	# the page still lists them
+	[ "$n" -ge 15 ]
+}
+
 @test "an empty name is refused" {
 	refuses '' true
 	assert_regex "$stderr" "empty"
@@ -282,9 +295,13 @@ refuses() {
 	assert_output ran
 }
 
-@test "--url-file /dev/fd/N: the command does not inherit that fd, which held the URL" {
+@test "--url-file /dev/fd/N or /proc/self/fd/N: the command does not inherit that fd, which held the URL" {
 	echo "file://$LOCKDIR" > "$LOCKDIR.url"
 	LEASERUN_URL= run lr --url-file /dev/fd/7 job sh -c '[ -e /proc/$$/fd/7 ] && echo has-7 || echo no-7' 7< "$LOCKDIR.url"
+	assert_success
+	assert_output no-7
+	# The same fd by its other name.
+	LEASERUN_URL= run lr --url-file /proc/self/fd/7 job sh -c '[ -e /proc/$$/fd/7 ] && echo has-7 || echo no-7' 7< "$LOCKDIR.url"
 	assert_success
 	assert_output no-7
 	# A fd given otherwise is the command's, as ever.
