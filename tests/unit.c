@@ -526,6 +526,10 @@ static void test_timing(void)
 	CHECK(lr_timing_check(10000, 3333, 5500) == NULL);
 	CHECK(lr_timing_check(10000, 3333, 6400) != NULL); /* no margin */
 	CHECK(lr_timing_check(500, 166, 150) == NULL);   /* smallest TTL */
+	/* The bound to the millisecond: grace + 100 + 1.25R <= TTL*0.99 - 2
+	 * (TTL 10s: 9898ms; R 400ms: 600ms with kappa). */
+	CHECK(lr_timing_check(10000, 400, 9298) == NULL);
+	CHECK(lr_timing_check(10000, 400, 9299) != NULL);
 }
 
 /*
