@@ -98,19 +98,20 @@ fault_break_seen() {
 fault_deleted_after_grant() {
 	n=$(name)
 	d=$BATS_TEST_TMPDIR
-	# The deleter opens its connection beforehand and polls for the key
-	# with shell builtins, so that it deletes the key within a few ms of
-	# the grant however long a process takes to start; 1.5s later it
-	# runs B, which takes the free lease and records "start end fence".
+	# The deleter opens its connection beforehand and polls, with shell
+	# builtins, for the first thing A's command does, so that it deletes
+	# the key a few ms after the command started: after leaserun's last
+	# look before the start (a delete before it would keep the command
+	# from starting at all), and before or just after the watch starts,
+	# 20ms after the grant.  1.5s later it runs B, which takes the free
+	# lease and records "start end fence".
 	cat >"$d/deleter.bash" <<'EOF'
 exec 5<>"/dev/tcp/127.0.0.1/$REDIS_PORT"
 printf 'AUTH %s\r\n' "$REDIS_PASSWORD" >&5
 read -r _ <&5
 : >"$1/ready"
-for ((i = 0; i < 100000; i++)); do
-	printf 'EXISTS leaserun:{%s}\r\n' "$2" >&5
-	read -r r <&5
-	[ "$r" = $':1\r' ] && break
+for ((i = 0; i < 10000000; i++)); do
+	[ -e "$1/a.start" ] && break
 done
 printf 'DEL leaserun:{%s}\r\n' "$2" >&5
 read -r _ <&5
@@ -126,10 +127,7 @@ EOF
 	wait_until 5 test -e "$d/ready"
 	# A: TTL 30s, so its first renew is 10s away; its command writes
 	# "start fence", then a heartbeat every few ms until it is stopped
-	# (each file written whole and renamed).  -n: a delete that comes
-	# before the command starts (seen by the store's check, and the
-	# command never runs) ends A with 124 too, where a wait would take
-	# the free lease again and hold it for good.
+	# (each file written whole and renamed).
 	"$LEASERUN" -t 30s -n "$n" sh -c '
 		echo "$(date +%s%N) $LEASERUN_FENCE" > "$0/a.new"
 		mv -f "$0/a.new" "$0/a.start"
@@ -149,7 +147,6 @@ EOF
 	echo "# the holder exited $(( (gone - del) / 1000000 ))ms after the delete" >&3
 	# At once: not when B's SET comes 1.5s later, nor at the renew.
 	(( gone - del < 1000000000 ))
-	# (A's command is often stopped before it has written anything.)
 	: >"$d/log"
 	if [ -e "$d/a.start" ]; then
 		read -r start fence <"$d/a.start"
