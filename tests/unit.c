@@ -506,6 +506,10 @@ static void test_p99(void)
 	CHECK(p.n == LR_P99_N && lr_p99(&p) == 2);
 	lr_p99_add(&p, -5);
 	CHECK(lr_p99(&p) == 2);
+	/* A full window: one slow one among 100 is still not the p99 (and
+	 * nothing past the window counts). */
+	lr_p99_add(&p, 50);
+	CHECK(lr_p99(&p) == 2);
 	CHECK(lr_safe_ttl(55) == 600);
 	CHECK(lr_safe_ttl(100) == 1000);
 	CHECK(lr_safe_ttl(180) == 2000);
