@@ -148,6 +148,41 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+# ---- etcd ----
+# hostile.py's etcd modes speak HTTP/2 and answer every gRPC request
+# stream (the first round trip is the lease grant, the transaction and the
+# watch: streams 1, 3, 5) with HEADERS (200, application/grpc), then
+# misbehave in its DATA.
+
+@test "etcd: a reply whose gRPC message prefix claims 2^31-1 bytes: 125 at once, no 2 GB allocated" {
+	store_built etcd
+	hostile etcd huge
+	URL=$(url etcd)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "cannot reach etcd at .*: the reply is too large"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "etcd: a server that sends empty DATA frames without end, never a whole message, does not hold a run past its wait" {
+	store_built etcd
+	hostile etcd endless
+	URL=$(url etcd)
+	measured -w 3s -t 20s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "no answer from .* in time"
+	(( MS >= 2500 && MS < 5000 && KB < 65536 ))
+	no_secret
+	measured -n -t 20s job touch "$T/ran"
+	assert_equal "$status" 125
+	(( MS < 4000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
 # ---- Redis ----------------------------------------------------------------
 # hostile.py's Redis modes log in, grant and watch as a server would, and
 # misbehave at one step.

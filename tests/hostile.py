@@ -20,6 +20,13 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                prefix claims 2 GB, and its body as fast as the client
                takes it
   zk endless   answer the session request, then ping replies without end
+etcd modes (PROTO etcd): a server that speaks enough HTTP/2 (cleartext,
+prior knowledge) to answer each gRPC request stream with HEADERS
+(:status 200, content-type application/grpc), then misbehaves:
+  etcd huge     DATA whose gRPC message prefix claims 2^31-1 bytes, then
+                zeros as fast as the client's flow control lets them go
+  etcd endless  DATA frames without end (empty, after 4 bytes of a
+                message prefix): never a whole message
 Redis modes (PROTO redis): a server that speaks enough RESP to log in,
 grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis endless    the renewal's reply is a line that never ends, sent
@@ -127,6 +134,168 @@ def zk_serve(mode, conn):
             conn.sendall(ping * 4096)
     else:
         raise SystemExit("hostile.py: no mode %s for zk" % mode)
+
+
+# ---- etcd (gRPC over cleartext HTTP/2) ---------------------------------
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS = 0, 1, 3, 4
+H2_PING, H2_GOAWAY, H2_WINDOW_UPDATE = 6, 7, 8
+H2_ACK, H2_END_HEADERS = 0x1, 0x4
+H2_INITIAL_WINDOW_SIZE, H2_MAX_FRAME_SIZE = 4, 5
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return (struct.pack("!I", len(payload))[1:] +
+            struct.pack("!BBI", kind, flags, stream) + payload)
+
+
+def hpack_literal(name, value):
+    """A header field as a literal without indexing, new name, no
+    Huffman (RFC 7541 6.2.2); names and values under 127 bytes."""
+    return (b"\0" + bytes([len(name)]) + name +
+            bytes([len(value)]) + value)
+
+
+GRPC_HEADERS = (hpack_literal(b":status", b"200") +
+                hpack_literal(b"content-type", b"application/grpc"))
+
+
+class H2Client:
+    """The client's side of one connection, as its server sees it.  A
+    thread reads the client's frames: it ACKs SETTINGS and PING, keeps
+    the flow-control windows (the connection's and each stream's) and
+    hands each new request stream (its HEADERS) to serve(stream)."""
+
+    def __init__(self, conn, serve):
+        self.conn = conn
+        self.serve = serve
+        self.send_lock = threading.Lock()
+        self.cv = threading.Condition()
+        self.initial = 65535         # SETTINGS_INITIAL_WINDOW_SIZE
+        self.max_frame = 16384       # SETTINGS_MAX_FRAME_SIZE
+        self.window = 65535          # the connection's send window
+        self.windows = {}            # each stream's send window
+        self.gone = False
+
+    def send(self, kind, flags, stream, payload=b""):
+        with self.send_lock:
+            self.conn.sendall(h2_frame(kind, flags, stream, payload))
+
+    def take(self, stream, want):
+        """Waits until stream may carry data, and takes up to want bytes
+        of both windows.  0 once the client went away."""
+        with self.cv:
+            while not self.gone and (self.window <= 0 or
+                                     self.windows[stream] <= 0):
+                self.cv.wait()
+            if self.gone:
+                return 0
+            n = min(want, self.max_frame, self.window,
+                    self.windows[stream])
+            self.window -= n
+            self.windows[stream] -= n
+            return n
+
+    def settings(self, payload):
+        with self.cv:
+            for i in range(0, len(payload) - 5, 6):
+                ident, value = struct.unpack("!HI", payload[i:i + 6])
+                if ident == H2_INITIAL_WINDOW_SIZE:
+                    for s in self.windows:
+                        self.windows[s] += value - self.initial
+                    self.initial = value
+                elif ident == H2_MAX_FRAME_SIZE:
+                    self.max_frame = value
+            self.cv.notify_all()
+        self.send(H2_SETTINGS, H2_ACK, 0)
+
+    def window_update(self, stream, payload):
+        (inc,) = struct.unpack("!I", payload[:4])
+        with self.cv:
+            if stream == 0:
+                self.window += inc & 0x7fffffff
+            elif stream in self.windows:
+                self.windows[stream] += inc & 0x7fffffff
+            self.cv.notify_all()
+
+    def run(self):
+        """Reads the client's preface and frames until it goes away."""
+        try:
+            if read_exact(self.conn, len(H2_PREFACE)) != H2_PREFACE:
+                return
+            self.send(H2_SETTINGS, 0, 0)
+            while True:
+                head = read_exact(self.conn, 9)
+                if head is None:
+                    return
+                n = struct.unpack("!I", b"\0" + head[:3])[0]
+                kind, flags = head[3], head[4]
+                stream = struct.unpack("!I", head[5:])[0] & 0x7fffffff
+                payload = read_exact(self.conn, n) if n else b""
+                if payload is None:
+                    return
+                if kind == H2_SETTINGS and not flags & H2_ACK:
+                    self.settings(payload)
+                elif kind == H2_PING and not flags & H2_ACK:
+                    self.send(H2_PING, H2_ACK, 0, payload)
+                elif kind == H2_WINDOW_UPDATE:
+                    self.window_update(stream, payload)
+                elif kind == H2_HEADERS and stream not in self.windows:
+                    with self.cv:
+                        self.windows[stream] = self.initial
+                    threading.Thread(target=self.answer, args=(stream,),
+                                     daemon=True).start()
+        except OSError:
+            pass
+        finally:
+            with self.cv:
+                self.gone = True
+                self.cv.notify_all()
+
+    def answer(self, stream):
+        try:
+            self.send(H2_HEADERS, H2_END_HEADERS, stream, GRPC_HEADERS)
+            self.serve(self, stream)
+        except OSError:
+            pass
+
+
+def etcd_huge(h2, stream):
+    """A message prefix that claims 2^31-1 bytes, then zeros as fast as
+    the client takes them."""
+    body = b"\0" + struct.pack("!I", 0x7fffffff)
+    zeros = b"\0" * (1 << 20)
+    while True:
+        n = h2.take(stream, h2.max_frame)
+        if n == 0:
+            return
+        h2.send(H2_DATA, 0, stream, (body + zeros)[:n])
+        body = body[n:]
+
+
+def etcd_endless(h2, stream):
+    """Four bytes of a message prefix, then empty DATA frames without end,
+    as fast as the client reads: the client always waits for the fifth
+    byte, and its reads never find the socket empty.  (No PINGs: a
+    client owes an ACK for each, and nghttp2 ends a session that owes
+    1000 as a flood, which would end the run before its wait.)"""
+    if h2.take(stream, 4) < 4:
+        return
+    h2.send(H2_DATA, 0, stream, b"\0\0\0\0")
+    flood = h2_frame(H2_DATA, 0, stream) * 8192
+    while not h2.gone:
+        with h2.send_lock:
+            h2.conn.sendall(flood)
+
+
+def etcd_serve(mode, conn):
+    serve = {"huge": etcd_huge, "endless": etcd_endless}.get(mode)
+    if serve is None:
+        raise SystemExit("hostile.py: no mode %s for etcd" % mode)
+    H2Client(conn, serve).run()
+
+
 # ---- Redis (RESP2) ------------------------------------------------------
 
 class RespReader:
@@ -297,6 +466,8 @@ def serve(proto, mode, conn):
             conn.sendall(notice * 256)
     elif proto == "zk" and mode in ("huge", "endless"):
         zk_serve(mode, conn)
+    elif proto == "etcd" and mode in ("huge", "endless"):
+        etcd_serve(mode, conn)
     elif proto == "pg" and mode == "huge":
         if not pg_startup(conn):
             return
