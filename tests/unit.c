@@ -525,6 +525,9 @@ static void test_timing(void)
 	CHECK(lr_timing_check(1000, 333, 200) == NULL);
 	CHECK(lr_timing_check(400, 100, 150) != NULL);   /* TTL too short */
 	CHECK(lr_timing_check(10000, 10000, 2000) != NULL); /* R >= TTL */
+	/* ... said as such, not as the margin that R = TTL also breaks. */
+	CHECK(strcmp(lr_timing_check(10000, 10000, 2000),
+		     "the renew interval must be shorter than the TTL") == 0);
 	CHECK(lr_timing_check(10000, 3333, 100) != NULL);  /* grace <= kappa */
 	CHECK(lr_timing_check(10000, 3333, 6700) != NULL); /* grace >= TTL-R */
 	CHECK(lr_timing_check(10000, 3333, 5500) == NULL);
