@@ -92,6 +92,25 @@ exists() { [ -s "$1" ]; }
 # its parent that is still running.)
 wait_rc() { RC=0; wait "$1" || RC=$?; }
 
+# all_waiters_run NAME N: N runs of NAME at once with -v -w 60, each a
+# short command; every one must exit 0 having run.  Their stderr is in
+# $BATS_TEST_TMPDIR/err, for the caller to look at what they rode out.
+all_waiters_run() {
+	local n=$1 i p pids= bad=0 d=$BATS_TEST_TMPDIR
+	for ((i = 0; i < $2; i++)); do
+		"$LEASERUN" -v -w 60 "$n" sh -c 'sleep 0.1; echo x >>"$0/ran"' \
+			"$d" 2>>"$d/err" &
+		pids="$pids $!"
+	done
+	BG_PIDS=$pids
+	for p in $pids; do
+		wait_rc "$p"
+		(( RC == 0 )) || bad=$((bad + 1))
+	done
+	assert_equal "$bad" 0
+	assert_equal "$(wc -l <"$d/ran")" "$2"
+}
+
 # with_default_signals CMD...: execs CMD with INT and QUIT at their default
 # action (bash starts background jobs with them ignored).
 with_default_signals() {
