@@ -92,6 +92,28 @@ exists() { [ -s "$1" ]; }
 # its parent that is still running.)
 wait_rc() { RC=0; wait "$1" || RC=$?; }
 
+# down_for_good NAME REGEX: with the store down, a run with -w 3s ends
+# 125 with one line matching REGEX once the wait has run out, not a
+# second later; -n ends 125 at once; neither runs its command.
+down_for_good() {
+	local t0 t1
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -w 3s "$1" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "$2"
+	echo "# -w 3s gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
+	t0=$(now_ms)
+	run --separate-stderr "$LEASERUN" -n "$1" touch "$BATS_TEST_TMPDIR/ran"
+	t1=$(now_ms)
+	assert_equal "$status" 125
+	echo "# -n gave up after $((t1 - t0))ms" >&3
+	(( t1 - t0 < 1500 ))
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
 # all_waiters_run NAME N: N runs of NAME at once with -v -w 60, each a
 # short command; every one must exit 0 having run.  Their stderr is in
 # $BATS_TEST_TMPDIR/err, for the caller to look at what they rode out.
