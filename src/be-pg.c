@@ -350,6 +350,7 @@ static enum lr_status q_send(struct lr_store *st, const char *sql,
 	return LR_OK;
 }
 
+/* The SQLSTATE of a failed answer, or "". */
 static const char *sqlstate(const PGresult *r)
 {
 	const char *c = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -1697,8 +1698,6 @@ out:
 #define ROW_SQL                                                           \
 	"fence, host, pid, period_ms, " MS_SQL("started") ", "              \
 	MS_SQL("ended") ", status, " MS_SQL("now()")
-
-/* The SQLSTATE of a failed answer, or "". */
 
 /* Fills run from columns at..at+7 of r's first row (ROW_SQL), counting
  * next with period (0: the row's own). */
