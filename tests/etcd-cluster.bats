@@ -60,6 +60,11 @@ teardown() {
 	LEASERUN_URL="etcd://$lep,$others" "$LEASERUN" -t 10s lw sh -c "$job" \
 		"$log" h 2>"$log.h" 3>&- &
 	h=$!
+	BG_PIDS=$h
+	keys() { etcdctl --endpoints "$others" get --prefix --keys-only leaserun/lw/ | grep -c .; }
+	# The holder first: a waiter started with it could take the lease
+	# before it, run at once, and leave fewer than four waiting.
+	wait_until 15 eval '[ "$(keys)" = 1 ]'
 	pids=
 	for i in 1 2 3 4; do
 		# Two talk to the leader first, one to the others first; one
@@ -74,7 +79,6 @@ teardown() {
 		pids="$pids $!"
 	done
 	BG_PIDS="$h $pids"
-	keys() { etcdctl --endpoints "$others" get --prefix --keys-only leaserun/lw/ | grep -c .; }
 	wait_until 15 eval '[ "$(keys)" = 5 ]'
 	etcd_kill "$LRE_DIR" "$leader"
 	sleep 1
