@@ -92,6 +92,8 @@ complete -c leaserun -n __fish_leaserun_after_name -a '(__fish_leaserun_command)
 
 complete -c leaserun -n __fish_leaserun_before_name -s n -l nonblock -d 'fail (exit 1) rather than wait'
 complete -c leaserun -n __fish_leaserun_before_name -s w -l wait -x -d 'wait at most DURATION for the lease'
+complete -c leaserun -n __fish_leaserun_before_name -l nb -d 'fail (exit 1) rather than wait, as in flock'
+complete -c leaserun -n __fish_leaserun_before_name -l timeout -x -d 'wait at most DURATION, as in flock'
 complete -c leaserun -n __fish_leaserun_before_name -s E -l conflict-exit-code -x -a '(seq 0 255)' -d 'exit code when not acquired'
 complete -c leaserun -n __fish_leaserun_before_name -s c -l command -x -a '(__fish_complete_command)' -d 'run STRING with /bin/sh -c'
 complete -c leaserun -n __fish_leaserun_before_name -s U -l url -x -a 'file:///' -d 'the store URL'

@@ -60,13 +60,23 @@ fish_options() {
 		sed -E 's/^ -s /-/; s/^ -l /--/'
 }
 
+# The flock(1) spellings the man page accepts besides an option's own
+# (".Fl -nb" then "is accepted as well"): the completions offer them too.
+man_aliases() {
+	awk 'prev ~ /^\.Fl -[a-z-]+$/ && /^is accepted as well/ {
+		split(prev, a, " "); print "-" a[2] } { prev = $0 }' "$MAN"
+}
+
 longs() { grep -E '^--' | sort -u; }
 shorts() { grep -E '^-[A-Za-z]$' | sort -u; }
 
-# same_set WHAT NAME LIST: LIST (one per line) is exactly the --help set.
+# same_set WHAT NAME LIST [aliases]: LIST (one per line) is exactly the
+# --help set, and with "aliases" the man page's flock spellings too.
 same_set() {
 	local what=$1 name=$2 list=$3 want
-	if [ "$what" = long ]; then
+	if [ "$what" = long ] && [ "${4:-}" = aliases ]; then
+		want=$({ help_options; man_aliases; } | longs)
+	elif [ "$what" = long ]; then
 		want=$(help_options | longs)
 	else
 		want=$(help_options | shorts)
@@ -111,24 +121,24 @@ same_set() {
 	same_set short "man/leaserun.1" "$(man_options | shorts)"
 }
 
-@test "the bash completion offers exactly the long options of --help" {
-	same_set long "completions/leaserun" "$(bash_options | longs)"
+@test "the bash completion offers exactly the long options of --help, and --nb and --timeout as flock does" {
+	same_set long "completions/leaserun" "$(bash_options | longs)" aliases
 }
 
 @test "the bash completion offers exactly the short options of --help" {
 	same_set short "completions/leaserun" "$(bash_options | shorts)"
 }
 
-@test "the zsh completion offers exactly the long options of --help" {
-	same_set long "completions/_leaserun" "$(zsh_options | longs)"
+@test "the zsh completion offers exactly the long options of --help, and --nb and --timeout as flock does" {
+	same_set long "completions/_leaserun" "$(zsh_options | longs)" aliases
 }
 
 @test "the zsh completion offers exactly the short options of --help" {
 	same_set short "completions/_leaserun" "$(zsh_options | shorts)"
 }
 
-@test "the fish completion offers exactly the long options of --help" {
-	same_set long "completions/leaserun.fish" "$(fish_options | longs)"
+@test "the fish completion offers exactly the long options of --help, and --nb and --timeout as flock does" {
+	same_set long "completions/leaserun.fish" "$(fish_options | longs)" aliases
 }
 
 @test "the fish completion offers exactly the short options of --help" {
