@@ -129,6 +129,7 @@ all_waiters_run() {
 		wait_rc "$p"
 		(( RC == 0 )) || bad=$((bad + 1))
 	done
+	sed 's/^/# /' "$d/err" >&3
 	assert_equal "$bad" 0
 	assert_equal "$(wc -l <"$d/ran")" "$2"
 }
