@@ -32,8 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "be-file.h"
+#include "store/store.h"
+#include "file/file.h"
 
 struct fault {
 	const struct lr_store_ops *in; /* the wrapped store */

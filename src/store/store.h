@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "url.h"
+#include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
 #define LR_STORE_ABI 5

@@ -79,8 +79,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "zk-session.h"
+#include "store/store.h"
+#include "zk/zk-session.h"
 
 #define DEFAULT_ROOT "/leaserun"
 #define DEFAULT_PORT 2181

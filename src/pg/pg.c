@@ -76,8 +76,8 @@
 
 #include <libpq-fe.h>
 
-#include "backend.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "store/waitset.h"
 
 /* The documented key expression; %s is the quoted name. */
 #define KEY_SQL \

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "be-file.h"
+#include "store/store.h"
+#include "file/file.h"
 
 /*
  * One row per URL scheme.  module: the module that serves it, PKGLIBDIR/

@@ -114,7 +114,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "be-file.h"
+#include "file/file.h"
 
 #define NFS_MAGIC 0x6969
 #define CIFS_MAGIC 0xFF534D42

@@ -33,8 +33,8 @@
 
 #include <zookeeper/zookeeper.h>
 
-#include "backend.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "store/waitset.h"
 
 /* One asynchronous request.  The reply fills it and sets done.  The
  * caller frees it with lr_zk_op_free() whether it was answered, given up

@@ -5,7 +5,7 @@
 #ifndef LEASERUN_BE_FILE_H
 #define LEASERUN_BE_FILE_H
 
-#include "backend.h"
+#include "store/store.h"
 
 extern const struct lr_store_ops lr_file_ops;
 
