@@ -1,5 +1,5 @@
 /*
- * backend.c - the table of stores and the module loader.
+ * stores.c - the table of stores and the module loader.
  *
  * The file store is built in.  Every network store lives in a module,
  * PKGLIBDIR/NAME.so, loaded with dlopen() only when a URL names one of its

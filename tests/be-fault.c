@@ -149,7 +149,7 @@ static enum lr_status after(struct fault *f, const char *op,
 }
 
 /* fault+SCHEME://...: the request for the wrapped store, and the store
- * itself (backend.c, linked in, loads its module as the core would). */
+ * itself (stores.c, linked in, loads its module as the core would). */
 static int wrap(struct fault *f, const struct lr_store_req *req,
 		struct lr_err *err)
 {

@@ -1,5 +1,5 @@
 /*
- * be-etcd.c - the etcd v3 store (module etcd.so).
+ * etcd.c - the etcd v3 store (module etcd.so).
  *
  * URL:
  *   etcd://[user:password@]host[:port][,host[:port]...][?option=value&...]

@@ -1,5 +1,5 @@
 /*
- * be-file.c - the built-in store: flock(2) on DIR/NAME.lock.
+ * file.c - the built-in store: flock(2) on DIR/NAME.lock.
  *
  * The lease lives with our open file description; the kernel frees it
  * when we die, so it has no TTL.  The lock file holds the fence of the

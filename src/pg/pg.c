@@ -1,5 +1,5 @@
 /*
- * be-pg.c - the PostgreSQL store: a session advisory lock (libpq).
+ * pg.c - the PostgreSQL store: a session advisory lock (libpq).
  *
  * The lease is a session-level advisory lock on a 64-bit key derived from
  * the name, so a SQL user can take the same lock:

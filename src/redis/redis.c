@@ -1,5 +1,5 @@
 /*
- * be-redis.c - the Redis store, built as the module redis.so.
+ * redis.c - the Redis store, built as the module redis.so.
  *
  * URLs:
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]

@@ -1,5 +1,5 @@
 /*
- * be-zk.c - the ZooKeeper store (single-threaded C client), module zk.so:
+ * zk.c - the ZooKeeper store (single-threaded C client), module zk.so:
  * the lock recipe.  The client session it runs on is zk-session.c's.
  *
  * URL:
