@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
-#include "backend.h"
+#include "store/store.h"
 #include "child.h"
 #include "json.h"
 #include "log.h"
@@ -34,7 +34,7 @@
 #include "state.h"
 #include "status.h"
 #include "supervise.h"
-#include "url.h"
+#include "store/url.h"
 #include "util.h"
 
 extern char **environ;

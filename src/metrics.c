@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "store/store.h"
 #include "metrics.h"
 
 #define MAXB 13 /* finite buckets, at most */

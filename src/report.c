@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "backend.h"
-#include "duration.h"
+#include "store/store.h"
+#include "store/duration.h"
 #include "exit.h"
 #include "log.h"
 #include "metrics.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "store/store.h"
 #include "json.h"
 #include "state.h"
 

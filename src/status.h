@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "store/store.h"
 
 struct lr_status_req {
 	const struct lr_store_ops *ops;

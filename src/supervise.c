@@ -70,7 +70,7 @@
 #include "state.h"
 #include "supervise.h"
 #include "timing.h"
-#include "waitset.h"
+#include "store/waitset.h"
 
 enum state { WAITING, HELD, AT_RISK, STOPPING, LOST, DRAINING, DONE,
 	     SPLAYING, TIMED_OUT };

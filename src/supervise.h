@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "backend.h"
+#include "store/store.h"
 #include "timing.h"
 #include "util.h"
 

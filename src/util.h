@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "duration.h"
+#include "store/duration.h"
 #include "exit.h"
 
 #define LR_NAME_MAX 200

@@ -32,8 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "be-file.h"
+#include "store/store.h"
+#include "file/file.h"
 
 struct fault {
 	const struct lr_store_ops *in; /* the wrapped store */
@@ -149,7 +149,7 @@ static enum lr_status after(struct fault *f, const char *op,
 }
 
 /* fault+SCHEME://...: the request for the wrapped store, and the store
- * itself (backend.c, linked in, loads its module as the core would). */
+ * itself (stores.c, linked in, loads its module as the core would). */
 static int wrap(struct fault *f, const struct lr_store_req *req,
 		struct lr_err *err)
 {

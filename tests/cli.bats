@@ -88,7 +88,7 @@ refuses() {
 	mkdir "$LOCKDIR.mods"
 	cp "$LR_BUILDDIR/.libs/stale.so" "$LOCKDIR.mods/redis.so"
 	LEASERUN_MODULE_DIR="$LOCKDIR.mods" refuses -U 'redis://127.0.0.1:1' job true
-	abi=$(sed -n 's/^#define LR_STORE_ABI \([0-9]*\)$/\1/p' "$LR_SRCDIR/src/backend.h")
+	abi=$(sed -n 's/^#define LR_STORE_ABI \([0-9]*\)$/\1/p' "$LR_SRCDIR/src/store/store.h")
 	[ -n "$abi" ]
 	assert_regex "$stderr" "built for another leaserun \(interface 0, need $abi\)"
 }

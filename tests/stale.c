@@ -2,7 +2,7 @@
  * tests can show the loader refuses it.  Never installed. */
 #include "config.h"
 
-#include "backend.h"
+#include "store/store.h"
 
 const struct lr_store_ops lr_store_ops = {
 	.abi = 0,

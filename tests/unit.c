@@ -14,7 +14,7 @@
 
 #include "json.h"
 #include "supervise.h"
-#include "url.h"
+#include "store/url.h"
 #include "util.h"
 
 static int passed, failed;

@@ -1,5 +1,5 @@
 /*
- * be-redis.c - the Redis store, built as the module redis.so.
+ * redis.c - the Redis store, built as the module redis.so.
  *
  * URLs:
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]
@@ -190,10 +190,10 @@
 
 #include <hiredis/hiredis.h>
 
-#include "backend.h"
-#include "net.h"
-#include "tls.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "net/net.h"
+#include "net/tls.h"
+#include "store/waitset.h"
 
 #define DEFAULT_PREFIX "leaserun:"
 #define DEFAULT_PORT 6379

@@ -1,5 +1,5 @@
 /*
- * be-file.c - the built-in store: flock(2) on DIR/NAME.lock.
+ * file.c - the built-in store: flock(2) on DIR/NAME.lock.
  *
  * The lease lives with our open file description; the kernel frees it
  * when we die, so it has no TTL.  The lock file holds the fence of the
@@ -114,7 +114,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "be-file.h"
+#include "file/file.h"
 
 #define NFS_MAGIC 0x6969
 #define CIFS_MAGIC 0xFF534D42

@@ -36,7 +36,7 @@
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <netinet/in.h>
 
-#include "zk-session.h"
+#include "zk/zk-session.h"
 
 /* The longest reply we let the client read: ZooKeeper's own limit on a
  * packet (jute.maxbuffer, 1 MB less one byte, by default), far above what

@@ -25,8 +25,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "backend.h"
-#include "net.h"
+#include "store/store.h"
+#include "net/net.h"
 
 /* TLS settings; NULL for cleartext.  Strings are copied. */
 struct lr_grpc_tls {

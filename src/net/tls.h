@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "backend.h"
+#include "store/store.h"
 
 /* STORE.so loads STORE LR_TLS_SUFFIX .so. */
 #define LR_TLS_SUFFIX "-tls"

@@ -21,7 +21,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "tls.h"
+#include "net/tls.h"
 
 struct lr_tls {
 	SSL_CTX *ctx;

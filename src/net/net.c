@@ -16,8 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "net.h"
-#include "tls.h"
+#include "net/net.h"
+#include "net/tls.h"
 
 /* ---- name resolution ----------------------------------------------------- */
 

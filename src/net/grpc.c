@@ -37,10 +37,10 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "grpc.h"
-#include "net.h"
-#include "tls.h"
-#include "url.h"
+#include "net/grpc.h"
+#include "net/net.h"
+#include "net/tls.h"
+#include "store/url.h"
 
 #define MAX_MESSAGE (8u << 20) /* refuse larger reply messages */
 #define WINDOW	    (1u << 20) /* our receive window, stream and session */

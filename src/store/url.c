@@ -12,9 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h" /* lr_wipe_free */
-#include "duration.h"
-#include "url.h"
+#include "store/store.h" /* lr_wipe_free */
+#include "store/duration.h"
+#include "store/url.h"
 
 static int hexval(int c)
 {

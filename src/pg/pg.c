@@ -1,5 +1,5 @@
 /*
- * be-pg.c - the PostgreSQL store: a session advisory lock (libpq).
+ * pg.c - the PostgreSQL store: a session advisory lock (libpq).
  *
  * The lease is a session-level advisory lock on a 64-bit key derived from
  * the name, so a SQL user can take the same lock:
@@ -76,8 +76,8 @@
 
 #include <libpq-fe.h>
 
-#include "backend.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "store/waitset.h"
 
 /* The documented key expression; %s is the quoted name. */
 #define KEY_SQL \

@@ -1,5 +1,5 @@
 /*
- * be-zk.c - the ZooKeeper store (single-threaded C client), module zk.so:
+ * zk.c - the ZooKeeper store (single-threaded C client), module zk.so:
  * the lock recipe.  The client session it runs on is zk-session.c's.
  *
  * URL:
@@ -79,8 +79,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "zk-session.h"
+#include "store/store.h"
+#include "zk/zk-session.h"
 
 #define DEFAULT_ROOT "/leaserun"
 #define DEFAULT_PORT 2181

@@ -5,7 +5,7 @@
  * The single-threaded ZooKeeper C client does nothing by itself: someone
  * must ask it what it waits for (zookeeper_interest), wait, and let it
  * work (zookeeper_process).  This adapter does that in two ways, so that
- * a recipe (the lock in be-zk.c) can think in requests and replies:
+ * a recipe (the lock in zk.c) can think in requests and replies:
  *
  *  - inside a store call: lr_zk_pump() turns the client until the
  *    requests it was given are answered or the call's absolute
@@ -33,8 +33,8 @@
 
 #include <zookeeper/zookeeper.h>
 
-#include "backend.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "store/waitset.h"
 
 /* One asynchronous request.  The reply fills it and sets done.  The
  * caller frees it with lr_zk_op_free() whether it was answered, given up
@@ -211,7 +211,7 @@ const char *lr_zk_strerror(int rc);
 /* 1 for the errors that a retry on the same session may cure. */
 int lr_zk_retryable(int rc);
 
-/* For the core's loop (backend.h's wait_fd and process): the fd to poll
+/* For the core's loop (store.h's wait_fd and process): the fd to poll
  * (POLLIN in *events), or -1 without a session.  Call it before each
  * wait: what the client waits for changes. */
 int lr_zk_wait_fd(struct lr_zk_session *zs, short *events);

@@ -1,11 +1,11 @@
 /*
- * backend.h - the contract between leaserun's core and a lease store.
+ * store.h - the contract between leaserun's core and a lease store.
  *
  * A store is one const struct lr_store_ops.  The file store is built into
  * the binary; every network store is a module (redis.so, pg.so, ...) that
  * exports the symbol LR_STORE_SYMBOL and that the core dlopen()s only when
  * a URL names one of its schemes (the table of schemes, modules and
- * packages is backend.c's, the one place that says which store serves a
+ * packages is stores.c's, the one place that says which store serves a
  * scheme).
  *
  * Rules every store keeps:
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "url.h"
+#include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
 #define LR_STORE_ABI 5
@@ -38,7 +38,7 @@ enum lr_status {
 	LR_ERROR,  /* anything else: unreachable, auth, protocol, bad URL */
 };
 
-/* Room for a statement the user must run (be-pg.c's CREATE TABLE). */
+/* Room for a statement the user must run (pg.c's CREATE TABLE). */
 #define LR_ERRLEN 512
 struct lr_err {
 	char msg[LR_ERRLEN];
@@ -238,7 +238,7 @@ struct lr_store_ops {
 				   struct lr_run *last, struct lr_err *err);
 };
 
-/* backend.c: find the store for a URL scheme, loading its module if
+/* stores.c: find the store for a URL scheme, loading its module if
  * needed.  Returns NULL and fills err when there is none. */
 const struct lr_store_ops *lr_store_find(const char *scheme,
 					 struct lr_err *err);

@@ -1,5 +1,5 @@
 /*
- * backend.c - the table of stores and the module loader.
+ * stores.c - the table of stores and the module loader.
  *
  * The file store is built in.  Every network store lives in a module,
  * PKGLIBDIR/NAME.so, loaded with dlopen() only when a URL names one of its
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "be-file.h"
+#include "store/store.h"
+#include "file/file.h"
 
 /*
  * One row per URL scheme.  module: the module that serves it, PKGLIBDIR/

@@ -10,7 +10,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "waitset.h"
+#include "store/waitset.h"
 
 void lr_timerfd_arm(int tfd, int64_t at)
 {

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "duration.h"
+#include "store/duration.h"
 
 int lr_duration_parse(const char *s, int64_t *ms)
 {

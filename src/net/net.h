@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "backend.h"
+#include "store/store.h"
 
 #define LR_NET_MAX_ADDRS 8
 

@@ -1,5 +1,5 @@
 /*
- * be-etcd.c - the etcd v3 store (module etcd.so).
+ * etcd.c - the etcd v3 store (module etcd.so).
  *
  * URL:
  *   etcd://[user:password@]host[:port][,host[:port]...][?option=value&...]
@@ -100,11 +100,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "etcd.pb-c.h"
+#include "etcd/etcd.pb-c.h"
 
-#include "backend.h"
-#include "grpc.h"
-#include "waitset.h"
+#include "store/store.h"
+#include "net/grpc.h"
+#include "store/waitset.h"
 
 #define DEFAULT_PREFIX	   "leaserun/"
 #define DEFAULT_PORT	   2379
