@@ -19,4 +19,24 @@ endif
 endif
 EXTRA_DIST += tests/redis.bats tests/redis-tls.bats tests/redis-sentinel.bats \
 	tests/redis-server.bash tests/redis-faults.bash tests/redis-sentinel.bash
+# The store's Lua scripts, one a file, and the fragments they share
+# (lib/); %reldir%/gen-scripts splices them and writes each one's text
+# and SHA-1 into %reldir%/scripts.h, in the build tree.
+REDIS_LUA = %reldir%/acquire.lua %reldir%/acquire-multi.lua \
+	%reldir%/break.lua %reldir%/inspect.lua %reldir%/release.lua \
+	%reldir%/release-multi.lua %reldir%/renew.lua \
+	%reldir%/renew-multi.lua %reldir%/run-end.lua \
+	%reldir%/run-start.lua %reldir%/lib/fence.lua \
+	%reldir%/lib/now.lua %reldir%/lib/wake.lua
+if WITH_REDIS
+nodist_redis_la_SOURCES = %reldir%/scripts.h
+redis_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src
+BUILT_SOURCES += %reldir%/scripts.h
+endif
+CLEANFILES += %reldir%/scripts.h
+EXTRA_DIST += $(REDIS_LUA) %reldir%/gen-scripts
+%reldir%/scripts.h: $(REDIS_LUA) %reldir%/gen-scripts
+	$(AM_V_GEN)$(MKDIR_P) %reldir% && \
+	AWK='$(AWK)' $(SHELL) $(srcdir)/%reldir%/gen-scripts >$@.tmp && \
+	mv -f $@.tmp $@
 # --- end redis

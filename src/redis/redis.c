@@ -46,7 +46,8 @@
  * after a lost reply) extends it and returns its fence.  Release leaves
  * Pdone:{NAME}:TOKEN behind, so that a release sent again after a lost
  * reply learns that its first sending released the lease, rather than
- * taking "not ours" for a loss (exit 124).
+ * taking "not ours" for a loss (exit 124).  Each script is a file of
+ * src/redis/ (see "scripts" below).
  *
  * Fences: the next fence is the larger of the counter plus one and the
  * server's clock in microseconds (TIME), and is stored back in the
@@ -215,8 +216,6 @@
 #define REPLY_MAX_BUF (1 << 20)
 #define REPLY_MAX_COST (4 << 20)
 #define REPLY_OBJ_COST 64
-/* How long a release's "done" mark lives: far longer than any call. */
-#define DONE_TTL_MS "60000"
 
 /* replicas=auto (the default) and replicas=all. */
 #define REPLICAS_AUTO (-1)
@@ -292,433 +291,52 @@ struct lr_store {
 	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
-/* ---- SHA-1, for EVALSHA (FIPS 180-4) ---------------------------------- */
-
-struct sha1 {
-	uint32_t h[5];
-	unsigned char buf[64];
-	size_t n;
-};
-
-static uint32_t rol(uint32_t x, int k)
-{
-	return (x << k) | (x >> (32 - k));
-}
-
-/* One round of 20 steps; f is the round's function of b, c and d. */
-#define SHA1_ROUND(from, f, k)                                              \
-	for (i = from; i < from + 20; i++) {                                \
-		t = rol(a, 5) + (f) + e + (k) + w[i];                       \
-		e = d, d = c, c = rol(b, 30), b = a, a = t;                 \
-	}
-
-static void sha1_block(struct sha1 *s, const unsigned char *p)
-{
-	uint32_t w[80], a, b, c, d, e, t;
-	int i;
-
-	for (i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-	for (; i < 80; i++)
-		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4];
-	/* Four loops of 20, so that no step has a branch in it. */
-	SHA1_ROUND(0, (b & c) | (~b & d), 0x5a827999)
-	SHA1_ROUND(20, b ^ c ^ d, 0x6ed9eba1)
-	SHA1_ROUND(40, (b & c) | (b & d) | (c & d), 0x8f1bbcdc)
-	SHA1_ROUND(60, b ^ c ^ d, 0xca62c1d6)
-	s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d, s->h[4] += e;
-}
-#undef SHA1_ROUND
-
-static void sha1_hex(const char *msg, char out[41])
-{
-	struct sha1 s = { { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
-			    0xc3d2e1f0 },
-			  { 0 },
-			  0 };
-	const unsigned char *p = (const unsigned char *)msg;
-	size_t len = strlen(msg), i;
-	uint64_t bits = (uint64_t)len * 8;
-
-	/* Whole blocks straight from msg; the tail through buf. */
-	for (i = 0; i + 64 <= len; i += 64)
-		sha1_block(&s, p + i);
-	s.n = len - i;
-	memcpy(s.buf, p + i, s.n);
-	s.buf[s.n++] = 0x80;
-	if (s.n > 56) {
-		memset(s.buf + s.n, 0, 64 - s.n);
-		sha1_block(&s, s.buf);
-		s.n = 0;
-	}
-	memset(s.buf + s.n, 0, 56 - s.n);
-	for (i = 0; i < 8; i++)
-		s.buf[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
-	sha1_block(&s, s.buf);
-	for (i = 0; i < 5; i++)
-		snprintf(out + 8 * i, 9, "%08x", (unsigned)s.h[i]);
-}
-
-
 /* ---- scripts ----------------------------------------------------------- */
 
+/* The scripts are src/redis/NAME.lua, each with a header that says what
+ * its KEYS and ARGV are and what it returns; src/redis/gen-scripts
+ * splices in the fragments they share and writes each one's text and
+ * SHA-1 into scripts.h at build time. */
+#include "redis/scripts.h"
+
 struct script {
-	const char *name;
+	const char *name; /* for messages */
 	const char *body;
-	char sha[41];
+	const char *sha;  /* for EVALSHA */
 };
 
-/* KEYS: lease, fence, waiters, holders, limit.  ARGV: token, ttl ms, pid,
- * since, host, queue ("1": on BUSY, join the waiters' queue, and on a
- * grant leave it; only a try with "1" can have joined it).  Returns
- * {1, fence} when granted, {0, pttl} when held by another (-1: by shared
- * holders), {2, limit} when held by a semaphore's holders.  The fence is
- * max(counter + 1, TIME in microseconds), written with %d: Lua's own
- * number format would round it. */
-static struct script acquire_lua = {
-	"acquire",
-	"local function queue()\n"
-	"  if ARGV[6] == '1' then\n"
-	"    local t = redis.call('TIME')\n"
-	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], "
-	"ARGV[1])\n"
-	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
-	"  end\n"
-	"end\n"
-	"local v = redis.call('GET', KEYS[1])\n"
-	"if v then\n"
-	"  local tok, f = string.match(v, '^(%S+) (%d+) ')\n"
-	"  if tok == ARGV[1] then\n"
-	"    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-	"    return {1, f}\n"
-	"  end\n"
-	"  queue()\n"
-	"  return {0, redis.call('PTTL', KEYS[1])}\n"
-	"end\n"
-	"local t = redis.call('TIME')\n"
-	"if redis.call('EXISTS', KEYS[4]) == 1 then\n"
-	"  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', "
-	"t[1] * 1000 + math.floor(t[2] / 1000))\n"
-	"  if redis.call('ZCARD', KEYS[4]) > 0 then\n"
-	"    local lim = tonumber(redis.call('GET', KEYS[5]))\n"
-	"    if lim and lim ~= 1 then return {2, lim} end\n"
-	"    queue()\n"
-	"    return {0, -1}\n"
-	"  end\n"
-	"end\n"
-	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
-	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
-	"redis.call('SET', KEYS[2], f)\n"
-	"redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f .. ' ' .. ARGV[3] ..\n"
-	"  ' ' .. ARGV[4] .. ' ' .. ARGV[5], 'NX', 'PX', ARGV[2])\n"
-	"if ARGV[6] == '1' then redis.call('ZREM', KEYS[3], ARGV[1]) end\n"
-	"return {1, f}\n",
-	""
+static const struct script acquire_lua = {
+	"acquire", LUA_ACQUIRE, LUA_ACQUIRE_SHA1
 };
-
-/* KEYS: lease.  ARGV: token, ttl ms.  Returns 1 if extended, 0 if not
- * ours. */
-static struct script renew_lua = {
-	"renew",
-	"local v = redis.call('GET', KEYS[1])\n"
-	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
-	"  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-	"end\n"
-	"return 0\n",
-	""
+static const struct script renew_lua = {
+	"renew", LUA_RENEW, LUA_RENEW_SHA1
 };
-
-/* Wakes the first live waiter (the first whose wake channel has a
- * subscriber; the dead are dropped from the queue), then tells the
- * release channel.  KEYS[2] is the queue, ARGV[2] the release channel,
- * ARGV[3] the wake channel prefix. */
-#define WAKE_LUA                                                        \
-	"for _, w in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"  \
-	"  if redis.call('PUBLISH', ARGV[3] .. w, 'go') > 0 then break end\n" \
-	"  redis.call('ZREM', KEYS[2], w)\n"                              \
-	"end\n"                                                           \
-	"redis.call('PUBLISH', ARGV[2], 'released')\n"
-
-/* KEYS: lease, waiters, done mark.  ARGV: token, release channel, wake
- * prefix.  Returns 1 if deleted, or if the done mark says that we did
- * (this is a second sending, after a lost reply); 0 if not ours. */
-static struct script release_lua = {
-	"release",
-	"local v = redis.call('GET', KEYS[1])\n"
-	"if v and string.match(v, '^(%S+) ') == ARGV[1] then\n"
-	"  redis.call('DEL', KEYS[1])\n"
-	"  redis.call('SET', KEYS[3], '1', 'PX', " DONE_TTL_MS ")\n"
-	WAKE_LUA
-	"  return 1\n"
-	"end\n"
-	"return redis.call('EXISTS', KEYS[3])\n",
-	""
+static const struct script release_lua = {
+	"release", LUA_RELEASE, LUA_RELEASE_SHA1
 };
-
-/* KEYS: lease, waiters, holders, limit.  ARGV: slot (-1: all), release
- * channel, wake prefix, holder key prefix, slot key prefix.  Deletes the
- * grants whoever holds them: all, or the holder of a semaphore's slot
- * (slot 0 of a plain or shared lease is all of it); returns how many. */
-static struct script break_lua = {
-	"break",
-	"local k = tonumber(ARGV[1])\n"
-	"local lim = tonumber(redis.call('GET', KEYS[4])) or 0\n"
-	"local n = 0\n"
-	"if k < 0 or (lim < 2 and k == 0) then\n"
-	"  n = redis.call('DEL', KEYS[1])\n"
-	"  for _, tok in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
-	"    n = n + redis.call('DEL', ARGV[4] .. tok)\n"
-	"  end\n"
-	"  for i = 0, lim - 1 do redis.call('DEL', ARGV[5] .. i) end\n"
-	"  redis.call('DEL', KEYS[3], KEYS[4])\n"
-	"elseif lim >= 2 then\n"
-	"  local tok = redis.call('GET', ARGV[5] .. k)\n"
-	"  if tok then\n"
-	"    redis.call('DEL', ARGV[5] .. k)\n"
-	"    n = redis.call('DEL', ARGV[4] .. tok)\n"
-	"    redis.call('ZREM', KEYS[3], tok)\n"
-	"    if redis.call('ZCARD', KEYS[3]) == 0 then\n"
-	"      redis.call('DEL', KEYS[4])\n"
-	"    end\n"
-	"  end\n"
-	"end\n"
-	WAKE_LUA
-	"return n\n",
-	""
+static const struct script break_lua = {
+	"break", LUA_BREAK, LUA_BREAK_SHA1
 };
-
-/* Shared holders and the slots of a semaphore.  Every one of these
- * scripts knows the time by the server's TIME (ms), and drops from
- * Pholders the holders whose time has run out. */
-#define MULTI_NOW_LUA                                                   \
-	"local t = redis.call('TIME')\n"                                 \
-	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"            \
-	"redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
-
-/* KEYS: lease, fence, waiters, holders, limit, our holder key.  ARGV:
- * token, ttl ms, "PID SINCE HOST", queue, limit (1: shared), slot key
- * prefix, wake prefix.  Returns {1, fence, slot} when granted, {0, pttl}
- * when busy, {2, limit} when the holders use another limit.
- *
- * The plain lease's holder (limit 1) lets nobody in.  A shared run goes
- * in beside shared holders unless a live exclusive waiter is queued
- * ahead of it; a semaphore's run takes the lowest free slot if fewer
- * live runs of it are queued ahead than slots are free, so its waiters
- * are served in the order they came.  A waiter that has no subscriber
- * on its wake channel any more is dead, and dropped.  A grant wakes the
- * next waiter, which may come in too. */
-static struct script acquire_multi_lua = {
-	"acquire",
-	"local tok, ttl, lim = ARGV[1], ARGV[2], tonumber(ARGV[5])\n"
-	"local sp, wp, me = ARGV[6], ARGV[7], 'm:' .. ARGV[1]\n"
-	MULTI_NOW_LUA
-	"local function queue()\n"
-	"  if ARGV[4] == '1' then\n"
-	"    redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000000 + t[2], me)\n"
-	"    redis.call('PEXPIRE', KEYS[3], 60000)\n"
-	"  end\n"
-	"end\n"
-	"local function extend(k)\n"
-	"  redis.call('PEXPIRE', KEYS[6], ttl)\n"
-	"  if lim > 1 then redis.call('PEXPIRE', sp .. k, ttl) end\n"
-	"  redis.call('ZADD', KEYS[4], now + ttl, tok)\n"
-	"  if redis.call('PTTL', KEYS[5]) < tonumber(ttl) then\n"
-	"    redis.call('PEXPIRE', KEYS[5], ttl)\n"
-	"  end\n"
-	"end\n"
-	"local v = redis.call('GET', KEYS[6])\n"
-	"if v and string.match(v, '^(%S+) ') == tok then\n"
-	"  local k = 0\n"
-	"  for i = 1, lim - 1 do\n"
-	"    if redis.call('GET', sp .. i) == tok then k = i end\n"
-	"  end\n"
-	"  extend(k)\n"
-	"  return {1, string.match(v, '^%S+ (%d+)'), k}\n"
-	"end\n"
-	"local p = redis.call('PTTL', KEYS[1])\n"
-	"if p ~= -2 then\n"
-	"  if lim ~= 1 then return {2, 1} end\n"
-	"  queue()\n"
-	"  return {0, p}\n"
-	"end\n"
-	"local held = redis.call('ZCARD', KEYS[4]) > 0\n"
-	"local rec = tonumber(redis.call('GET', KEYS[5]))\n"
-	"if held and rec and rec ~= lim then return {2, rec} end\n"
-	"local ahead = 0\n"
-	"for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
-	"  if w == me then break end\n"
-	"  local excl = string.sub(w, 1, 2) ~= 'm:'\n"
-	"  if (lim == 1) == excl then\n"
-	"    if redis.call('PUBSUB', 'NUMSUB', wp .. w)[2] > 0 then\n"
-	"      ahead = ahead + 1\n"
-	"    else\n"
-	"      redis.call('ZREM', KEYS[3], w)\n"
-	"    end\n"
-	"  end\n"
-	"end\n"
-	"local k = 0\n"
-	"if lim == 1 and ahead > 0 then\n"
-	"  queue()\n"
-	"  return {0, -1}\n"
-	"elseif lim > 1 then\n"
-	"  local free = 0\n"
-	"  k = -1\n"
-	"  for i = 0, lim - 1 do\n"
-	"    if redis.call('EXISTS', sp .. i) == 0 then\n"
-	"      free = free + 1\n"
-	"      if k < 0 then k = i end\n"
-	"    end\n"
-	"  end\n"
-	"  if free <= ahead then\n"
-	"    queue()\n"
-	"    return {0, -1}\n"
-	"  end\n"
-	"end\n"
-	"local f = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1\n"
-	"f = string.format('%d', math.max(f, t[1] * 1000000 + t[2]))\n"
-	"redis.call('SET', KEYS[2], f)\n"
-	"redis.call('SET', KEYS[6], tok .. ' ' .. f .. ' ' .. ARGV[3], 'PX', "
-	"ttl)\n"
-	"if lim > 1 then redis.call('SET', sp .. k, tok, 'PX', ttl) end\n"
-	"if not held or not rec then redis.call('SET', KEYS[5], lim) end\n"
-	"extend(k)\n"
-	"redis.call('ZREM', KEYS[3], me)\n"
-	"for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
-	"  if redis.call('PUBLISH', wp .. w, 'go') > 0 then break end\n"
-	"  redis.call('ZREM', KEYS[3], w)\n"
-	"end\n"
-	"return {1, f, k}\n",
-	""
+/* Shared holders and the slots of a semaphore. */
+static const struct script acquire_multi_lua = {
+	"acquire", LUA_ACQUIRE_MULTI, LUA_ACQUIRE_MULTI_SHA1
 };
-
-/* KEYS: our holder key, holders, limit, our slot key (or our holder key
- * again).  ARGV: token, ttl ms, "1" for a slot.  Returns 1 if extended,
- * 0 if not ours. */
-static struct script renew_multi_lua = {
-	"renew",
-	"local v = redis.call('GET', KEYS[1])\n"
-	"if not (v and string.match(v, '^(%S+) ') == ARGV[1]) then\n"
-	"  return 0\n"
-	"end\n"
-	"if ARGV[3] == '1' then\n"
-	"  if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end\n"
-	"  redis.call('PEXPIRE', KEYS[4], ARGV[2])\n"
-	"end\n"
-	"redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-	"local t = redis.call('TIME')\n"
-	"redis.call('ZADD', KEYS[2], t[1] * 1000 + math.floor(t[2] / 1000) "
-	"+ ARGV[2], ARGV[1])\n"
-	"if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[2]) then\n"
-	"  redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
-	"end\n"
-	"return 1\n",
-	""
+static const struct script renew_multi_lua = {
+	"renew", LUA_RENEW_MULTI, LUA_RENEW_MULTI_SHA1
 };
-
-/* The server's clock in Unix ms, in a script (TIME, then an integer:
- * Lua's numbers hold it exactly). */
-#define NOW_LUA                                                       \
-	"local t = redis.call('TIME')\n"                                \
-	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-
-/* KEYS: run.  ARGV: period ms, fence, host, pid.  Records our start
- * unless one less than the period ago is recorded (by the server's
- * clock): {1, now} when recorded (or ours already), else {0, now, fence,
- * start, host, pid, period, end, status} of the record that holds us
- * back. */
-static struct script run_start_lua = {
-	"run start",
-	NOW_LUA
-	"local r = redis.call('HMGET', KEYS[1], 'fence', 'start', 'host',\n"
-	"  'pid', 'period', 'end', 'status')\n"
-	"if r[1] == ARGV[2] then return {1, now} end\n"
-	"if r[2] and now < tonumber(r[2]) + tonumber(ARGV[1]) then\n"
-	"  return {0, now, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}\n"
-	"end\n"
-	"redis.call('DEL', KEYS[1])\n"
-	"redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'start',\n"
-	"  string.format('%d', now), 'host', ARGV[3], 'pid', ARGV[4],\n"
-	"  'period', ARGV[1])\n"
-	"return {1, now}\n",
-	""
+static const struct script release_multi_lua = {
+	"release", LUA_RELEASE_MULTI, LUA_RELEASE_MULTI_SHA1
 };
-
-/* KEYS: run.  ARGV: fence, status.  Stamps the end on a record that
- * still names our fence; returns 1 if it did. */
-static struct script run_end_lua = {
-	"run end",
-	"if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then\n"
-	"  return 0\n"
-	"end\n"
-	NOW_LUA
-	"redis.call('HSET', KEYS[1], 'end', string.format('%d', now),\n"
-	"  'status', ARGV[2])\n"
-	"return 1\n",
-	""
+/* --once-per */
+static const struct script run_start_lua = {
+	"run start", LUA_RUN_START, LUA_RUN_START_SHA1
 };
-
-/* KEYS: our holder key, waiters, our slot key (or our holder key again),
- * holders, limit, done mark.  ARGV: token, release channel, wake prefix,
- * "1" for a slot.  Returns 1 if deleted, or if the done mark says that
- * we did (a second sending, after a lost reply); 0 if not ours. */
-static struct script release_multi_lua = {
-	"release",
-	"local v = redis.call('GET', KEYS[1])\n"
-	"local ours = v and string.match(v, '^(%S+) ') == ARGV[1]\n"
-	"if ours then redis.call('DEL', KEYS[1]) end\n"
-	"if ARGV[4] == '1' then\n"
-	"  if redis.call('GET', KEYS[3]) == ARGV[1] then\n"
-	"    redis.call('DEL', KEYS[3])\n"
-	"  else\n"
-	"    ours = false\n"
-	"  end\n"
-	"end\n"
-	MULTI_NOW_LUA
-	"redis.call('ZREM', KEYS[4], ARGV[1])\n"
-	"if redis.call('ZCARD', KEYS[4]) == 0 then\n"
-	"  redis.call('DEL', KEYS[5])\n"
-	"end\n"
-	WAKE_LUA
-	"if ours then\n"
-	"  redis.call('SET', KEYS[6], '1', 'PX', " DONE_TTL_MS ")\n"
-	"  return 1\n"
-	"end\n"
-	"return redis.call('EXISTS', KEYS[6])\n",
-	""
+static const struct script run_end_lua = {
+	"run end", LUA_RUN_END, LUA_RUN_END_SHA1
 };
-
-/* KEYS: lease, holders, limit.  ARGV: holder key prefix, slot key
- * prefix.  Returns {limit (0: none), the lease's value ("": free), its
- * PTTL, then for each shared or slot holder its value, PTTL and slot
- * (-1: shared)}. */
-static struct script inspect_lua = {
-	"inspect",
-	"local t = redis.call('TIME')\n"
-	"local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-	"local lim = 0\n"
-	"if redis.call('EXISTS', KEYS[3]) == 1 then\n"
-	"  lim = tonumber(redis.call('GET', KEYS[3])) or 0\n"
-	"end\n"
-	"local out = {lim, redis.call('GET', KEYS[1]) or '', "
-	"redis.call('PTTL', KEYS[1])}\n"
-	"local slots = {}\n"
-	"for k = 0, lim - 1 do\n"
-	"  local tok = redis.call('GET', ARGV[2] .. k)\n"
-	"  if tok then slots[tok] = k end\n"
-	"end\n"
-	"for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], now, "
-	"'+inf')) do\n"
-	"  local v = redis.call('GET', ARGV[1] .. tok)\n"
-	"  if v then\n"
-	"    out[#out + 1] = v\n"
-	"    out[#out + 1] = redis.call('PTTL', ARGV[1] .. tok)\n"
-	"    out[#out + 1] = slots[tok] or -1\n"
-	"  end\n"
-	"end\n"
-	"return out\n",
-	""
+/* --status */
+static const struct script inspect_lua = {
+	"inspect", LUA_INSPECT, LUA_INSPECT_SHA1
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -1810,7 +1428,7 @@ static enum lr_status command(struct lr_store *st, int argc,
  * (so what follows the script still follows it).  kv holds the keys then
  * the args.  On LR_OK the caller frees the replies, and the script's is
  * no error; on any other status there is nothing to free. */
-static enum lr_status run_script(struct lr_store *st, struct script *sc,
+static enum lr_status run_script(struct lr_store *st, const struct script *sc,
 				 int nkeys, int nargs, const char **kv,
 				 struct cmd *cmds, int n, int si,
 				 int64_t deadline, struct lr_err *err)
@@ -1821,10 +1439,6 @@ static enum lr_status run_script(struct lr_store *st, struct script *sc,
 	redisReply *r;
 	int i;
 
-	/* Each script's digest is worked out when it is first run, not
-	 * all of them at every start: a run uses two or three. */
-	if (!sc->sha[0])
-		sha1_hex(sc->body, sc->sha);
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	argv[0] = "EVALSHA";
 	argv[1] = sc->sha;
