@@ -3,7 +3,7 @@
 # redis_server_start [tls]
 #                      redis-server in a temporary directory on a free
 #                      loopback port and a Unix socket, appendonly yes
-#                      with appendfsync always (what the man page asks
+#                      with appendfsync always (what leaserun-redis(7) asks
 #                      for), requirepass for the default user and an ACL user
 #                      "lr" with the least rights leaserun needs.  Sets
 #                      REDIS_DIR, REDIS_PORT, REDIS_SOCK,
