@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # The interface is written down four times: --help, the man page, and the
 # bash, zsh and fish completions.  These tests fail when one of them
-# drifts, and when the README's quick start stops naming real commands.
+# drifts, when the man pages stop matching the code (log events, store
+# URL options) or the build and the packages that install them, and when
+# the README's quick start stops naming real commands.
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
@@ -10,6 +12,7 @@ setup() {
 	: "${LEASERUN:?LEASERUN must name the leaserun binary (make check sets it)}"
 	: "${LR_SRCDIR:?LR_SRCDIR must name the source directory (make check sets it)}"
 	MAN="$LR_SRCDIR/man/leaserun.1"
+	MON="$LR_SRCDIR/man/leaserun-monitoring.7"
 	BASH_COMP="$LR_SRCDIR/completions/leaserun"
 	ZSH_COMP="$LR_SRCDIR/completions/_leaserun"
 	FISH_COMP="$LR_SRCDIR/completions/leaserun.fish"
@@ -92,11 +95,75 @@ same_set() {
 
 # --- tests -----------------------------------------------------------------
 
-@test "the man page is clean under mandoc -Tlint" {
+# Every page of the manual: leaserun.1 and the leaserun-*.7 pages.
+man_pages() {
+	ls "$LR_SRCDIR"/man/leaserun.1 "$LR_SRCDIR"/man/leaserun-*.7
+}
+
+@test "every man page is clean under mandoc -Tlint" {
+	local f n=0
 	command -v mandoc >/dev/null || fail "mandoc is not installed (apt-get install mandoc)"
-	run mandoc -Tlint -W warning "$MAN"
-	assert_success
-	assert_output ""
+	for f in $(man_pages); do
+		run mandoc -Tlint -W warning "$f"
+		[ "$status" -eq 0 ] && [ -z "$output" ] ||
+			fail "$(basename "$f") is not clean under mandoc -Tlint -W warning: $output"
+		n=$((n + 1))
+	done
+	# leaserun(1), leaserun-monitoring(7) and one page per store.
+	[ "$n" -ge 7 ] || fail "found only $n man pages"
+}
+
+@test "leaserun(1) renders to at most 1,250 lines" {
+	# Issue 28: the stores and monitoring have pages of their own, so
+	# that leaserun(1) stays a page one can read through.
+	local n
+	command -v mandoc >/dev/null || fail "mandoc is not installed (apt-get install mandoc)"
+	n=$(mandoc -T utf8 "$MAN" | wc -l)
+	[ "$n" -le 1250 ] || fail "leaserun(1) renders to $n lines, more than 1,250"
+}
+
+@test "leaserun(1)'s SEE ALSO names every leaserun-*(7) page, and only those" {
+	local f page pages see missing='' extra=''
+	see=$(awk '/^\.Sh /{ in_see = ($0 == ".Sh SEE ALSO") } in_see' "$MAN" |
+		sed -nE 's/^\.Xr (leaserun-[a-z]+) 7.*/\1/p' | sort)
+	pages=$(for f in "$LR_SRCDIR"/man/leaserun-*.7; do basename "$f" .7; done | sort)
+	[ -n "$pages" ] || fail "no leaserun-*.7 page in man/"
+	for page in $pages; do
+		grep -qx "$page" <<<"$see" || missing="$missing $page(7)"
+	done
+	for page in $see; do
+		grep -qx "$page" <<<"$pages" || extra="$extra $page(7)"
+	done
+	[ -z "$missing" ] || fail "not in leaserun(1)'s SEE ALSO:$missing"
+	[ -z "$extra" ] || fail "leaserun(1)'s SEE ALSO names pages that do not exist:$extra"
+}
+
+# The words of the man_MANS and dist_man_MANS lines of Makefile.am and of
+# the files it includes (a store's local.mk), one a line, as paths from
+# the top of the source tree.
+installed_pages() {
+	local mk dir
+	for mk in Makefile.am $(sed -nE 's/^include +(\$\((top_)?srcdir\)\/)?//p' \
+		"$LR_SRCDIR/Makefile.am"); do
+		dir=$(dirname "$mk")
+		# Join continued lines; %reldir% (%D%) is the fragment's folder.
+		sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$LR_SRCDIR/$mk" |
+			sed -nE 's/^(dist_|nodist_)?man_MANS[[:space:]]*\+?=//p' |
+			sed -E "s#%(reldir|D)%#$dir#g"
+	done | tr -s ' \t' '\n' | sed '/^$/d'
+}
+
+@test "every man page is installed by Makefile.am" {
+	local f missing=
+	for f in $(man_pages); do
+		installed_pages | grep -qx "man/$(basename "$f")" ||
+			missing="$missing man/$(basename "$f")"
+	done
+	[ -z "$missing" ] || fail "not in a man_MANS line of Makefile.am:$missing"
+	# And every page it installs exists.
+	for f in $(installed_pages); do
+		[ -f "$LR_SRCDIR/$f" ] || fail "Makefile.am installs $f, which does not exist"
+	done
 }
 
 @test "--help lists the options the tests compare" {
@@ -253,6 +320,122 @@ store_packages() {
 		store_packages | grep -q " $p\$" ||
 			fail "debian/control builds $p, which no store of --version names"
 	done
+}
+
+@test "each man page comes in one Debian package: a store's page in the store's" {
+	local f base sec n pkgs m p
+	for f in $(man_pages); do
+		base=$(basename "$f")
+		sec=${base##*.}
+		pkgs=$(grep -lx "usr/share/man/man$sec/$base" "$LR_SRCDIR"/debian/*.install |
+			xargs -r -n 1 basename | sed 's/\.install$//')
+		n=$(grep -c . <<<"$pkgs" || true)
+		[ "$n" -eq 1 ] ||
+			fail "man/$base is installed by $n packages of debian/, not one: ${pkgs//$'\n'/ }"
+	done
+	# The store pages are named after the store's package.
+	n=0
+	while read -r m p; do
+		[ -f "$LR_SRCDIR/man/$p.7" ] ||
+			fail "the $m store (package $p) has no page man/$p.7"
+		grep -qx "usr/share/man/man7/$p.7" "$LR_SRCDIR/debian/$p.install" ||
+			fail "debian/$p.install does not install $p.7"
+		n=$((n + 1))
+	done < <(store_packages)
+	[ "$n" -ge 4 ] || fail "--version named only $n packages"
+	# The command's own pages come with the command.
+	for f in man1/leaserun.1 man7/leaserun-file.7 man7/leaserun-monitoring.7; do
+		grep -qx "usr/share/man/$f" "$LR_SRCDIR/debian/leaserun.install" ||
+			fail "debian/leaserun.install does not install $f"
+	done
+}
+
+@test "every leaserun-*(7) that the documents name is a page in man/" {
+	local page missing='' n=0
+	for page in $({
+		grep -ohE 'leaserun-[a-z]+\(7\)' "$LR_SRCDIR/README" \
+			"$LR_SRCDIR/tests/README" "$LR_SRCDIR"/bench/README* \
+			"$LR_SRCDIR"/completions/* "$LR_SRCDIR/debian/control" |
+			sed 's/(7)$//'
+		# shellcheck disable=SC2046 # paths in the source tree: no blanks
+		grep -ohE '^\.Xr leaserun-[a-z]+ 7' $(man_pages) |
+			sed -E 's/^\.Xr ([^ ]+) 7/\1/'
+	} | sort -u); do
+		[ -f "$LR_SRCDIR/man/$page.7" ] || missing="$missing $page(7)"
+		n=$((n + 1))
+	done
+	[ -z "$missing" ] || fail "named, but not a page in man/:$missing"
+	[ "$n" -ge 6 ] || fail "found only $n pages named"
+}
+
+# The events the code logs: the second argument of every lr_log() and
+# lr_logf() call, wherever under src/ it is.
+code_events() {
+	find "$LR_SRCDIR/src" -name '*.c' -exec perl -0ne \
+		'print "$1\n" while /\blr_logf?\(\s*LR_LOG_[A-Z]+,\s*"([^"]*)"/g' {} + |
+		sort -u
+}
+
+# The "Log lines" subsection of leaserun-monitoring(7).
+log_lines() {
+	awk '/^\.S[sh] /{ on = ($0 == ".Ss Log lines") } on' "$MON"
+}
+
+@test "leaserun-monitoring(7) documents exactly the log events of the code" {
+	local code page e missing='' extra=''
+	code=$(code_events)
+	[ "$(grep -c . <<<"$code")" -ge 25 ] ||
+		fail "found only $(grep -c . <<<"$code") events in the code"
+	# Each is an item of the list of events, or named in the paragraph of
+	# the events without fields.
+	page=$({
+		log_lines | sed -nE 's/^\.It Cm ([a-z-]+)$/\1/p'
+		log_lines | sed -n '/^Other events carry no fields/,/^\.Pp/p' |
+			sed -nE 's/^\.Cm ([a-z-]+).*/\1/p'
+	} | sort -u)
+	for e in $code; do
+		grep -qx -- "$e" <<<"$page" || missing="$missing $e"
+	done
+	for e in $page; do
+		grep -qx -- "$e" <<<"$code" || extra="$extra $e"
+	done
+	[ -z "$missing" ] || fail "logged, but not under \"Log lines\" in leaserun-monitoring(7):$missing"
+	[ -z "$extra" ] || fail "leaserun-monitoring(7) documents events the code does not log:$extra"
+}
+
+# The URL options of store $1 (its module's name): the keys of the
+# option table of the source file that says .name = "$1".
+code_url_options() {
+	local src
+	src=$(grep -rlE "^[[:space:]]*\.name = \"$1\"," "$LR_SRCDIR/src" --include='*.c')
+	[ -n "$src" ] || return 1
+	# shellcheck disable=SC2086 # one file, or none
+	perl -0ne 'print "$1\n" while /\{\s*"([a-z_]+)",\s*LR_OPT_[A-Z]+\b/g' $src |
+		sort -u
+}
+
+# The options that the "URL options" list of page $1 names:
+# ".It Cm cacert Ns = Ns Ar FILE , Cm cert Ns = Ns Ar FILE , ...".
+page_url_options() {
+	awk '/^\.S[sh] /{ on = ($0 == ".Ss URL options") } on' "$1" |
+		grep -E '^\.It ' | grep -oE 'Cm [a-z_]+ Ns =' |
+		sed -E 's/^Cm ([a-z_]+) Ns =$/\1/' | sort -u
+}
+
+@test "each store's page lists exactly the URL options of its code" {
+	local m p code page n=0
+	while read -r m p; do
+		code=$(code_url_options "$m") ||
+			fail "no source file under src/ says .name = \"$m\""
+		page=$(page_url_options "$LR_SRCDIR/man/$p.7")
+		run diff -u --label "src ($m)" --label "man/$p.7" \
+			<(echo "$code") <(echo "$page")
+		[ "$status" -eq 0 ] ||
+			fail "the URL options of $p(7) differ from the code's: $output"
+		[ -z "$code" ] || n=$((n + 1))
+	done < <(store_packages)
+	# Redis, etcd and ZooKeeper have options; PostgreSQL's are libpq's.
+	[ "$n" -ge 3 ] || fail "found URL options for only $n stores"
 }
 
 @test "the README's systemd units are the examples the package ships" {

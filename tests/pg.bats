@@ -649,7 +649,7 @@ pg_thaw() { pg_server_signal CONT; }
 # --- one cron job across a fleet (helpers.bash) ---
 # The runs live in the table leaserun_runs.  The role lr may not create
 # tables in the public schema (PostgreSQL 15), so the first test shows
-# the refusal, and then lets lr create it, as the man page says.
+# the refusal, and then lets lr create it, as leaserun-postgresql(7) says.
 
 @test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
 	pg_sql "DROP TABLE IF EXISTS leaserun_runs" >/dev/null

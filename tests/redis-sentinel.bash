@@ -1,6 +1,7 @@
 # redis-sentinel.bash - a throwaway Sentinel topology for the tests: a
 # master, two replicas and three sentinels, all on free loopback ports in
-# one temporary directory.
+# one temporary directory.  The servers are $LR_REDIS_SERVER if set
+# (tests/valkey.test sets it to valkey-server), else redis-server.
 #
 # sentinel_start [tls]  starts it and waits until the replicas are in sync
 #                       and every sentinel knows the master, both replicas
@@ -69,9 +70,9 @@ sn_run() {
 	dir=$(dirname "$conf")
 	(
 		if [[ $conf == */sentinel.conf ]]; then
-			redis-server "$conf" --sentinel </dev/null >/dev/null 2>&1 3>&- &
+			"${LR_REDIS_SERVER:-redis-server}" "$conf" --sentinel </dev/null >/dev/null 2>&1 3>&- &
 		else
-			redis-server "$conf" </dev/null >/dev/null 2>&1 3>&- &
+			"${LR_REDIS_SERVER:-redis-server}" "$conf" </dev/null >/dev/null 2>&1 3>&- &
 		fi
 		echo $! >"$dir/pid"
 	)

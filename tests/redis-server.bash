@@ -3,7 +3,7 @@
 # redis_server_start [tls]
 #                      redis-server in a temporary directory on a free
 #                      loopback port and a Unix socket, appendonly yes
-#                      with appendfsync always (what the man page asks
+#                      with appendfsync always (what leaserun-redis(7) asks
 #                      for), requirepass for the default user and an ACL user
 #                      "lr" with the least rights leaserun needs.  Sets
 #                      REDIS_DIR, REDIS_PORT, REDIS_SOCK,
@@ -27,6 +27,9 @@
 # calls_of CMD         the calls of CMD in INFO commandstats on stdin (0:
 #                      none yet).
 #
+# The server is $LR_REDIS_SERVER if set (tests/valkey.test sets it to
+# valkey-server), else redis-server.
+#
 # Meant to be sourced by bats files from setup_file/teardown_file.
 
 rcli() {
@@ -49,7 +52,7 @@ redis_wait_ready() {
 		fi
 		sleep 0.05
 	done
-	echo "redis-server did not become ready on port $REDIS_PORT" >&2
+	echo "${LR_REDIS_SERVER:-redis-server} did not become ready on port $REDIS_PORT" >&2
 	cat "$REDIS_DIR/redis.log" >&2
 	return 1
 }
@@ -70,15 +73,15 @@ redis_server_run() {
 	# is reaped when it dies); closing fd 3 keeps bats from waiting for
 	# it.
 	(
-		redis-server "$REDIS_DIR/redis.conf" </dev/null >/dev/null 2>&1 3>&- &
+		"${LR_REDIS_SERVER:-redis-server}" "$REDIS_DIR/redis.conf" </dev/null >/dev/null 2>&1 3>&- &
 		echo $! >"$REDIS_DIR/pid"
 	)
 	redis_wait_ready
 }
 
 redis_server_start() {
-	if ! command -v redis-server >/dev/null; then
-		echo "no redis-server (install the redis-server package)" >&2
+	if ! command -v "${LR_REDIS_SERVER:-redis-server}" >/dev/null; then
+		echo "no ${LR_REDIS_SERVER:-redis-server} (install its package)" >&2
 		return 1
 	fi
 	REDIS_DIR=$(mktemp -d /tmp/leaserun-redis.XXXXXX)

@@ -566,10 +566,10 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	[ "$(rcli zcard "leaserun:waiters:{$n}")" = 0 ]
 }
 
-# The names the man page gives to the Redis keys and channels, one a line,
-# as it prints them: P{NAME}, Pfence:{NAME}, ...
+# The names leaserun-redis(7) gives to the Redis keys and channels, one a
+# line, as it prints them: P{NAME}, Pfence:{NAME}, ...
 man_redis_names() {
-	mandoc -T ascii "$LR_SRCDIR/man/leaserun.1" | sed 's/.\x08//g' |
+	mandoc -T ascii "$LR_SRCDIR/man/leaserun-redis.7" | sed 's/.\x08//g' |
 		sed -n '/Keys, for lease NAME and prefix P:/,/The braces keep/p' |
 		sed -n 's/^ *\(P[^ ]*{NAME}[^ ]*\)$/\1/p'
 }
@@ -583,10 +583,10 @@ man_redis_names() {
 	# The lease, the fence counter, the queue, the release's done mark,
 	# the wake and release channels, the record of --once-per.
 	[ "${#names[@]}" = 7 ]
-	# The README names none that the man page does not.
+	# The README names none that leaserun-redis(7) does not.
 	while read -r k; do
 		printf '%s\n' "${names[@]}" | grep -qxF "P${k#leaserun:}" ||
-			fail "the README names $k, the man page does not"
+			fail "the README names $k, leaserun-redis(7) does not"
 	done < <(grep -o 'leaserun:[a-z:]*{NAME}[:A-Za-z]*' "$LR_SRCDIR/README" |
 		sort -u)
 	# As patterns for this lease and the default prefix, TOKEN any.

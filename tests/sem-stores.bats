@@ -55,10 +55,10 @@ teardown_file() {
 @test "redis: util-linux's flock scenarios" { use redis; flock_scenarios; }
 @test "redis: --status lists the slots, --break --slot stops one" { use redis; status_and_break; }
 
-# The keys the man page names for shared holders and slots, as it prints
-# them: Pholder:{NAME}:TOKEN, ...
+# The keys leaserun-redis(7) names for shared holders and slots, as it
+# prints them: Pholder:{NAME}:TOKEN, ...
 man_multi_keys() {
-	mandoc -T ascii "$LR_SRCDIR/man/leaserun.1" | sed 's/.\x08//g' |
+	mandoc -T ascii "$LR_SRCDIR/man/leaserun-redis.7" | sed 's/.\x08//g' |
 		sed -n '/Shared holders and semaphores have keys of their own/,/Their waiters queue/p' |
 		sed -n 's/^ *\(P[^ ]*{NAME}[^ ]*\)$/\1/p'
 }

@@ -31,4 +31,5 @@ CLEANFILES += %reldir%/etcd.pb-c.c %reldir%/etcd.pb-c.h
 endif
 EXTRA_DIST += %reldir%/etcd.proto tests/etcd.bats tests/etcd-cluster.bats \
 	tests/etcd-tls.bats tests/etcd-server.bash
+dist_man_MANS += man/leaserun-etcd.7
 # --- end etcd

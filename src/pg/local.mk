@@ -8,4 +8,5 @@ pg_la_LDFLAGS = $(MODULE_LDFLAGS)
 BATS_FILES += tests/pg.bats
 endif
 EXTRA_DIST += tests/pg.bats tests/pg-server.bash
+dist_man_MANS += man/leaserun-postgresql.7
 # --- end pg

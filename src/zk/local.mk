@@ -8,4 +8,5 @@ zk_la_LDFLAGS = $(MODULE_LDFLAGS)
 BATS_FILES += tests/zk.bats tests/zk-ensemble.bats
 endif
 EXTRA_DIST += tests/zk.bats tests/zk-ensemble.bats tests/zk-server.bash
+dist_man_MANS += man/leaserun-zookeeper.7
 # --- end zk
