@@ -1,13 +1,15 @@
 #!/usr/bin/env bats
-# The Prometheus rules of contrib/: promtool loads them and runs their
-# tests, and every metric they name is one that leaserun writes, as read
-# from a metrics file that real runs wrote (a rule on a misspelt metric
-# never fires, and nothing says so).
+# The Prometheus rules and the Grafana dashboard of contrib/: promtool
+# loads the rules and runs their tests, and every metric they and the
+# dashboard name is one that leaserun writes, as read from a metrics file
+# that real runs wrote (a rule on a misspelt metric never fires, and
+# nothing says so).
 
 load helpers
 
 RULES=$LR_SRCDIR/contrib/prometheus/leaserun.rules.yml
 RULES_TEST=$LR_SRCDIR/contrib/prometheus/leaserun.rules.test.yml
+DASHBOARD=$LR_SRCDIR/contrib/grafana/leaserun.json
 
 # ran WANT CMD...: runs CMD, which must exit WANT.
 ran() {
@@ -27,6 +29,7 @@ setup_file() {
 	: "${LR_SRCDIR:?LR_SRCDIR must name the source directory (make check sets it)}"
 	command -v promtool >/dev/null ||
 		{ echo "promtool is not installed (Debian: prometheus)" >&2; return 1; }
+	command -v jq >/dev/null || { echo "jq is not installed" >&2; return 1; }
 	local d=$BATS_FILE_TMPDIR pid
 	M=$d/textfile/leaserun.prom
 	export M
@@ -87,6 +90,13 @@ rule_exprs() {
 		END { if (inexpr) print "---" }' "$1"
 }
 
+# The PromQL of a dashboard: the targets' expr and the variables' queries.
+dashboard_exprs() {
+	jq -r '(.. | objects | select(has("targets")) | .targets[]? | .expr | strings),
+		(.templating.list[]? | .query | if type == "object" then .query else . end
+			| strings)' "$1"
+}
+
 # The metric names in PromQL read on stdin, one a line: the names left
 # once strings and comments (whichever starts first), Grafana's variables,
 # label matchers, ranges, grouping clauses and numbers are gone, but for
@@ -130,6 +140,15 @@ check_rules() {
 		{ echo "not one expr: per rule found in $1"; return 1; }
 	names=$(echo "$exprs" | grep -vx -- --- | metric_names)
 	unknown "$names" "$(written; recorded "$1")"
+}
+
+# check_dashboard FILE: every metric the PromQL of FILE names is written
+# by leaserun; prints the others.
+check_dashboard() {
+	local names
+	names=$(dashboard_exprs "$1" | metric_names)
+	[ -n "$names" ] || { echo "no metric found in $1"; return 1; }
+	unknown "$names" "$(written)"
 }
 
 @test "the runs wrote every metric the man page lists" {
@@ -191,13 +210,56 @@ check_rules() {
 	assert_success
 }
 
-@test "the name check catches a metric that leaserun does not write" {
+@test "the dashboard is JSON, with its data source as an input" {
+	jq -e . "$DASHBOARD" >/dev/null
+	jq -e '.__inputs | map(select(.name == "DS_PROMETHEUS" and .type == "datasource"
+		and .pluginId == "prometheus")) | length == 1' "$DASHBOARD"
+	# Every panel, query and variable uses it.
+	run jq -r '[.. | objects | select(has("datasource")) | .datasource
+		| select(. != {"type": "prometheus", "uid": "${DS_PROMETHEUS}"})] | length' "$DASHBOARD"
+	assert_output 0
+	run jq -r '[.panels[] | select(.type != "row") | .targets | length] | min' "$DASHBOARD"
+	assert [ "$output" -ge 1 ]
+}
+
+@test "every metric the dashboard names is one that leaserun writes" {
+	run check_dashboard "$DASHBOARD"
+	assert_success
+}
+
+@test "promtool parses the dashboard's PromQL" {
+	local f=$BATS_TEST_TMPDIR/dashboard.rules.yml i=0
+	# Grafana's variables as Grafana would fill them in.
+	{
+		echo "groups:"
+		echo "  - name: dashboard"
+		echo "    rules:"
+		jq -r '.. | objects | select(has("targets")) | .targets[]? | .expr | strings' "$DASHBOARD" |
+			sed -e 's/\$__rate_interval\|\$__interval/5m/g' -e 's/\$ttl/10/g' \
+				-e 's/\$name\|\$instance/.*/g' |
+			while IFS= read -r e; do
+				i=$((i + 1))
+				echo "      - record: dashboard:expr$i"
+				echo "        expr: $(jq -Rn --arg e "$e" '$e')"
+			done
+	} >"$f"
+	run promtool check rules "$f"
+	assert_success
+}
+
+@test "the name checks catch a metric that leaserun does not write" {
 	local d=$BATS_TEST_TMPDIR
 	sed 's/leaserun_lease_lost_total/leaserun_lease_lost_count/' "$RULES" >"$d/rules.yml"
 	cmp -s "$RULES" "$d/rules.yml" && fail "the rename changed nothing"
 	run check_rules "$d/rules.yml"
 	assert_failure
 	assert_output leaserun_lease_lost_count
+	sed 's/leaserun_heartbeat_latency_seconds_bucket/leaserun_heartbeat_latency_bucket/' \
+		"$DASHBOARD" >"$d/dashboard.json"
+	cmp -s "$DASHBOARD" "$d/dashboard.json" && fail "the rename changed nothing"
+	run check_dashboard "$d/dashboard.json"
+	assert_failure
+	assert_output leaserun_heartbeat_latency_bucket
 	# A metric of another exporter, and a colon name no rule records.
 	sed 's/increase(leaserun_run_failures_total\[1h\])/increase(node_textfile_scrape_error[1h])/' \
 		"$RULES" >"$d/rules.yml"
