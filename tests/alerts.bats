@@ -273,3 +273,11 @@ check_dashboard() {
 	assert_failure
 	assert_output leaserun:ttl_seconds
 }
+
+@test "the Debian package ships the rules, their tests and the dashboard" {
+	# As examples/prometheus/ and examples/grafana/: the tests find the
+	# rules next to them.
+	grep -qx contrib/prometheus "$LR_SRCDIR/debian/leaserun.examples"
+	grep -qx contrib/grafana "$LR_SRCDIR/debian/leaserun.examples"
+	grep -qx '  - leaserun.rules.yml' "$RULES_TEST"
+}
