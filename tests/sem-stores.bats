@@ -49,6 +49,8 @@ teardown_file() {
 
 @test "redis: 20 contenders with --limit 3 run at most 3 at once, and 3" { use redis; twenty_contenders; }
 @test "redis: kill -9 of a holder frees its slot within the TTL" { use redis; kill_frees_slot; }
+@test "redis: a holder stopped past its TTL, resumed, leaves its successor's lease alone" { use redis; stale_release; }
+@test "redis: the same with --limit 2: it leaves its successor's slot alone" { use redis; stale_release -l 2; }
 @test "redis: a run with another limit than the holders' is refused (125)" { use redis; limit_mismatch; }
 @test "redis: shared holders overlap, an exclusive one overlaps nothing" { use redis; shared_exclusive; }
 @test "redis: a waiting exclusive run is not passed by later shared ones" { use redis; writer_first; }
@@ -97,6 +99,8 @@ man_multi_keys() {
 
 @test "etcd: 20 contenders with --limit 3 run at most 3 at once, and 3" { use etcd; twenty_contenders; }
 @test "etcd: kill -9 of a holder frees its slot within the TTL" { use etcd; kill_frees_slot; }
+@test "etcd: a holder stopped past its TTL, resumed, leaves its successor's lease alone" { use etcd; stale_release; }
+@test "etcd: the same with --limit 2: it leaves its successor's slot alone" { use etcd; stale_release -l 2; }
 @test "etcd: a run with another limit than the holders' is refused (125)" { use etcd; limit_mismatch; }
 @test "etcd: shared holders overlap, an exclusive one overlaps nothing" { use etcd; shared_exclusive; }
 @test "etcd: a waiting exclusive run is not passed by later shared ones" { use etcd; writer_first; }
@@ -105,6 +109,8 @@ man_multi_keys() {
 
 @test "zk: 20 contenders with --limit 3 run at most 3 at once, and 3" { use zk; twenty_contenders; }
 @test "zk: kill -9 of a holder frees its slot within the TTL" { use zk; kill_frees_slot; }
+@test "zk: a holder stopped past its TTL, resumed, leaves its successor's lease alone" { use zk; stale_release; }
+@test "zk: the same with --limit 2: it leaves its successor's slot alone" { use zk; stale_release -l 2; }
 @test "zk: a run with another limit than the holders' is refused (125)" { use zk; limit_mismatch; }
 @test "zk: shared holders overlap, an exclusive one overlaps nothing" { use zk; shared_exclusive; }
 @test "zk: a waiting exclusive run is not passed by later shared ones" { use zk; writer_first; }

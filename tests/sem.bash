@@ -124,6 +124,31 @@ twenty_contenders() {
 
 # kill -9 of a holder of one of 3 slots: a waiter gets that slot within
 # the TTL (3s) of the kill.
+# stale_release [-l N]: a holder stopped (SIGSTOP) past its TTL loses
+# its lease, or its slot, to a waiter.  Resumed, it stops its command
+# (124) and gives back nothing that is now its successor's: a run with -n
+# still finds every slot taken, and the successor holds on.  (A release
+# that did not compare its token would delete the successor's key, and a
+# third run would get in beside it.)  Only where a TTL ends a stopped
+# holder's lease: not the file store, nor PostgreSQL, whose session keeps
+# the lock while the server sees the connection.
+stale_release() {
+	holder a "$@" -t 2s
+	running a
+	# With a limit of 2, a second holder keeps the other slot.
+	[ $# = 0 ] || { holder c "$@" -t 10s; running c; }
+	kill -STOP "${HP[a]}"
+	holder b "$@" -t 10s -w 20s
+	running b
+	kill -CONT "${HP[a]}"
+	wait_rc "${HP[a]}"
+	assert_equal "$RC" 124
+	run lr -n "$@" "$N" true
+	assert_failure 1
+	alive "${HP[b]}"
+	[ $# = 0 ] || alive "${HP[c]}"
+}
+
 kill_frees_slot() {
 	local v t0 gap
 	three_holders -l 3 -t 3s
