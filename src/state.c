@@ -168,15 +168,67 @@ static void word(const char *buf, const char *key, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/* --check once leaserun has ended and removed the file: after a release,
+ * or after a loss (the file said "lost" until then).  Which one the file
+ * no longer tells, so neither is claimed. */
+static int check_ended(int json, int quiet)
+{
+	if (json) {
+		struct lr_json j;
+		char out[64];
+
+		lr_json_open(&j, out, sizeof(out));
+		lr_json_bool(&j, "held", 0);
+		lr_json_str(&j, "state", "ended");
+		lr_json_close(&j);
+		puts(out);
+	} else if (!quiet) {
+		printf("not held: leaserun has ended (the lease was "
+		       "released, or lost)\n");
+	}
+	return 1;
+}
+
+/* What --check prints of a state file it has read: a line, or one JSON
+ * object.  DEADLINE is in ms since the epoch, LEFT in ms from now. */
+static void check_print(const char *name, const char *st, int held,
+			long long fence, long long left, long long deadline,
+			int json, int quiet)
+{
+	char when[64];
+	time_t t = (time_t)(deadline / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (json) {
+		struct lr_json j;
+		char out[1024], at[80];
+
+		snprintf(at, sizeof(at), "%s.%03lldZ", when, deadline % 1000);
+		lr_json_open(&j, out, sizeof(out));
+		lr_json_str(&j, "name", name);
+		lr_json_bool(&j, "held", held);
+		lr_json_str(&j, "state", st);
+		lr_json_int(&j, "fence", fence);
+		lr_json_int(&j, "left_ms", left);
+		lr_json_str(&j, "deadline", at);
+		lr_json_int(&j, "deadline_ms", deadline);
+		lr_json_close(&j);
+		puts(out);
+	} else if (!quiet) {
+		printf("%s: %s, fence %lld, %lldms left (until %s.%03lldZ)\n",
+		       name, st, fence, left, when, deadline % 1000);
+	}
+}
+
 int lr_state_check(int json, int quiet)
 {
 	const char *path = getenv("LEASERUN_STATE");
-	char buf[1024], name[256], st[32], when[64];
+	char buf[1024], name[256], st[32];
 	long long fence, deadline, left;
 	ssize_t n;
 	int fd, held, expired;
-	time_t t;
-	struct tm tm;
 
 	if (!path || !*path) {
 		fprintf(stderr, "leaserun: --check: LEASERUN_STATE is not set "
@@ -185,25 +237,8 @@ int lr_state_check(int json, int quiet)
 		return 125;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT) {
-		/* leaserun has ended and removed it: after a release, or
-		 * after a loss (the file said "lost" until then).  Which one
-		 * the file no longer tells, so neither is claimed. */
-		if (json) {
-			struct lr_json j;
-			char out[64];
-
-			lr_json_open(&j, out, sizeof(out));
-			lr_json_bool(&j, "held", 0);
-			lr_json_str(&j, "state", "ended");
-			lr_json_close(&j);
-			puts(out);
-		}
-		else if (!quiet)
-			printf("not held: leaserun has ended (the lease was "
-			       "released, or lost)\n");
-		return 1;
-	}
+	if (fd < 0 && errno == ENOENT)
+		return check_ended(json, quiet);
 	if (fd < 0) {
 		fprintf(stderr, "leaserun: --check: cannot read %s: %s\n", path,
 			strerror(errno));
@@ -229,27 +264,6 @@ int lr_state_check(int json, int quiet)
 		snprintf(st, sizeof(st), "expired");
 	if (left < 0)
 		left = 0;
-	t = (time_t)(deadline / 1000);
-	gmtime_r(&t, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	if (json) {
-		struct lr_json j;
-		char out[1024], at[80];
-
-		snprintf(at, sizeof(at), "%s.%03lldZ", when, deadline % 1000);
-		lr_json_open(&j, out, sizeof(out));
-		lr_json_str(&j, "name", name);
-		lr_json_bool(&j, "held", held);
-		lr_json_str(&j, "state", st);
-		lr_json_int(&j, "fence", fence);
-		lr_json_int(&j, "left_ms", left);
-		lr_json_str(&j, "deadline", at);
-		lr_json_int(&j, "deadline_ms", deadline);
-		lr_json_close(&j);
-		puts(out);
-	} else if (!quiet) {
-		printf("%s: %s, fence %lld, %lldms left (until %s.%03lldZ)\n",
-		       name, st, fence, left, when, deadline % 1000);
-	}
+	check_print(name, st, held, fence, left, deadline, json, quiet);
 	return held ? 0 : 1;
 }

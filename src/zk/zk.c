@@ -1676,6 +1676,25 @@ static enum lr_status run_write1(struct lr_store *st, int create,
 	return s;
 }
 
+/* The first run here: makes DIR and its clock node, whose creation stamps
+ * *now.  *rc is the creation's answer (ZNODEEXISTS: another run made it
+ * first). */
+static enum lr_status make_clock(struct lr_store *st, const char *clock,
+				 int64_t deadline, int64_t *now, int *rc,
+				 struct lr_err *err)
+{
+	struct Stat stat;
+	enum lr_status s;
+
+	*rc = ZNONODE;
+	s = lr_zk_make_dirs(st->zs, st->dir, deadline, err);
+	if (s == LR_OK)
+		s = run_write1(st, 1, clock, "", -1, deadline, rc, &stat, err);
+	if (s == LR_OK && *rc == ZOK)
+		*now = stat.mtime;
+	return s;
+}
+
 /* The server's clock now, as it stamps DIR/clock, in one flight with a
  * read of DIR/run, whose answer *rec gets (the caller frees it; its rc
  * ZOK or ZNONODE).  A missing clock node is made (its creation is then
@@ -1698,7 +1717,6 @@ static enum lr_status run_now(struct lr_store *st, int64_t deadline,
 	}
 	for (tries = 0; tries < 6; tries++) {
 		struct lr_zk_op *ops[2] = {lr_zk_op_new(), lr_zk_op_new()};
-		struct Stat stat;
 		int rc, rr;
 
 		if (!ops[0] || !ops[1]) {
@@ -1739,13 +1757,7 @@ static enum lr_status run_now(struct lr_store *st, int64_t deadline,
 			run_failed(st, "set", clock, rc, err);
 			goto out; /* LR_OK, *now -1 */
 		}
-		/* The first run here. */
-		s = lr_zk_make_dirs(st->zs, st->dir, deadline, err);
-		if (s == LR_OK)
-			s = run_write1(st, 1, clock, "", -1, deadline, &rc,
-				       &stat, err);
-		if (s == LR_OK && rc == ZOK)
-			*now = stat.mtime;
+		s = make_clock(st, clock, deadline, now, &rc, err);
 		if (s != LR_OK || rc == ZOK)
 			goto out;
 		lr_zk_op_free(*rec);
