@@ -2,10 +2,11 @@
  * etcd.h - what the parts of the etcd store (module etcd.so) share: the
  * store's state, and the calls of its RPC layer.
  *
- *   etcd.c       the lock recipe, --once-per, the URL, open and close
+ *   etcd.c       the lock recipe, the URL, open and close
  *   etcd-rpc.c   the connection: unary calls in round trips, endpoints
  *                in turn, authentication, the Watch and LeaseKeepAlive
  *                streams
+ *   etcd-runs.c  --once-per: run_start, run_end, run_last
  *
  * Only lr_store_ops leaves the module (MODULE_LDFLAGS), so the names
  * below need no prefix of their own.
@@ -192,5 +193,15 @@ void watch_cancel(struct lr_store *st, struct watch *w);
 void watch_forget(struct watch *w);
 /* Reads what the streams brought into st->own, st->pred, st->ka_*. */
 void drain(struct lr_store *st);
+
+/* ---- etcd-runs.c: the store's calls for --once-per (see store.h) -------- */
+
+enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
+			    uint64_t fence, int64_t deadline,
+			    struct lr_run *last, struct lr_err *err);
+enum lr_status st_run_end(struct lr_store *st, int status, int64_t deadline,
+			  struct lr_err *err);
+enum lr_status st_run_last(struct lr_store *st, int64_t deadline,
+			   struct lr_run *last, struct lr_err *err);
 
 #endif
