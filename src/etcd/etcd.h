@@ -1,11 +1,14 @@
 /*
  * etcd.h - what the parts of the etcd store (module etcd.so) share: the
- * store's state, and the calls of its RPC layer.
+ * store's state, the calls of its RPC layer, and the store's calls that
+ * etcd.c puts in its table.
  *
- *   etcd.c       the lock recipe, the URL, open and close
+ *   etcd.c       the URL, open and close, the table of the store's calls
  *   etcd-rpc.c   the connection: unary calls in round trips, endpoints
  *                in turn, authentication, the Watch and LeaseKeepAlive
  *                streams
+ *   etcd-lock.c  the lock recipe: acquire, the core's loop, check,
+ *                renew, release, inspect, break
  *   etcd-runs.c  --once-per: run_start, run_end, run_last
  *
  * Only lr_store_ops leaves the module (MODULE_LDFLAGS), so the names
@@ -193,6 +196,24 @@ void watch_cancel(struct lr_store *st, struct watch *w);
 void watch_forget(struct watch *w);
 /* Reads what the streams brought into st->own, st->pred, st->ka_*. */
 void drain(struct lr_store *st);
+
+/* ---- etcd-lock.c: the store's calls for the lock (see store.h) ---------- */
+
+enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
+			  struct lr_grant *g, struct lr_err *err);
+int st_wait_fd(struct lr_store *st, short *events);
+enum lr_status st_process(struct lr_store *st, short revents,
+			  int64_t deadline, struct lr_err *err);
+enum lr_status st_check(struct lr_store *st, int64_t deadline,
+			struct lr_err *err);
+enum lr_status st_renew(struct lr_store *st, int64_t deadline,
+			struct lr_err *err);
+enum lr_status st_release(struct lr_store *st, int64_t deadline,
+			  struct lr_err *err);
+enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
+			  struct lr_info *info, struct lr_err *err);
+enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
+		      struct lr_err *err);
 
 /* ---- etcd-runs.c: the store's calls for --once-per (see store.h) -------- */
 
