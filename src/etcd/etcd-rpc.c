@@ -300,6 +300,42 @@ static int resolve_heals(const char *msg)
 	       strstr(msg, gai_strerror(EAI_AGAIN));
 }
 
+/*
+ * One attempt of the round trip t at the current endpoint, until end:
+ * connect if need be, send, wait.  1: over, *bad NULL if every call was
+ * answered (etcd's verdicts are still to judge), else what broke (in
+ * why, or static), with *heals whether it may mend by itself.  0: no
+ * answer by end.  -1: what no other endpoint can mend (err says what).
+ */
+static int trip_attempt(struct lr_store *st, struct trip *t, int64_t end,
+			char *why, size_t whylen, const char **bad, int *heals,
+			struct lr_err *err)
+{
+	enum lr_status s = conn_up(st, end, err);
+	int rc;
+
+	*bad = NULL;
+	*heals = 0;
+	if (s == LR_ERROR)
+		return -1;
+	if (s != LR_OK) {
+		/* The name did not resolve. */
+		snprintf(why, whylen, "%s", err->msg);
+		*bad = why;
+		*heals = resolve_heals(why);
+		return 1;
+	}
+	*bad = trip_send(st, t->r, t->n, t->x, why, whylen, err);
+	rc = *bad ? -1 : lr_grpc_wait(st->conn, end, trip_done, t);
+	if (rc == 0)
+		return 0;
+	if (*bad || rc < 0)
+		*heals = lr_grpc_heals(st->conn);
+	if (rc < 0 && !*bad)
+		*bad = lr_grpc_error(st->conn);
+	return 1;
+}
+
 /* The replies of the calls that succeeded, unpacked into r[i].reply.
  * LR_OK, or LR_ERROR for one etcd did not send or we cannot read. */
 static enum lr_status trip_unpack(struct rpc *r, size_t n,
@@ -349,9 +385,9 @@ enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 		int64_t now = lr_now_ms(), end = deadline;
 		struct trip t = {st, r, n, x};
 		enum lr_status s;
-		const char *bad = NULL, *what = n ? r[0].what : "keepalive";
+		const char *bad, *what = n ? r[0].what : "keepalive";
 		char why[LR_ERRLEN];
-		int rc, code = 0, h = 0;
+		int rc, code = 0, h;
 
 		for (i = 0; i < n; i++)
 			rpc_reset(&r[i]);
@@ -359,33 +395,17 @@ enum lr_status round_trip(struct lr_store *st, struct rpc *r, size_t n,
 			break;
 		if (tries + 1 < max_tries && end - now > st->attempt_ms)
 			end = now + st->attempt_ms;
-		s = conn_up(st, end, err);
-		if (s == LR_ERROR)
-			return s;
-		if (s == LR_OK) {
-			bad = trip_send(st, r, n, x, why, sizeof(why), err);
-			rc = bad ? -1
-				 : lr_grpc_wait(st->conn, end, trip_done, &t);
-			if (rc == 0) {
-				last = F_TIMEOUT;
-				heals = 1;
-				lr_err_set(err,
-					   "etcd %s: no answer from %s in "
-					   "time",
-					   what, ep->label);
-				if (tries + 1 < max_tries)
-					conn_drop(st);
-				goto next;
-			}
-			if (bad || rc < 0)
-				h = lr_grpc_heals(st->conn);
-			if (rc < 0 && !bad)
-				bad = lr_grpc_error(st->conn);
-		} else {
-			/* The name did not resolve. */
-			snprintf(why, sizeof(why), "%s", err->msg);
-			bad = why;
-			h = resolve_heals(why);
+		rc = trip_attempt(st, &t, end, why, sizeof(why), &bad, &h, err);
+		if (rc < 0)
+			return LR_ERROR;
+		if (rc == 0) {
+			last = F_TIMEOUT;
+			heals = 1;
+			lr_err_set(err, "etcd %s: no answer from %s in time",
+				   what, ep->label);
+			if (tries + 1 < max_tries)
+				conn_drop(st);
+			goto next;
 		}
 		if (!bad)
 			bad = trip_fault(st, r, n, x, &code, &what, &h);
