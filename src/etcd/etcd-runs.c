@@ -185,13 +185,53 @@ static enum lr_status run_lease(struct lr_store *st, int64_t period_ms,
 	return s;
 }
 
+/* Our start, as PREFIX.last/NAME keeps it, into buf. */
+static void run_format_start(const struct lr_store *st, int64_t period_ms,
+			     uint64_t fence, char *buf, size_t len)
+{
+	struct lr_run run;
+
+	lr_run_init(&run);
+	run.fence = fence;
+	run.period_ms = period_ms;
+	run.start_ms = lr_wall_ms(); /* for --status only: see the top */
+	run.pid = st->req->pid;
+	snprintf(run.host, sizeof(run.host), "%s",
+		 st->req->host ? st->req->host : "");
+	lr_run_format(&run, buf, len);
+}
+
+/* The start of fence is recorded, at revision rev: run_end() completes
+ * last (its PREFIX.last/NAME value, now st's; NULL unknown). */
+static void run_recorded(struct lr_store *st, uint64_t fence, int64_t rev,
+			 char *last)
+{
+	st->run_fence = fence;
+	st->run_rev = rev;
+	free(st->run_last);
+	st->run_last = last;
+}
+
+/* *last becomes the start that holds us back: the record lkv (NULL: none
+ * read), begun ago seconds ago, which holds for period_ms. */
+static void run_held_back(struct lr_run *last, const LrEtcd__KeyValue *lkv,
+			  int64_t ago, int64_t period_ms)
+{
+	if (lkv)
+		run_parse(lkv->value, last);
+	else
+		lr_run_init(last);
+	last->known = 1;
+	last->ago_ms = ago * 1000;
+	last->next_ms = period_ms - ago * 1000;
+}
+
 enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			    uint64_t fence, int64_t deadline,
 			    struct lr_run *last, struct lr_err *err)
 {
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	char gval[32], lval[400];
-	struct lr_run run;
 	struct rpc r;
 	enum lr_status s = LR_ERROR;
 	int64_t lease = 0, mod = 0;
@@ -201,14 +241,7 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 	if (!gate || !lkey)
 		goto oom;
 	snprintf(gval, sizeof(gval), "%" PRIu64, fence);
-	lr_run_init(&run);
-	run.fence = fence;
-	run.period_ms = period_ms;
-	run.start_ms = lr_wall_ms(); /* for --status only: see the top */
-	run.pid = st->req->pid;
-	snprintf(run.host, sizeof(run.host), "%s",
-		 st->req->host ? st->req->host : "");
-	lr_run_format(&run, lval, sizeof(lval));
+	run_format_start(st, period_ms, fence, lval, sizeof(lval));
 	s = run_lease(st, period_ms, deadline, &lease, err);
 	if (s != LR_OK)
 		goto out;
@@ -225,10 +258,9 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			goto out;
 		t = (const LrEtcd__TxnResponse *)r.reply;
 		if (t->succeeded) {
-			st->run_fence = fence;
-			st->run_rev = t->header ? t->header->revision : 0;
-			free(st->run_last);
-			st->run_last = strdup(lval);
+			run_recorded(st, fence,
+				     t->header ? t->header->revision : 0,
+				     strdup(lval));
 			lease = 0; /* it holds the period now */
 			goto out;
 		}
@@ -240,10 +272,8 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 		}
 		if (bytes_eq(gkv->value, gval)) {
 			/* Ours already (a repeat): s is LR_OK. */
-			st->run_fence = fence;
-			st->run_rev = gkv->mod_revision;
-			free(st->run_last);
-			st->run_last = lkv ? bytes_dup(lkv->value) : NULL;
+			run_recorded(st, fence, gkv->mod_revision,
+				     lkv ? bytes_dup(lkv->value) : NULL);
 			goto out;
 		}
 		s = run_age(st, gkv->lease, deadline, &ago, &left, err);
@@ -254,13 +284,7 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			mod = gkv->mod_revision;
 			continue;
 		}
-		if (lkv)
-			run_parse(lkv->value, last);
-		else
-			lr_run_init(last);
-		last->known = 1;
-		last->ago_ms = ago * 1000;
-		last->next_ms = period_ms - ago * 1000;
+		run_held_back(last, lkv, ago, period_ms);
 		s = LR_BUSY;
 		goto out;
 	}
