@@ -67,42 +67,14 @@ static const struct lr_url_opt url_opts[] = {
 };
 enum { O_PREFIX, O_CACERT, O_CERT, O_KEY, O_TIMEOUT, O_N };
 
-/*
- * Everything the URL (and etcdctl's environment) says: endpoints, TLS
- * files, the key prefix, the per-endpoint timeout, credentials.  One
- * function, with the grammar of url.c.  LR_OK or LR_ERROR with err.
- */
-static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
+/* The endpoints, from the URL's hosts.  LR_OK or LR_ERROR with err. */
+static enum lr_status parse_hosts(struct lr_store *st, struct lr_err *err)
 {
-	const struct lr_store_req *req = st->req;
-	const struct lr_url *u = req->u;
-	union lr_url_val val[O_N] = {
-	    [O_PREFIX] = {.s = DEFAULT_PREFIX},
-	    [O_TIMEOUT] = {.n = DEFAULT_ATTEMPT_MS},
-	};
 	struct lr_url_host *hosts;
-	unsigned given;
-	const char *v;
 	size_t i, n;
 
-	if (lr_url_opts(u, "etcd", url_opts, O_N, val, &given, err->msg,
-			sizeof(err->msg)) < 0)
-		return LR_ERROR;
-	st->tls = strcmp(u->scheme, "etcds") == 0;
-	if (!st->tls &&
-	    (given & (1U << O_CACERT | 1U << O_CERT | 1U << O_KEY))) {
-		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
-		return LR_ERROR;
-	}
-	if (u->path[0] && strcmp(u->path, "/") != 0) {
-		lr_err_set(err, "etcd URLs take no path (use ?prefix=%s)",
-			   u->path + 1);
-		return LR_ERROR;
-	}
-	st->attempt_ms = val[O_TIMEOUT].n;
-
-	if (lr_url_hosts(u, "etcd", NULL, DEFAULT_PORT, 64, &hosts, &n,
-			 err->msg, sizeof(err->msg)) < 0) {
+	if (lr_url_hosts(st->req->u, "etcd", NULL, DEFAULT_PORT, 64, &hosts,
+			 &n, err->msg, sizeof(err->msg)) < 0) {
 		lr_url_hosts_free(hosts, n);
 		return LR_ERROR;
 	}
@@ -121,28 +93,39 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 			break;
 	}
 	lr_url_hosts_free(hosts, n);
-	if (!st->eps || i < n)
-		goto oom;
-
-	if (st->tls) {
-		v = given & 1U << O_CACERT ? val[O_CACERT].s
-					   : getenv("ETCDCTL_CACERT");
-		if (v && *v && !(st->cacert = strdup(v)))
-			goto oom;
-		v = given & 1U << O_CERT ? val[O_CERT].s
-					 : getenv("ETCDCTL_CERT");
-		if (v && *v && !(st->cert = strdup(v)))
-			goto oom;
-		v = given & 1U << O_KEY ? val[O_KEY].s : getenv("ETCDCTL_KEY");
-		if (v && *v && !(st->key = strdup(v)))
-			goto oom;
+	if (!st->eps || i < n) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
 	}
-	st->dir = malloc(strlen(val[O_PREFIX].s) + strlen(req->name) + 2);
-	if (!st->dir)
-		goto oom;
-	sprintf(st->dir, "%s%s/", val[O_PREFIX].s, req->name);
+	return LR_OK;
+}
 
-	/* Credentials: the URL, else etcdctl's variables. */
+/* The TLS files: the URL's, else etcdctl's variables.  -1 out of
+ * memory. */
+static int tls_files(struct lr_store *st, const union lr_url_val *val,
+		     unsigned given)
+{
+	const char *v;
+
+	v = given & 1U << O_CACERT ? val[O_CACERT].s
+				   : getenv("ETCDCTL_CACERT");
+	if (v && *v && !(st->cacert = strdup(v)))
+		return -1;
+	v = given & 1U << O_CERT ? val[O_CERT].s : getenv("ETCDCTL_CERT");
+	if (v && *v && !(st->cert = strdup(v)))
+		return -1;
+	v = given & 1U << O_KEY ? val[O_KEY].s : getenv("ETCDCTL_KEY");
+	if (v && *v && !(st->key = strdup(v)))
+		return -1;
+	return 0;
+}
+
+/* Credentials: the URL, else etcdctl's variables.  -1 out of memory. */
+static int credentials(struct lr_store *st)
+{
+	const struct lr_url *u = st->req->u;
+	const char *v;
+
 	if (u->user && *u->user) {
 		st->user = strdup(u->user);
 		st->password = strdup(u->password ? u->password : "");
@@ -154,6 +137,50 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 		st->password = strdup(v ? v : "");
 	}
 	if ((st->user || st->password) && (!st->user || !st->password))
+		return -1;
+	return 0;
+}
+
+/*
+ * Everything the URL (and etcdctl's environment) says: endpoints, TLS
+ * files, the key prefix, the per-endpoint timeout, credentials, with the
+ * grammar of url.c.  LR_OK or LR_ERROR with err.
+ */
+static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
+{
+	const struct lr_store_req *req = st->req;
+	const struct lr_url *u = req->u;
+	union lr_url_val val[O_N] = {
+	    [O_PREFIX] = {.s = DEFAULT_PREFIX},
+	    [O_TIMEOUT] = {.n = DEFAULT_ATTEMPT_MS},
+	};
+	unsigned given;
+
+	if (lr_url_opts(u, "etcd", url_opts, O_N, val, &given, err->msg,
+			sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	st->tls = strcmp(u->scheme, "etcds") == 0;
+	if (!st->tls &&
+	    (given & (1U << O_CACERT | 1U << O_CERT | 1U << O_KEY))) {
+		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
+		return LR_ERROR;
+	}
+	if (u->path[0] && strcmp(u->path, "/") != 0) {
+		lr_err_set(err, "etcd URLs take no path (use ?prefix=%s)",
+			   u->path + 1);
+		return LR_ERROR;
+	}
+	st->attempt_ms = val[O_TIMEOUT].n;
+
+	if (parse_hosts(st, err) != LR_OK)
+		return LR_ERROR;
+	if (st->tls && tls_files(st, val, given) < 0)
+		goto oom;
+	st->dir = malloc(strlen(val[O_PREFIX].s) + strlen(req->name) + 2);
+	if (!st->dir)
+		goto oom;
+	sprintf(st->dir, "%s%s/", val[O_PREFIX].s, req->name);
+	if (credentials(st) < 0)
 		goto oom;
 	return LR_OK;
 oom:
