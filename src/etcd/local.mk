@@ -1,7 +1,8 @@
 # --- store: etcd --- etcd v3 (gRPC: libnghttp2, protobuf-c)
 if WITH_ETCD
 pkglib_LTLIBRARIES += etcd.la
-etcd_la_SOURCES = %reldir%/etcd.c $(GRPC_SOURCES)
+etcd_la_SOURCES = %reldir%/etcd.c %reldir%/etcd-rpc.c \
+	%reldir%/etcd-lock.c %reldir%/etcd-runs.c %reldir%/etcd.h $(GRPC_SOURCES)
 nodist_etcd_la_SOURCES = %reldir%/etcd.pb-c.c %reldir%/etcd.pb-c.h
 etcd_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src
 etcd_la_CFLAGS = $(AM_CFLAGS) $(ETCD_CFLAGS)
