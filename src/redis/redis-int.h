@@ -7,6 +7,7 @@
  *   redis.c        the lease: open, acquire, renew, release, break,
  *                  inspect, close; the guards
  *   redis-conn.c   connections, login, Sentinel, round trips, WAIT
+ *   redis-url.c    the URL
  */
 #ifndef LEASERUN_REDIS_INT_H
 #define LEASERUN_REDIS_INT_H
@@ -153,5 +154,10 @@ enum lr_status run_script(struct lr_store *st, const struct script *sc,
 enum lr_status durable(struct lr_store *st, int need, int64_t deadline,
 		       const char *what, struct lr_err *err);
 int replicas_needed(const struct lr_store *st);
+
+/* ---- redis-url.c --------------------------------------------------------- */
+
+enum lr_status parse_url(struct lr_store *st, const struct lr_store_req *req,
+			 struct lr_err *err);
 
 #endif
