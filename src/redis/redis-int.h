@@ -7,6 +7,7 @@
  *   redis.c        the lease: open, acquire, renew, release, break,
  *                  inspect, close; the guards
  *   redis-conn.c   connections, login, Sentinel, round trips, WAIT
+ *   redis-watch.c  the second connection: waiting and the watch
  *   redis-url.c    the URL
  */
 #ifndef LEASERUN_REDIS_INT_H
@@ -115,6 +116,28 @@ struct script {
 	const char *sha;  /* for EVALSHA */
 };
 
+/* Where a round trip asks the guards: the index of INFO memory and of
+ * INFO persistence in it, or -1 (GUARDS_NONE). */
+struct guard_cmds {
+	int mem, per;
+};
+
+#define GUARDS_NONE { -1, -1 }
+
+/* The commands that arm the watch behind a script that found the lease
+ * ours, in one round trip on the command connection: CLIENT TRACKING off
+ * (what c tracked before pointed elsewhere, and a prefix cannot be given
+ * twice), CLIENT TRACKING on ... REDIRECT aux, and a GET of the key.  A
+ * change after the script and before TRACKING shows in the GET; any
+ * change after TRACKING is reported to aux. */
+struct watch_cmds {
+	char id[24];
+	const char *off[3], *on[9], *get[2];
+	int at;           /* where the first is in the round trip, or -1 */
+	long long aux_id; /* the aux they point at, and its node */
+	unsigned gen;
+};
+
 /* ---- redis-conn.c -------------------------------------------------------- */
 
 int64_t step_end(const struct lr_store *st, int64_t deadline);
@@ -159,5 +182,31 @@ int replicas_needed(const struct lr_store *st);
 
 enum lr_status parse_url(struct lr_store *st, const struct lr_store_req *req,
 			 struct lr_err *err);
+
+/* ---- redis.c ------------------------------------------------------------- */
+
+int guards_add(const struct lr_store *st, enum guard_mode mode,
+	       struct cmd *cmds, int n, struct guard_cmds *g);
+enum lr_status guards_check(struct lr_store *st, const struct guard_cmds *g,
+			    const struct cmd *cmds, struct lr_err *err);
+enum lr_status lost(struct lr_store *st, const char *why, struct lr_err *err);
+
+/* ---- redis-watch.c ------------------------------------------------------- */
+
+int watching(const struct lr_store *st);
+void watch_unplan(struct lr_store *st);
+enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+			struct lr_err *err);
+int watch_add(struct lr_store *st, struct watch_cmds *w, struct cmd *cmds,
+	      int n);
+int watch_check(struct lr_store *st, const struct watch_cmds *w,
+		const struct cmd *cmds);
+enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
+			   struct lr_err *err);
+int r_wait_fd(struct lr_store *st, short *events);
+enum lr_status r_process(struct lr_store *st, short revents, int64_t deadline,
+			 struct lr_err *err);
+enum lr_status r_check(struct lr_store *st, int64_t deadline,
+		       struct lr_err *err);
 
 #endif
