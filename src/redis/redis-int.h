@@ -8,6 +8,7 @@
  *                  inspect, close; the guards
  *   redis-conn.c   connections, login, Sentinel, round trips, WAIT
  *   redis-watch.c  the second connection: waiting and the watch
+ *   redis-runs.c   --once-per
  *   redis-url.c    the URL
  */
 #ifndef LEASERUN_REDIS_INT_H
@@ -208,5 +209,15 @@ enum lr_status r_process(struct lr_store *st, short revents, int64_t deadline,
 			 struct lr_err *err);
 enum lr_status r_check(struct lr_store *st, int64_t deadline,
 		       struct lr_err *err);
+
+/* ---- redis-runs.c -------------------------------------------------------- */
+
+enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
+			   uint64_t fence, int64_t deadline,
+			   struct lr_run *last, struct lr_err *err);
+enum lr_status r_run_end(struct lr_store *st, int status, int64_t deadline,
+			 struct lr_err *err);
+enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
+			  struct lr_run *last, struct lr_err *err);
 
 #endif
