@@ -404,14 +404,14 @@ log_lines() {
 }
 
 # The URL options of store $1 (its module's name): the keys of the
-# option table of the source file that says .name = "$1".
+# option tables in the folder of the source file that says .name = "$1"
+# (a store's URL may be parsed in a file of its own: src/redis/).
 code_url_options() {
 	local src
 	src=$(grep -rlE "^[[:space:]]*\.name = \"$1\"," "$LR_SRCDIR/src" --include='*.c')
 	[ -n "$src" ] || return 1
-	# shellcheck disable=SC2086 # one file, or none
-	perl -0ne 'print "$1\n" while /\{\s*"([a-z_]+)",\s*LR_OPT_[A-Z]+\b/g' $src |
-		sort -u
+	perl -0ne 'print "$1\n" while /\{\s*"([a-z_]+)",\s*LR_OPT_[A-Z]+\b/g' \
+		"$(dirname "$src")"/*.c | sort -u
 }
 
 # The options that the "URL options" list of page $1 names:

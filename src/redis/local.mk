@@ -1,7 +1,12 @@
 # --- store: redis --- Redis (hiredis)
 if WITH_REDIS
 pkglib_LTLIBRARIES += redis.la
-redis_la_SOURCES = %reldir%/redis.c
+redis_la_SOURCES = %reldir%/redis.c %reldir%/redis-conn.c \
+	%reldir%/redis-watch.c %reldir%/redis-runs.c %reldir%/redis-url.c \
+	%reldir%/redis-int.h
+	%reldir%/redis-watch.c %reldir%/redis-url.c %reldir%/redis-int.h
+	%reldir%/redis-url.c %reldir%/redis-int.h
+	%reldir%/redis-int.h
 redis_la_CFLAGS = $(AM_CFLAGS) $(REDIS_CFLAGS)
 redis_la_LIBADD = libstore.la $(REDIS_LIBS)
 redis_la_LDFLAGS = $(MODULE_LDFLAGS)

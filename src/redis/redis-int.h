@@ -1,0 +1,223 @@
+/*
+ * redis-int.h - what the parts of the Redis store (module redis.so)
+ * share: the store's state, one connection's, and the calls each part
+ * makes of the others.  Not an interface: the module exports
+ * lr_store_ops alone.  The design is at the top of redis.c.
+ *
+ *   redis.c        the lease: open, acquire, renew, release, break,
+ *                  inspect, close; the guards
+ *   redis-conn.c   connections, login, Sentinel, round trips, WAIT
+ *   redis-watch.c  the second connection: waiting and the watch
+ *   redis-runs.c   --once-per
+ *   redis-url.c    the URL
+ */
+#ifndef LEASERUN_REDIS_INT_H
+#define LEASERUN_REDIS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/store.h"
+#include "store/waitset.h"
+
+/* The most commands sent in one round trip. */
+#define MAX_CMDS 8
+
+/* replicas=auto (the default) and replicas=all. */
+#define REPLICAS_AUTO (-1)
+#define REPLICAS_ALL (-2)
+
+/* What a guard does about a server that cannot keep its promise. */
+enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
+
+/* One connection: our socket, TLS on it or not, hiredis's reader for what
+ * comes in and a buffer of formatted commands for what goes out. */
+struct conn {
+	int fd;
+	struct lr_tls *tls;    /* NULL: plain */
+	redisReader *reader;
+	char *out;             /* formatted commands; may hold a password */
+	size_t len, off, cap;  /* bytes in out, written, allocated */
+	int eof;               /* the server closed its end */
+	int heard;             /* the server has said something */
+	int broken;            /* a command could not be queued */
+	unsigned gen;          /* the node it goes to (st->node_gen) */
+	size_t cost;           /* of the reply being read (REPLY_MAX_COST) */
+	int too_big;           /* it went over: the reader stopped */
+};
+
+struct lr_store {
+	const struct lr_store_req *req;
+	char *host;       /* the data node's TCP host, or NULL for a socket */
+	int port;
+	char *sock;       /* Unix socket path, or NULL */
+	char where[300];  /* "127.0.0.1:6379" or the socket path, for errors */
+	char who[320];    /* "redis at WHERE" */
+	unsigned node_gen; /* bumped when host:port changes (Sentinel) */
+	char *user;       /* ACL user, or NULL */
+	char *pass;       /* password, or NULL; wiped on close */
+	long db;
+	int64_t cap_ms;   /* per-exchange timeout cap */
+	enum guard_mode evict, persist;
+	/* TLS: rediss://, rediss+sentinel:// */
+	int use_tls;
+	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
+	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
+	/* Sentinel: master is NULL for the other schemes */
+	const char *master;
+	struct lr_url_host *sentinels;
+	size_t nsentinels, sentinel_at; /* sentinel_at answered last */
+	char *sentinel_user, *sentinel_pass; /* pass wiped on close */
+	int node_known;   /* host:port is the master, as far as we know */
+	/* Durable grants */
+	int replicas_opt; /* replicas=N, REPLICAS_AUTO or REPLICAS_ALL */
+	int replicas;     /* online replicas, as INFO said last */
+	int retry;        /* the last failure may pass: try again in time */
+	int replicas_warned;
+	char *key, *fence_key, *chan, *ks_chan, *done_key;
+	char *waiters, *wake_prefix, *wake_chan;
+	/* Shared holders and slots: key is then our Pholder:{NAME}:TOK, and
+	 * plain the lease's key; slot_key our slot's, once granted. */
+	char *plain, *holders, *limit_key, *hold_prefix, *slot_prefix;
+	char *slot_key;
+	int multi;         /* shared, or a limit above 1 */
+	unsigned slot;     /* our slot, once granted */
+	struct conn *c;    /* commands */
+	struct conn *aux;  /* subscriber (waiting) and watcher (holding) */
+	long long aux_id;  /* its CLIENT ID, or -1 */
+	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
+	int held;
+	int watch_off;     /* the server cannot track: renew alone */
+	int64_t watch_at;  /* held, watch not armed: when to arm it; else 0 */
+	int watch_timer;   /* ws's timer is set for watch_at */
+	int subscribe;     /* a try found the lease busy: subscribe first */
+	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
+	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
+	struct lr_waitset ws; /* both sockets and watch_at while holding */
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
+};
+
+/* What conn_fill() says besides 1, 0 and -1. */
+#define FILL_EOF (-2)
+#define FILL_TOO_BIG (-3)
+
+/* One command of a round trip, and its reply (maybe an error reply). */
+struct cmd {
+	int argc;
+	const char **argv;
+	redisReply *r;
+};
+
+/* A script of src/redis/ (see "scripts" in redis.c). */
+struct script {
+	const char *name; /* for messages */
+	const char *body;
+	const char *sha;  /* for EVALSHA */
+};
+
+/* Where a round trip asks the guards: the index of INFO memory and of
+ * INFO persistence in it, or -1 (GUARDS_NONE). */
+struct guard_cmds {
+	int mem, per;
+};
+
+#define GUARDS_NONE { -1, -1 }
+
+/* The commands that arm the watch behind a script that found the lease
+ * ours, in one round trip on the command connection: CLIENT TRACKING off
+ * (what c tracked before pointed elsewhere, and a prefix cannot be given
+ * twice), CLIENT TRACKING on ... REDIRECT aux, and a GET of the key.  A
+ * change after the script and before TRACKING shows in the GET; any
+ * change after TRACKING is reported to aux. */
+struct watch_cmds {
+	char id[24];
+	const char *off[3], *on[9], *get[2];
+	int at;           /* where the first is in the round trip, or -1 */
+	long long aux_id; /* the aux they point at, and its node */
+	unsigned gen;
+};
+
+/* ---- redis-conn.c -------------------------------------------------------- */
+
+int64_t step_end(const struct lr_store *st, int64_t deadline);
+void replies_free(redisReply **r, int n);
+int is_error(const redisReply *r, const char *word);
+int reply_heals(const redisReply *r);
+int conn_fill(const struct lr_store *st, struct conn *k, short *want,
+	      struct lr_err *err);
+int conn_reply(struct conn *k, redisReply **r, struct lr_err *err);
+enum lr_status exchange(const struct lr_store *st, struct conn *k, int n,
+			redisReply **r, int64_t end, int *got, const char *who,
+			const char *what, struct lr_err *err);
+void cmds_free(struct cmd *cmds, int n);
+enum lr_status info_read(const struct lr_store *st, const redisReply *r,
+			 const char *section, const char *field, char *val,
+			 size_t vsize, char *msg, size_t msize,
+			 struct lr_err *err);
+void replicas_seen(struct lr_store *st, const redisReply *r);
+void node_set(struct lr_store *st, char *host, int port);
+enum lr_status connect_to(struct lr_store *st, int64_t deadline,
+			  struct conn **out, int select, struct cmd *more,
+			  int nmore, struct lr_err *err);
+void drop_main(struct lr_store *st);
+void drop_aux(struct lr_store *st);
+enum lr_status main_open(struct lr_store *st, int64_t deadline,
+			 struct lr_err *err);
+enum lr_status round_trip(struct lr_store *st, struct cmd *cmds, int n,
+			  int64_t deadline, const char *what,
+			  struct lr_err *err);
+enum lr_status command(struct lr_store *st, int argc, const char **argv,
+		       int64_t deadline, redisReply **r, const char *what,
+		       struct lr_err *err);
+enum lr_status run_script(struct lr_store *st, const struct script *sc,
+			  int nkeys, int nargs, const char **kv,
+			  struct cmd *cmds, int n, int si, int64_t deadline,
+			  struct lr_err *err);
+enum lr_status durable(struct lr_store *st, int need, int64_t deadline,
+		       const char *what, struct lr_err *err);
+int replicas_needed(const struct lr_store *st);
+
+/* ---- redis-url.c --------------------------------------------------------- */
+
+enum lr_status parse_url(struct lr_store *st, const struct lr_store_req *req,
+			 struct lr_err *err);
+
+/* ---- redis.c ------------------------------------------------------------- */
+
+int guards_add(const struct lr_store *st, enum guard_mode mode,
+	       struct cmd *cmds, int n, struct guard_cmds *g);
+enum lr_status guards_check(struct lr_store *st, const struct guard_cmds *g,
+			    const struct cmd *cmds, struct lr_err *err);
+enum lr_status lost(struct lr_store *st, const char *why, struct lr_err *err);
+
+/* ---- redis-watch.c ------------------------------------------------------- */
+
+int watching(const struct lr_store *st);
+void watch_unplan(struct lr_store *st);
+enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+			struct lr_err *err);
+int watch_add(struct lr_store *st, struct watch_cmds *w, struct cmd *cmds,
+	      int n);
+int watch_check(struct lr_store *st, const struct watch_cmds *w,
+		const struct cmd *cmds);
+enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
+			   struct lr_err *err);
+int r_wait_fd(struct lr_store *st, short *events);
+enum lr_status r_process(struct lr_store *st, short revents, int64_t deadline,
+			 struct lr_err *err);
+enum lr_status r_check(struct lr_store *st, int64_t deadline,
+		       struct lr_err *err);
+
+/* ---- redis-runs.c -------------------------------------------------------- */
+
+enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
+			   uint64_t fence, int64_t deadline,
+			   struct lr_run *last, struct lr_err *err);
+enum lr_status r_run_end(struct lr_store *st, int status, int64_t deadline,
+			 struct lr_err *err);
+enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
+			  struct lr_run *last, struct lr_err *err);
+
+#endif
