@@ -833,6 +833,14 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 			mark_gone(st, "the lock was not held");
 		return lost(st, err);
 	}
+	if (st->op != OP_NONE) {
+		/* An earlier statement is still unanswered: the server is not
+		 * answering.  Ending the session (close) frees the lock. */
+		lr_err_set(err, "MySQL at %s is not answering; closing our "
+				"session frees the lock",
+			   st->where);
+		return LR_ERROR;
+	}
 	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
 	 * 0 someone else's, NULL nobody's. */
 	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->lock);
