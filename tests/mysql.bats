@@ -211,8 +211,10 @@ gone() {
 	start_holder "$n" -t 2s -k 300ms
 	t0=$(now_ms)
 	mysql_server_signal STOP
-	wait_rc "$BG"
+	# Bounded: a holder that never stops must fail the test, not hang it.
+	wait_until 5 dead "$BG"
 	t1=$(now_ms)
+	wait_rc "$BG"
 	mysql_server_signal CONT
 	[ "$RC" = 124 ]
 	dead "$CHILD"
