@@ -146,11 +146,11 @@ static int heals(unsigned e)
 	return 0;
 }
 
-/* The server ended the session: certain loss of its locks. */
+/* The server ended the session: certain loss of its locks.  (Not
+ * ER_QUERY_INTERRUPTED: KILL QUERY ends a statement, not the session.) */
 static int ended(unsigned e)
 {
-	return e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN ||
-	       e == ER_QUERY_INTERRUPTED;
+	return e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN;
 }
 
 /* err = "WHAT on MySQL at WHERE failed: ERROR (errno)". */
