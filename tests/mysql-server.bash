@@ -52,6 +52,8 @@ mysql_server_up() {
 		--innodb-log-file-size=8M --skip-log-bin --max-connections=200 \
 		</dev/null >/dev/null 2>&1 &
 	echo $! >"$MY_DIR/pid"
+	# (Its kill -9 in a test is no job of the shell's to report.)
+	disown "$!"
 	mysql_wait_ready
 }
 

@@ -27,6 +27,8 @@ teardown() {
 	# The server must be running for the next test, whatever this one did.
 	mysql_server_signal CONT || true
 	kill -0 "$(my_pid)" 2>/dev/null || mysql_server_up || true
+	my_sql "SET GLOBAL read_only = 0;
+		SET GLOBAL innodb_flush_log_at_trx_commit = 1" || true
 }
 
 # A lease name unique to this test.
@@ -98,12 +100,13 @@ gone() {
 	assert_output ok
 }
 
-@test "--limit and --shared are refused with 125 and one line" {
-	run -125 --separate-stderr lr --limit 2 "$(name)" true
-	[ "${#stderr_lines[@]}" -eq 1 ]
-	run -125 --separate-stderr lr --shared "$(name)" true
-	[ "${#stderr_lines[@]}" -eq 1 ]
-	assert_output ""
+@test "--limit, --shared and --once-per, which this store lacks, are refused with 125 and one line" {
+	for o in "--limit 2" --shared "--once-per 1m"; do
+		# shellcheck disable=SC2086 # the option and its value
+		run -125 --separate-stderr lr $o "$(name)" echo ran
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		assert_output ""
+	done
 }
 
 @test "-n exits 1 (or the -E code) while another holds the lease" {
@@ -267,4 +270,21 @@ gone() {
 		run lr "$n" sh -c 'echo $LEASERUN_FENCE'
 	assert_success
 	assert_output 1
+}
+
+@test "a read-only server: 125 and one line" {
+	my_sql "SET GLOBAL read_only = 1"
+	run -125 --separate-stderr lr -n "$(name)" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"read-only"* ]]
+	assert_output ""
+}
+
+@test "innodb_flush_log_at_trx_commit other than 1: one warning that a fence may repeat after a crash" {
+	my_sql "SET GLOBAL innodb_flush_log_at_trx_commit = 2"
+	run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	assert_output ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"innodb_flush_log_at_trx_commit is 2"* ]]
 }
