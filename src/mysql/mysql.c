@@ -39,6 +39,11 @@
  * unasked, except when it ends the session (KILL, shutdown); then the
  * lock is certainly gone, and process() says LR_LOST.
  *
+ * Runs (--once-per) live in the table leaserun_runs (RUNS_SQL), one row
+ * per lock, their times by the server's clock (NOW(6)), read and then
+ * written while holding the lock, the write in autocommit before the
+ * command starts.
+ *
  * No call blocks past its deadline, except the host name lookup inside
  * the connect (Connector/C resolves names synchronously).  A statement
  * that runs out of time stays in flight; the next call finishes it first.
@@ -108,6 +113,7 @@ struct lr_store {
 	char lock[300];    /* the lock name as a SQL literal */
 	int held;
 	uint64_t fence;
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port" or the socket, for messages */
@@ -966,6 +972,169 @@ static enum lr_status my_brk(struct lr_store *st, int slot, int64_t deadline,
 	return s;
 }
 
+/* ---- runs (--once-per) ------------------------------------------------ */
+
+/* The table of runs, as created here and as the man page prints it:
+ * one row per lock, times in Unix ms by the server's clock. */
+#define RUNS_TABLE "leaserun_runs"
+#define RUNS_SQL                                                           \
+	"CREATE TABLE IF NOT EXISTS " RUNS_TABLE " ("                        \
+	"name VARCHAR(64) COLLATE utf8mb4_bin PRIMARY KEY, "                \
+	"fence BIGINT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "      \
+	"pid BIGINT NOT NULL, period_ms BIGINT NOT NULL, "                  \
+	"started_ms BIGINT NOT NULL, ended_ms BIGINT, status INT) "         \
+	"ENGINE=InnoDB"
+/* The server's clock, never ours: hosts whose clocks disagree agree on
+ * it. */
+#define NOW_MS "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)"
+
+/* A missing or forbidden table of runs: create it if we may, else one
+ * line with the statement and the grant.  LR_OK: try again. */
+static enum lr_status runs_table(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	unsigned e = mysql_errno(st->m);
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+
+	if (e == ER_NO_SUCH_TABLE) {
+		s = q_run(st, RUNS_SQL, "creating the table of runs", deadline,
+			  &res, err);
+		mysql_free_result(res);
+		if (s != LR_ERROR ||
+		    mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
+			return s;
+		lr_err_set(err,
+			   "MySQL at %s: --once-per needs the table %s.%s, "
+			   "which this user may not create; have it made: %s; "
+			   "GRANT SELECT, INSERT, UPDATE ON %s.%s TO the user",
+			   st->where, st->db, RUNS_TABLE, RUNS_SQL, st->db,
+			   RUNS_TABLE);
+		return LR_ERROR;
+	}
+	if (e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR)
+		lr_err_set(err,
+			   "MySQL at %s: this user may not use the table %s "
+			   "that --once-per keeps runs in: GRANT SELECT, "
+			   "INSERT, UPDATE ON %s.%s to the user",
+			   st->where, RUNS_TABLE, st->db, RUNS_TABLE);
+	return LR_ERROR;
+}
+
+/* The lock's run by the server's clock, into *run (known 0 without one;
+ * its fence also in *fence), next counted with period (0: the row's
+ * own). */
+static enum lr_status run_read(struct lr_store *st, int64_t period,
+			       int64_t deadline, struct lr_run *run,
+			       uint64_t *fence, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	lr_run_init(run);
+	*fence = 0;
+	snprintf(sql, sizeof(sql),
+		 "SELECT " NOW_MS ", r.fence, r.host, r.pid, r.period_ms, "
+		 "r.started_ms, r.ended_ms, r.status FROM (SELECT 1) AS one "
+		 "LEFT JOIN " RUNS_TABLE " r ON r.name = %s",
+		 st->lock);
+	s = q_run(st, sql, "reading the last run", deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 8);
+	if (r && r[0] && r[1] && r[2] && r[3] && r[4] && r[5]) {
+		run->known = 1;
+		run->fence = *fence = strtoull(r[1], NULL, 10);
+		snprintf(run->host, sizeof(run->host), "%s", r[2]);
+		run->pid = strtol(r[3], NULL, 10);
+		run->period_ms = strtoll(r[4], NULL, 10);
+		run->start_ms = strtoll(r[5], NULL, 10);
+		if (r[6]) {
+			run->end_ms = strtoll(r[6], NULL, 10);
+			run->status = r[7] ? atoi(r[7]) : -1;
+		}
+		lr_run_times(run, strtoll(r[0], NULL, 10), period);
+	}
+	mysql_free_result(res);
+	return LR_OK;
+}
+
+/* Both statements run while we hold the lock, which every writer of the
+ * lock's row holds too: nothing comes between the look and the write. */
+static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
+				   uint64_t fence, int64_t deadline,
+				   struct lr_run *last, struct lr_err *err)
+{
+	char sql[1400], host[600];
+	MYSQL_RES *res = NULL;
+	enum lr_status s = LR_ERROR;
+	uint64_t was;
+	int tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		s = run_read(st, period_ms, deadline, last, &was, err);
+		if (s != LR_ERROR || st->gone)
+			break;
+		s = runs_table(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	if (s != LR_OK)
+		return s;
+	if (last->known && was != fence && last->next_ms > 0)
+		return LR_BUSY;
+	if (literal(st, st->req->host ? st->req->host : "", host,
+		    sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "''");
+	/* Autocommit: durable (as the fence is) before the command starts. */
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO " RUNS_TABLE " (name, fence, host, pid, "
+		 "period_ms, started_ms) VALUES (%s, %" PRIu64 ", %s, %ld, "
+		 "%" PRId64 ", " NOW_MS ") ON DUPLICATE KEY UPDATE "
+		 "fence = VALUES(fence), host = VALUES(host), pid = VALUES(pid), "
+		 "period_ms = VALUES(period_ms), started_ms = "
+		 "VALUES(started_ms), ended_ms = NULL, status = NULL",
+		 st->lock, fence, host, st->req->pid, period_ms);
+	s = q_run(st, sql, "recording the run", deadline, &res, err);
+	mysql_free_result(res);
+	if (s == LR_ERROR && !st->gone)
+		runs_table(st, deadline, err);
+	if (s == LR_OK)
+		st->run_fence = fence;
+	return s;
+}
+
+static enum lr_status my_run_end(struct lr_store *st, int status,
+				 int64_t deadline, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+
+	if (!st->run_fence)
+		return LR_OK;
+	snprintf(sql, sizeof(sql),
+		 "UPDATE " RUNS_TABLE " SET ended_ms = " NOW_MS ", status = %d "
+		 "WHERE name = %s AND fence = %" PRIu64,
+		 status, st->lock, st->run_fence);
+	s = q_run(st, sql, "recording the run's end", deadline, &res, err);
+	mysql_free_result(res);
+	return s;
+}
+
+static enum lr_status my_run_last(struct lr_store *st, int64_t deadline,
+				  struct lr_run *last, struct lr_err *err)
+{
+	uint64_t fence;
+	enum lr_status s = run_read(st, 0, deadline, last, &fence, err);
+
+	if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+		return LR_OK; /* no run recorded yet */
+	return s;
+}
+
 static void my_close(struct lr_store *st)
 {
 	if (!st)
@@ -993,4 +1162,7 @@ const struct lr_store_ops lr_store_ops = {
 	.inspect = my_inspect,
 	.brk = my_brk,
 	.close = my_close,
+	.run_start = my_run_start,
+	.run_end = my_run_end,
+	.run_last = my_run_last,
 };
