@@ -100,8 +100,8 @@ gone() {
 	assert_output ok
 }
 
-@test "--limit, --shared and --once-per, which this store lacks, are refused with 125 and one line" {
-	for o in "--limit 2" --shared "--once-per 1m"; do
+@test "--limit and --shared, which this store lacks, are refused with 125 and one line" {
+	for o in "--limit 2" --shared; do
 		# shellcheck disable=SC2086 # the option and its value
 		run -125 --separate-stderr lr $o "$(name)" echo ran
 		[ "${#stderr_lines[@]}" -eq 1 ]
@@ -287,4 +287,59 @@ gone() {
 	assert_output ran
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"innodb_flush_log_at_trx_commit is 2"* ]]
+}
+
+@test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
+	n=$(name)
+	LEASERUN_URL=$MY_URL lr "$n" true # (makes lr.leaserun_fences)
+	my_sql "DROP DATABASE IF EXISTS lr3; CREATE DATABASE lr3;
+		GRANT SELECT, INSERT, UPDATE ON lr3.* TO 'other'@'%'"
+	export LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr3"
+	# The fences' table, made by root: only the runs' is missing.
+	my_sql "CREATE TABLE lr3.leaserun_fences LIKE lr.leaserun_fences"
+	run --separate-stderr lr --once-per 1m "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	echo "$stderr" >&3
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "--once-per needs the table lr3.leaserun_runs, which this user may not create; have it made: CREATE TABLE IF NOT EXISTS leaserun_runs \\(.*\\) ENGINE=InnoDB; GRANT SELECT, INSERT, UPDATE ON lr3.leaserun_runs TO the user\$"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	run lr --status --json "$n"
+	assert_failure 1
+	jq -e '.held == false and .last_run == null' <<<"$output"
+	# The statement in the message is the one that works.
+	my_sql "USE lr3; $(sed -n 's/.*have it made: \(CREATE TABLE [^;]*\);.*/\1/p' <<<"$stderr")"
+	run lr --once-per 1m "$n" true
+	assert_success
+}
+
+@test "cron: a user that may create it makes the table on first use" {
+	my_sql "DROP TABLE IF EXISTS lr.leaserun_runs"
+	run lr --once-per 1m "$(name)" true
+	assert_success
+	[ "$(my_sql "SELECT count(*) FROM lr.leaserun_runs")" = 1 ]
+}
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's NOW(6)" {
+	n=$(name)
+	cron_once "$n"
+	run my_sql "SELECT host, period_ms, status, ended_ms >= started_ms,
+		started_ms > $(( $(date +%s) - 60 ))000 FROM lr.leaserun_runs
+		WHERE name = 'leaserun:$n'"
+	assert_output "$(hostname)	3000	0	1	1"
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status "$(name)"
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time "$(name)"
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay "$(name)"
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values "$(name)"
 }
