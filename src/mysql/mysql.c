@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <errmsg.h>
@@ -480,6 +481,34 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
+/* Galera keeps GET_LOCK to the node it is taken on: two nodes would
+ * each grant the same lease.  (SHOW VARIABLES, since MySQL has no
+ * @@wsrep_on.) */
+static enum lr_status galera_guard(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	s = q_run(st, "SHOW VARIABLES LIKE 'wsrep\\_on'", "SHOW VARIABLES",
+		  deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 2);
+	if (r && r[1] && !strcasecmp(r[1], "ON")) {
+		lr_err_set(err,
+			   "MySQL at %s is a Galera node (wsrep_on): its "
+			   "GET_LOCK() locks are its own, not the cluster's, "
+			   "so two nodes could grant the same lease; use a "
+			   "server outside the cluster, or another store",
+			   st->where);
+		s = LR_ERROR;
+	}
+	mysql_free_result(res);
+	return s;
+}
+
 static void disconnect(struct lr_store *st)
 {
 	mysql_free_result(st->res);
@@ -507,6 +536,8 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 				deadline, err);
 		if (s == LR_OK)
 			s = setup(st, deadline, err);
+		if (s == LR_OK)
+			s = galera_guard(st, deadline, err);
 		/* The next host only for a fault of this one. */
 		if (s == LR_OK || (s == LR_ERROR && !err->heals))
 			break;
