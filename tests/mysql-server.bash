@@ -10,6 +10,9 @@
 #                     (crash recovery), same port.
 # mysql_server_stop   stops the server by its PID and removes the directory.
 # my_sql SQL          runs SQL as root over the Unix socket.
+# galera_start        a second server, a one-node Galera cluster (wsrep_on),
+#                     with the same user lr; sets GA_DIR and GA_URL.
+# galera_stop         stops it and removes its directory.
 # mysql_server_signal SIG  signals mariadbd.
 #
 # Meant to be sourced by bats files from setup_file/teardown_file.
@@ -117,4 +120,53 @@ mysql_server_stop() {
 		mysql_wait_exit "$pid" || kill -9 "$pid" 2>/dev/null
 	fi
 	rm -rf "$MY_DIR"
+}
+
+galera_start() {
+	local port gport
+	GA_DIR=$(mktemp -d /tmp/leaserun-galera.XXXXXX)
+	chmod 755 "$GA_DIR"
+	mkdir "$GA_DIR/data"
+	if [ "$(id -u)" = 0 ]; then
+		chown mysql: "$GA_DIR" "$GA_DIR/data"
+	fi
+	port=$("$LR_BUILDDIR/tests/freeport")
+	gport=$("$LR_BUILDDIR/tests/freeport")
+	mariadb-install-db --no-defaults --auth-root-authentication-method=normal \
+		--skip-test-db --datadir="$GA_DIR/data" --user=mysql \
+		>"$GA_DIR/install.log" 2>&1 || return 1
+	mariadbd --no-defaults --datadir="$GA_DIR/data" --socket="$GA_DIR/sock" \
+		--port="$port" --bind-address=127.0.0.1 --skip-name-resolve \
+		--user=mysql --log-error="$GA_DIR/server.log" \
+		--innodb-buffer-pool-size=16M --wsrep-on=ON \
+		--wsrep-provider=/usr/lib/galera/libgalera_smm.so \
+		--wsrep-cluster-address=gcomm:// --binlog-format=ROW \
+		--innodb-autoinc-lock-mode=2 --wsrep-node-address=127.0.0.1 \
+		--wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$gport" \
+		</dev/null >/dev/null 2>&1 &
+	echo $! >"$GA_DIR/pid"
+	disown "$!"
+	for _ in $(seq 1 300); do
+		mariadb --no-defaults -u root -S "$GA_DIR/sock" -e "
+			CREATE DATABASE lr;
+			CREATE USER 'lr'@'%' IDENTIFIED BY '$MY_PASSWORD';
+			GRANT ALL ON lr.* TO 'lr'@'%'" 2>/dev/null && {
+			GA_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$port/lr"
+			return 0
+		}
+		sleep 0.1
+	done
+	tail -n 30 "$GA_DIR/server.log" >&2
+	return 1
+}
+
+galera_stop() {
+	[ -n "${GA_DIR:-}" ] && [ -d "$GA_DIR" ] || return 0
+	local pid
+	pid=$(cat "$GA_DIR/pid" 2>/dev/null)
+	if [ -n "$pid" ]; then
+		kill -TERM "$pid" 2>/dev/null
+		mysql_wait_exit "$pid" || kill -9 "$pid" 2>/dev/null
+	fi
+	rm -rf "$GA_DIR"
 }

@@ -27,6 +27,7 @@ teardown() {
 	# The server must be running for the next test, whatever this one did.
 	mysql_server_signal CONT || true
 	kill -0 "$(my_pid)" 2>/dev/null || mysql_server_up || true
+	galera_stop
 	my_sql "SET GLOBAL read_only = 0;
 		SET GLOBAL innodb_flush_log_at_trx_commit = 1" || true
 }
@@ -277,6 +278,14 @@ gone() {
 	run -125 --separate-stderr lr -n "$(name)" echo ran
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"read-only"* ]]
+	assert_output ""
+}
+
+@test "a Galera node (wsrep_on), whose GET_LOCK is its own, is refused with 125 and one line" {
+	galera_start
+	LEASERUN_URL=$GA_URL run -125 --separate-stderr lr -n "$(name)" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"Galera node (wsrep_on)"* ]]
 	assert_output ""
 }
 
