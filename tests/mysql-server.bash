@@ -151,7 +151,7 @@ galera_start() {
 			CREATE DATABASE lr;
 			CREATE USER 'lr'@'%' IDENTIFIED BY '$MY_PASSWORD';
 			GRANT ALL ON lr.* TO 'lr'@'%'" 2>/dev/null && {
-			GA_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$port/lr"
+			export GA_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$port/lr"
 			return 0
 		}
 		sleep 0.1

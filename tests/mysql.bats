@@ -184,7 +184,7 @@ gone() {
 	t0=$(now_ms)
 	run lr -t 1s "$n" sh -c 'sleep 3; echo done'
 	assert_success
-	assert_output done
+	assert_output "done"
 	(( $(now_ms) - t0 >= 3000 ))
 }
 
