@@ -228,6 +228,22 @@ gone() {
 	grep -q "renew failed" "$BATS_TEST_TMPDIR/$n.err"
 }
 
+@test "faults: a waiter rides out a restart of the server, and then runs" {
+	n=$(name)
+	start_holder "$n"
+	lr -w 20s "$n" echo ran >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	sleep 0.5
+	mysql_server_restart
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	wait_rc "$w"
+	cat "$BATS_TEST_TMPDIR/w.err"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/w.out")" = ran ]
+}
+
 @test "fences strictly increase from holder to holder" {
 	n=$(name)
 	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')

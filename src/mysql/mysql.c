@@ -160,6 +160,12 @@ static int ended(unsigned e)
 	return e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN;
 }
 
+/* The connection is of no more use: a new one is needed. */
+static int broken(unsigned e)
+{
+	return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || ended(e);
+}
+
 /* err = "WHAT on MySQL at WHERE failed: ERROR (errno)". */
 static void q_fail(struct lr_store *st, const char *what, struct lr_err *err)
 {
@@ -707,6 +713,10 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 		 "GET_LOCK(%s, 0))",
 		 st->lock, st->lock);
 	s = q_run(st, sql, "GET_LOCK", deadline, &res, err);
+	if (s == LR_ERROR && (st->gone || broken(mysql_errno(st->m))))
+		/* Holding nothing: the next attempt connects again (a
+		 * restart or a failover ends every session). */
+		disconnect(st);
 	if (s != LR_OK)
 		return s;
 	r = row_of(res, 1);
