@@ -8,6 +8,8 @@
 #                     password) and MY_URL_NOPW.
 # mysql_server_crash  kill -9 of mariadbd, then a start on the same data
 #                     (crash recovery), same port.
+# mysql_server_restart  a clean shutdown (SIGTERM), then a start on the
+#                     same data and port.
 # mysql_server_stop   stops the server by its PID and removes the directory.
 # my_sql SQL          runs SQL as root over the Unix socket.
 # galera_start        a second server, a one-node Galera cluster (wsrep_on),
@@ -107,6 +109,15 @@ mysql_server_crash() {
 	kill -CONT "$pid" 2>/dev/null
 	kill -9 "$pid" 2>/dev/null
 	mysql_wait_exit "$pid"
+	mysql_server_up
+}
+
+mysql_server_restart() {
+	local pid
+	pid=$(my_pid)
+	kill -CONT "$pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null
+	mysql_wait_exit "$pid" || return 1
 	mysql_server_up
 }
 
