@@ -39,6 +39,7 @@ name() { echo "my-$BATS_TEST_NUMBER"; }
 # NULL.
 holder_conn() { my_sql "SELECT IS_USED_LOCK('leaserun:$1')"; }
 is_free() { [ "$(holder_conn "$1")" = NULL ]; }
+is_held() { [ "$(holder_conn "$1")" != NULL ]; }
 
 gone() {
 	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
@@ -122,7 +123,7 @@ gone() {
 @test "the lock is GET_LOCK of the documented name: SQL and leaserun exclude each other" {
 	n=$(name)
 	start_holder "$n"
-	[ "$(holder_conn "$n")" != NULL ]
+	is_held "$n"
 	release "$n"
 	assert_holder_rc 0
 	is_free "$n"
@@ -130,7 +131,7 @@ gone() {
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
 		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(3)" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
-	wait_until 5 test "$(holder_conn "$n")" != NULL
+	wait_until 5 is_held "$n"
 	run lr -n "$n" true
 	assert_failure 1
 }
