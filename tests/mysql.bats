@@ -95,6 +95,14 @@ gone() {
 	[[ "$stderr" == *DATABASE* ]]
 }
 
+@test "several hosts: the first that answers is used" {
+	dead=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$dead,127.0.0.1:$MY_PORT/lr" \
+		run lr -n "$(name)" sh -c 'echo ok'
+	assert_success
+	assert_output ok
+}
+
 @test "a Unix socket by ?socket=" {
 	LEASERUN_URL="mysql://lr:$MY_PASSWORD@/lr?socket=$MY_DIR/sock" \
 		run lr "$(name)" sh -c 'echo ok'
