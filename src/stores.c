@@ -42,6 +42,8 @@ static const struct {
 	{ "rediss+sentinel", "redis", "leaserun-redis", "redis-tls" },
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },
+	{ "mysql", "mysql", "leaserun-mysql", NULL },
+	{ "mariadb", "mysql", "leaserun-mysql", NULL },
 	{ "etcd", "etcd", "leaserun-etcd", NULL },
 	{ "etcds", "etcd", "leaserun-etcd", "etcd-tls" },
 	{ "zk", "zk", "leaserun-zookeeper", NULL },

@@ -1,0 +1,1209 @@
+/*
+ * mysql.c - the MySQL/MariaDB store: a session lock (GET_LOCK), through
+ * MariaDB Connector/C's non-blocking API.
+ *
+ * The lease is the user-level lock named, on the server, by
+ *
+ *   L = CONCAT(PREFIX, NAME)
+ *   lock = IF(CHAR_LENGTH(L) <= 64, L,
+ *             CONCAT(LEFT(L, 47), '~', LEFT(SHA2(L, 256), 16)))
+ *
+ * (PREFIX "leaserun:" unless ?prefix= says otherwise): a lock name is at
+ * most 64 characters and server-wide, so a long name keeps a readable
+ * head and a hash of the whole.  The server computes it in open(), so a
+ * SQL user can take the same lock with the same expression.
+ *
+ * Lock life: open() connects (non-blocking, bounded by the deadline) and
+ * sets the session up: wait_timeout of about the TTL, so that the server
+ * ends a silent holder's session, and frees its lock, about one TTL after
+ * it last heard from it and never earlier; TCP keepalive on our end.
+ * acquire() is one GET_LOCK(lock, 0), never a wait on the server: a busy
+ * lease is asked again by the core's retry loop (50ms doubling to 1s), so
+ * the loop is never blocked and a "-n" run never queues.
+ *
+ * Fence: a counter row per lock in the InnoDB table leaserun_fences of
+ * the URL's database, bumped in autocommit by
+ *   INSERT ... ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)
+ * while holding the lock; its OK packet carries the new value (no second
+ * round trip).  With innodb_flush_log_at_trx_commit = 1 the commit is on
+ * disk before the answer comes back, and the answer starts the command;
+ * another setting is warned about once.  The table is created on first
+ * use if the user may; if not, the error gives the statement and grant.
+ * The row also says who holds the lock (host, pid, since, connection),
+ * for --status.
+ *
+ * Heartbeat: renew() is one round trip proving the lock is held by our
+ * session: IS_USED_LOCK(lock) = CONNECTION_ID(), and that CONNECTION_ID()
+ * has not changed (a proxy that hands sessions around would change it).
+ * While holding, the socket is in the loop: a MySQL server sends nothing
+ * unasked, except when it ends the session (KILL, shutdown); then the
+ * lock is certainly gone, and process() says LR_LOST.
+ *
+ * Runs (--once-per) live in the table leaserun_runs (RUNS_SQL), one row
+ * per lock, their times by the server's clock (NOW(6)), read and then
+ * written while holding the lock, the write in autocommit before the
+ * command starts.
+ *
+ * No call blocks past its deadline, except the host name lookup inside
+ * the connect (Connector/C resolves names synchronously).  A statement
+ * that runs out of time stays in flight; the next call finishes it first.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+
+#include "store/store.h"
+
+#define DEFAULT_PORT 3306
+#define MAX_HOSTS 16
+#define FENCE_TABLE "leaserun_fences"
+
+/* The table of fences, as created here and as the man page prints it. */
+#define TABLE_SQL                                                          \
+	"CREATE TABLE IF NOT EXISTS " FENCE_TABLE " ("                       \
+	"name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin "       \
+	"NOT NULL PRIMARY KEY, fence BIGINT UNSIGNED NOT NULL, "            \
+	"host VARCHAR(255) NOT NULL DEFAULT '', pid BIGINT NOT NULL "       \
+	"DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0, conn BIGINT "       \
+	"UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB"
+
+/* The lock name expression of the top; %s is CONCAT(prefix, name). */
+#define LOCK_SQL                                                           \
+	"IF(CHAR_LENGTH(%1$s) <= 64, %1$s, CONCAT(LEFT(%1$s, 47), '~', "     \
+	"LEFT(SHA2(%1$s, 256), 16)))"
+
+enum opt { O_SOCKET, O_PREFIX, O_N };
+
+static const struct lr_url_opt opts[O_N] = {
+	[O_SOCKET] = { "socket", LR_OPT_PATH, 0, 0, NULL },
+	[O_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
+};
+
+/* What is in flight on the connection. */
+enum op { OP_NONE = 0, OP_CONNECT, OP_QUERY, OP_STORE };
+
+struct lr_store {
+	const struct lr_store_req *req;
+	MYSQL *m;
+	enum op op;
+	int wait;          /* MYSQL_WAIT_* of the operation in flight */
+	int qret;          /* mysql_real_query's result */
+	MYSQL *cret;       /* mysql_real_connect's result */
+	MYSQL_RES *res;    /* the answer so far */
+	union lr_url_val o[O_N];
+	struct lr_url_host *hosts;
+	size_t nhosts;
+	char *password;    /* the URL's or MYSQL_PWD; wiped */
+	char *db;
+	unsigned long conn_id; /* CONNECTION_ID() of our session */
+	char lock[300];    /* the lock name as a SQL literal */
+	int held;
+	uint64_t fence;
+	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
+	int gone;          /* the server ended our session: certain */
+	char gone_why[160];
+	char where[160];   /* "host:port" or the socket, for messages */
+	int warned;        /* the durability warning went out */
+};
+
+static const char *const my_secret_env[] = { "MYSQL_PWD", NULL };
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void mark_gone(struct lr_store *st, const char *why)
+{
+	if (st->gone)
+		return;
+	st->gone = 1;
+	snprintf(st->gone_why, sizeof(st->gone_why), "%s", why);
+}
+
+/* Faults that may heal by themselves: the server down, restarting, full
+ * for now, or our connection cut.  Authentication, an unknown database,
+ * a name that does not resolve do not. */
+static int heals(unsigned e)
+{
+	switch (e) {
+	case CR_CONNECTION_ERROR:
+	case CR_CONN_HOST_ERROR:
+	case CR_SERVER_GONE_ERROR:
+	case CR_SERVER_LOST:
+	case ER_CON_COUNT_ERROR:
+	case ER_TOO_MANY_USER_CONNECTIONS:
+	case ER_SERVER_SHUTDOWN:
+	case ER_CONNECTION_KILLED:
+	case ER_OPTION_PREVENTS_STATEMENT: /* read-only, a failover may end */
+		return 1;
+	}
+	return 0;
+}
+
+/* The server ended the session: certain loss of its locks.  (Not
+ * ER_QUERY_INTERRUPTED: KILL QUERY ends a statement, not the session.) */
+static int ended(unsigned e)
+{
+	return e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN;
+}
+
+/* The connection is of no more use: a new one is needed. */
+static int broken(unsigned e)
+{
+	return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || ended(e);
+}
+
+/* err = "WHAT on MySQL at WHERE failed: ERROR (errno)". */
+static void q_fail(struct lr_store *st, const char *what, struct lr_err *err)
+{
+	unsigned e = st->m ? mysql_errno(st->m) : 0;
+
+	lr_err_set(err, "%s on MySQL at %s failed: %s (%u)", what, st->where,
+		   st->m && e ? mysql_error(st->m) : "no answer", e);
+	if (heals(e))
+		lr_err_heals(err);
+	if (ended(e))
+		mark_gone(st, mysql_error(st->m));
+}
+
+/* Waits for what Connector/C asked for (MYSQL_WAIT_*) until deadline.
+ * Returns what happened as MYSQL_WAIT_* for the _cont call, or 0 when the
+ * deadline passed. */
+static int io_wait(struct lr_store *st, int64_t deadline)
+{
+	struct pollfd p = { .fd = mysql_get_socket(st->m) };
+	int ready;
+
+	if (st->wait & MYSQL_WAIT_READ)
+		p.events |= POLLIN;
+	if (st->wait & MYSQL_WAIT_WRITE)
+		p.events |= POLLOUT;
+	if (st->wait & MYSQL_WAIT_EXCEPT)
+		p.events |= POLLPRI;
+	for (;;) {
+		int64_t left = deadline - lr_now_ms();
+		int n, t;
+
+		if (left <= 0)
+			return 0;
+		t = left > INT_MAX ? INT_MAX : (int)left;
+		if (st->wait & MYSQL_WAIT_TIMEOUT) {
+			unsigned lib = mysql_get_timeout_value_ms(st->m);
+
+			if (lib < (unsigned)t)
+				t = (int)lib;
+		}
+		n = poll(&p, 1, t);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 && (st->wait & MYSQL_WAIT_TIMEOUT) &&
+		    lr_now_ms() < deadline)
+			return MYSQL_WAIT_TIMEOUT;
+		if (n == 0)
+			continue;
+		if (n < 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+			return st->wait & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
+		ready = 0;
+		if (p.revents & POLLIN)
+			ready |= MYSQL_WAIT_READ;
+		if (p.revents & POLLOUT)
+			ready |= MYSQL_WAIT_WRITE;
+		if (p.revents & POLLPRI)
+			ready |= MYSQL_WAIT_EXCEPT;
+		return ready;
+	}
+}
+
+static void step(struct lr_store *st, int ready)
+{
+	switch (st->op) {
+	case OP_CONNECT:
+		st->wait = mysql_real_connect_cont(&st->cret, st->m, ready);
+		break;
+	case OP_QUERY:
+		st->wait = mysql_real_query_cont(&st->qret, st->m, ready);
+		break;
+	case OP_STORE:
+		st->wait = mysql_store_result_cont(&st->res, st->m, ready);
+		break;
+	case OP_NONE:
+		st->wait = 0;
+		break;
+	}
+}
+
+/* Drives the operation in flight to its end, by deadline.  LR_OK: done,
+ * its answer (if any) in st->res; LR_TIMEOUT: still in flight for a later
+ * call; LR_ERROR: it failed (err says why; st->gone if the server ended
+ * our session). */
+static enum lr_status finish(struct lr_store *st, int64_t deadline,
+			     const char *what, struct lr_err *err)
+{
+	for (;;) {
+		while (st->wait) {
+			int ready = io_wait(st, deadline);
+
+			if (!ready) {
+				lr_err_set(err, "MySQL at %s did not answer "
+						"in time",
+					   st->where);
+				return LR_TIMEOUT;
+			}
+			step(st, ready);
+		}
+		if (st->op == OP_QUERY && st->qret == 0 &&
+		    mysql_field_count(st->m) > 0) {
+			st->op = OP_STORE;
+			st->wait = mysql_store_result_start(&st->res, st->m);
+			continue;
+		}
+		break;
+	}
+	if ((st->op == OP_QUERY && st->qret != 0) ||
+	    (st->op == OP_STORE && !st->res) ||
+	    (st->op == OP_CONNECT && !st->cret)) {
+		st->op = OP_NONE;
+		q_fail(st, what, err);
+		return LR_ERROR;
+	}
+	st->op = OP_NONE;
+	return LR_OK;
+}
+
+/* Runs one statement to its end.  *out gets its rows (NULL for a
+ * statement without; mysql_free_result it).  what names it in errors. */
+static enum lr_status q_run(struct lr_store *st, const char *sql,
+			    const char *what, int64_t deadline,
+			    MYSQL_RES **out, struct lr_err *err)
+{
+	enum lr_status s;
+
+	*out = NULL;
+	if (!st->m || st->gone) {
+		lr_err_set(err, "no connection to MySQL at %s", st->where);
+		lr_err_heals(err);
+		return LR_ERROR;
+	}
+	if (st->op != OP_NONE) {
+		/* An earlier statement's late answer: drop it. */
+		s = finish(st, deadline, "an earlier statement", err);
+		mysql_free_result(st->res);
+		st->res = NULL;
+		if (s != LR_OK)
+			return s;
+	}
+	st->op = OP_QUERY;
+	st->wait = mysql_real_query_start(&st->qret, st->m, sql,
+					  (unsigned long)strlen(sql));
+	s = finish(st, deadline, what, err);
+	if (s == LR_OK) {
+		*out = st->res;
+		st->res = NULL;
+	}
+	return s;
+}
+
+/* The first row of res with at least n columns, or NULL. */
+static MYSQL_ROW row_of(MYSQL_RES *res, unsigned n)
+{
+	if (!res || mysql_num_fields(res) < n)
+		return NULL;
+	return mysql_fetch_row(res);
+}
+
+/* The string s as a SQL literal in buf ('' quoted, escaped for the
+ * connection's character set).  0, or -1 if it does not fit. */
+static int literal(struct lr_store *st, const char *s, char *buf, size_t len)
+{
+	size_t n = strlen(s);
+
+	if (2 * n + 3 > len)
+		return -1;
+	buf[0] = '\'';
+	n = mysql_real_escape_string(st->m, buf + 1, s, (unsigned long)n);
+	buf[n + 1] = '\'';
+	buf[n + 2] = '\0';
+	return 0;
+}
+
+/* ---- connecting -------------------------------------------------------- */
+
+/* TCP keepalive on our end, from the TTL: the first probe after a third
+ * of it, and enough probes to reach past it; TCP_USER_TIMEOUT the TTL. */
+static void keepalive(int fd, int64_t ttl_ms)
+{
+	int on = 1, idle, intvl, cnt;
+	unsigned uto;
+	long ttl_s;
+
+	if (ttl_ms <= 0)
+		ttl_ms = 10000;
+	ttl_s = (long)((ttl_ms + 999) / 1000);
+	idle = ttl_s / 3 > 0 ? (int)(ttl_s / 3) : 1;
+	intvl = ttl_s / 6 > 0 ? (int)(ttl_s / 6) : 1;
+	cnt = (int)((ttl_s - idle) / intvl + 2);
+	uto = ttl_ms > UINT_MAX ? UINT_MAX : (unsigned)ttl_ms;
+	/* Best effort: a Unix socket has none of these. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+}
+
+/* One connection attempt to host h (NULL: the socket option), by
+ * deadline. */
+static enum lr_status connect_one(struct lr_store *st,
+				  const struct lr_url_host *h,
+				  int64_t deadline, struct lr_err *err)
+{
+	unsigned secs, rw;
+	int64_t left = deadline - lr_now_ms();
+	my_bool off = 0;
+	const char *user = st->req->u->user;
+	enum lr_status s;
+
+	if (h)
+		lr_url_host_format(h, st->where, sizeof(st->where));
+	else
+		snprintf(st->where, sizeof(st->where), "%s", st->o[O_SOCKET].s);
+	st->m = mysql_init(NULL);
+	if (!st->m) {
+		lr_err_set(err, "cannot connect to MySQL: out of memory");
+		return LR_ERROR;
+	}
+	secs = left > 2000 ? (unsigned)((left + 999) / 1000) : 2;
+	/* Statements are bounded by our deadlines; these are a backstop
+	 * of about the TTL, should a call ever wait unbounded. */
+	rw = (unsigned)((st->req->ttl_ms + 999) / 1000) + 1;
+	mysql_options(st->m, MYSQL_OPT_NONBLOCK, 0);
+	mysql_options(st->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+	mysql_options(st->m, MYSQL_OPT_READ_TIMEOUT, &rw);
+	mysql_options(st->m, MYSQL_OPT_WRITE_TIMEOUT, &rw);
+	/* A reconnect would be a new session without our lock. */
+	mysql_options(st->m, MYSQL_OPT_RECONNECT, &off);
+	mysql_options(st->m, MYSQL_OPT_LOCAL_INFILE, &off);
+	mysql_options(st->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	/* No option file: the URL says it all, as for the other stores. */
+	st->op = OP_CONNECT;
+	st->wait = mysql_real_connect_start(
+		&st->cret, st->m, h ? h->host : NULL, user, st->password,
+		st->db, h ? (unsigned)h->port : 0,
+		h ? NULL : st->o[O_SOCKET].s, 0);
+	s = finish(st, deadline, "connecting", err);
+	if (s == LR_TIMEOUT)
+		lr_err_set(err, "cannot connect to MySQL at %s: timed out",
+			   st->where);
+	else if (s != LR_OK)
+		lr_err_set(err, "cannot connect to MySQL at %s: %s",
+			   st->where, mysql_error(st->m));
+	if (s == LR_ERROR && heals(mysql_errno(st->m)))
+		lr_err_heals(err);
+	if (s == LR_OK) {
+		int fd = mysql_get_socket(st->m);
+
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		if (h)
+			keepalive(fd, st->req->ttl_ms);
+	}
+	return s;
+}
+
+/* The session's settings, and what it is: its connection id, the lock
+ * name, whether the server is read-only, and InnoDB's flush setting. */
+static enum lr_status setup(struct lr_store *st, int64_t deadline,
+			    struct lr_err *err)
+{
+	char sql[4400], full[800], pre[200], name[500];
+	const char *prefix = st->o[O_PREFIX].s;
+	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	/* wait_timeout: the server ends a silent holder's session (and
+	 * frees its lock) about one TTL after it last heard from it, never
+	 * before our own deadline.  autocommit: each fence is committed
+	 * on its own. */
+	snprintf(sql, sizeof(sql),
+		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1", wt);
+	s = q_run(st, sql, "setting up the session", deadline, &res, err);
+	mysql_free_result(res);
+	if (s != LR_OK)
+		return s;
+	if (literal(st, prefix, pre, sizeof(pre)) < 0 ||
+	    literal(st, st->req->name, name, sizeof(name)) < 0) {
+		lr_err_set(err, "MySQL: the lease name or prefix is too long");
+		return LR_ERROR;
+	}
+	snprintf(full, sizeof(full), "CONCAT(%s, %s)", pre, name);
+	snprintf(sql, sizeof(sql),
+		 "SELECT CONNECTION_ID(), " LOCK_SQL ", @@read_only, "
+		 "@@innodb_flush_log_at_trx_commit",
+		 full);
+	s = q_run(st, sql, "setting up the session", deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 4);
+	if (!r || !r[0] || !r[1] ||
+	    literal(st, r[1], st->lock, sizeof(st->lock)) < 0) {
+		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
+			   st->where);
+		mysql_free_result(res);
+		return LR_ERROR;
+	}
+	st->conn_id = strtoul(r[0], NULL, 10);
+	if (r[2] && strcmp(r[2], "0") != 0 && st->req->token) {
+		lr_err_set(err,
+			   "MySQL at %s is read-only: the fence cannot be "
+			   "written; point the URL at the primary",
+			   st->where);
+		lr_err_heals(err); /* a failover may be under way */
+		s = LR_ERROR;
+	} else if (r[3] && strcmp(r[3], "1") != 0 && !st->warned &&
+		   st->req->warn && st->req->token) {
+		snprintf(sql, sizeof(sql),
+			 "MySQL at %s: innodb_flush_log_at_trx_commit is %s, "
+			 "not 1: a fence may be handed out again after a "
+			 "crash of the server's host",
+			 st->where, r[3]);
+		st->warned = 1;
+		st->req->warn(st->req->warn_ctx, sql);
+	}
+	mysql_free_result(res);
+	return s;
+}
+
+/* Galera keeps GET_LOCK to the node it is taken on: two nodes would
+ * each grant the same lease.  (SHOW VARIABLES, since MySQL has no
+ * @@wsrep_on.) */
+static enum lr_status galera_guard(struct lr_store *st, int64_t deadline,
+				   struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	s = q_run(st, "SHOW VARIABLES LIKE 'wsrep\\_on'", "SHOW VARIABLES",
+		  deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 2);
+	if (r && r[1] && !strcasecmp(r[1], "ON")) {
+		lr_err_set(err,
+			   "MySQL at %s is a Galera node (wsrep_on): its "
+			   "GET_LOCK() locks are its own, not the cluster's, "
+			   "so two nodes could grant the same lease; use a "
+			   "server outside the cluster, or another store",
+			   st->where);
+		s = LR_ERROR;
+	}
+	mysql_free_result(res);
+	return s;
+}
+
+static void disconnect(struct lr_store *st)
+{
+	mysql_free_result(st->res);
+	st->res = NULL;
+	if (st->m)
+		mysql_close(st->m);
+	st->m = NULL;
+	st->op = OP_NONE;
+	st->wait = 0;
+	st->held = 0;
+	st->gone = 0;
+	st->gone_why[0] = '\0';
+}
+
+/* Connects to the first host that answers, and sets the session up. */
+static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	enum lr_status s = LR_ERROR;
+	size_t i, n = st->o[O_SOCKET].s ? 1 : st->nhosts;
+
+	for (i = 0; i < n; i++) {
+		disconnect(st);
+		s = connect_one(st, st->o[O_SOCKET].s ? NULL : &st->hosts[i],
+				deadline, err);
+		if (s == LR_OK)
+			s = setup(st, deadline, err);
+		if (s == LR_OK)
+			s = galera_guard(st, deadline, err);
+		/* The next host only for a fault of this one. */
+		if (s == LR_OK || (s == LR_ERROR && !err->heals))
+			break;
+	}
+	if (s != LR_OK)
+		disconnect(st);
+	return s;
+}
+
+/* Reads the URL: hosts (or a socket), user, password, database, options. */
+static enum lr_status parse(struct lr_store *st, struct lr_err *err)
+{
+	const struct lr_url *u = st->req->u;
+	const char *pw = u->password ? u->password : getenv("MYSQL_PWD");
+	char why[LR_ERRLEN];
+	unsigned given;
+
+	st->o[O_SOCKET].s = NULL;
+	st->o[O_PREFIX].s = "leaserun:";
+	if (lr_url_opts(u, "mysql", opts, O_N, st->o, &given, why,
+			sizeof(why)) < 0) {
+		lr_err_set(err, "%s", why);
+		return LR_ERROR;
+	}
+	if (!st->o[O_SOCKET].s &&
+	    lr_url_hosts(u, "mysql", NULL, DEFAULT_PORT, MAX_HOSTS,
+			 &st->hosts, &st->nhosts, why, sizeof(why)) < 0) {
+		lr_err_set(err, "%s", why);
+		return LR_ERROR;
+	}
+	if (st->o[O_SOCKET].s && u->hosts[0]) {
+		lr_err_set(err, "mysql URL: give a host or ?socket=, not both");
+		return LR_ERROR;
+	}
+	if (!u->path[0] || !u->path[1] || strchr(u->path + 1, '/')) {
+		lr_err_set(err, "mysql URL: name one database "
+				"(mysql://HOST/DATABASE), for the table of "
+				"fences");
+		return LR_ERROR;
+	}
+	st->db = strdup(u->path + 1);
+	st->password = pw ? strdup(pw) : NULL;
+	if (!st->db || (pw && !st->password)) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+/* ---- the contract ------------------------------------------------------ */
+
+static enum lr_status my_open(const struct lr_store_req *req, int64_t deadline,
+			      struct lr_store **out, struct lr_err *err)
+{
+	struct lr_store *st = calloc(1, sizeof(*st));
+	enum lr_status s;
+
+	*out = st;
+	if (!st) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	st->req = req;
+	snprintf(st->where, sizeof(st->where), "%s", "the server");
+	s = parse(st, err);
+	return s == LR_OK ? my_connect(st, deadline, err) : s;
+}
+
+static enum lr_status lost(struct lr_store *st, struct lr_err *err)
+{
+	lr_err_set(err, "MySQL at %s ended our session (%s): the lock went "
+			"with it",
+		   st->where, st->gone_why);
+	st->held = 0;
+	return LR_LOST;
+}
+
+/* A missing or forbidden table of fences: create it if we may, else one
+ * line with the statement and the grant.  LR_OK: try the fence again. */
+static enum lr_status fence_table(struct lr_store *st, int64_t deadline,
+				  struct lr_err *err)
+{
+	unsigned e = mysql_errno(st->m);
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+
+	if (e == ER_NO_SUCH_TABLE) {
+		s = q_run(st, TABLE_SQL, "creating the table of fences",
+			  deadline, &res, err);
+		mysql_free_result(res);
+		if (s != LR_ERROR || mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
+			return s;
+		lr_err_set(err,
+			   "MySQL at %s: the table %s.%s does not exist and "
+			   "this user may not create it: run %s (or GRANT "
+			   "CREATE ON %s.* to the user)",
+			   st->where, st->db, FENCE_TABLE, TABLE_SQL, st->db);
+		return LR_ERROR;
+	}
+	if (e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR)
+		lr_err_set(err,
+			   "MySQL at %s: this user may not write the fence: "
+			   "GRANT SELECT, INSERT, UPDATE ON %s.%s to the user",
+			   st->where, st->db, FENCE_TABLE);
+	return LR_ERROR;
+}
+
+/* Bumps the lock's fence and records us as its holder, committed before
+ * the answer comes back (autocommit). */
+static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	char sql[1400], host[600];
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+	int tries;
+
+	if (literal(st, st->req->host ? st->req->host : "", host,
+		    sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "''");
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO " FENCE_TABLE " (name, fence, host, pid, "
+		 "since_ms, conn) VALUES (%s, LAST_INSERT_ID(1), %s, %ld, "
+		 "%" PRId64 ", CONNECTION_ID()) ON DUPLICATE KEY UPDATE "
+		 "fence = LAST_INSERT_ID(fence + 1), host = VALUES(host), "
+		 "pid = VALUES(pid), since_ms = VALUES(since_ms), "
+		 "conn = VALUES(conn)",
+		 st->lock, host, st->req->pid, st->req->since_ms);
+	for (tries = 0; tries < 2; tries++) {
+		s = q_run(st, sql, "writing the fence", deadline, &res, err);
+		mysql_free_result(res);
+		if (s != LR_ERROR || st->gone)
+			break;
+		s = fence_table(st, deadline, err);
+		if (s != LR_OK)
+			break;
+	}
+	if (s != LR_OK)
+		return s;
+	st->fence = mysql_insert_id(st->m);
+	if (st->fence == 0) {
+		lr_err_set(err, "MySQL at %s: no fence came back", st->where);
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
+static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
+				 struct lr_grant *g, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+	struct lr_err ignored;
+
+	if (!st->m || st->gone) {
+		/* Not holding anything: a new session loses nothing. */
+		s = my_connect(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	/* Ours already (a late answer to an acquire that ran out of time):
+	 * GET_LOCK again would count it twice. */
+	snprintf(sql, sizeof(sql),
+		 "SELECT IF(IS_USED_LOCK(%s) <=> CONNECTION_ID(), 1, "
+		 "GET_LOCK(%s, 0))",
+		 st->lock, st->lock);
+	s = q_run(st, sql, "GET_LOCK", deadline, &res, err);
+	if (s == LR_ERROR && (st->gone || broken(mysql_errno(st->m))))
+		/* Holding nothing: the next attempt connects again (a
+		 * restart or a failover ends every session). */
+		disconnect(st);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 1);
+	if (!r || !r[0] || strcmp(r[0], "1") != 0) {
+		mysql_free_result(res);
+		return LR_BUSY;
+	}
+	mysql_free_result(res);
+	st->held = 1;
+	s = fence_bump(st, deadline, err);
+	if (s != LR_OK) {
+		/* Not granted: give it back (closing the session would too). */
+		snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->lock);
+		if (s == LR_ERROR && !st->gone &&
+		    q_run(st, sql, "RELEASE_LOCK", deadline, &res,
+			  &ignored) == LR_OK)
+			st->held = 0;
+		mysql_free_result(res);
+		if (st->held)
+			disconnect(st);
+		return s;
+	}
+	g->fence = st->fence;
+	g->ttl_ms = 0;
+	g->slot = 0;
+	return LR_OK;
+}
+
+/* While holding: the socket, where the server's end of our session
+ * shows.  While waiting: nothing (the core asks acquire() again). */
+static int my_wait_fd(struct lr_store *st, short *events)
+{
+	if (!st->m || !st->held || st->gone)
+		return -1;
+	*events = POLLIN;
+	if (st->op != OP_NONE && (st->wait & MYSQL_WAIT_WRITE))
+		*events |= POLLOUT;
+	return mysql_get_socket(st->m);
+}
+
+/* The socket is readable while no statement runs: the server sends
+ * nothing unasked but the end of our session (an error packet, then
+ * the close).  Returns 1 if it looks so. */
+static int idle_news(struct lr_store *st)
+{
+	int fd = mysql_get_socket(st->m);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+	ssize_t n;
+
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		mark_gone(st, "the server closed the connection");
+	else if (n < 0 && errno == ECONNRESET)
+		mark_gone(st, "the server reset the connection");
+	else if (n > 0)
+		mark_gone(st, "the server ended the session unasked");
+	return st->gone;
+}
+
+static enum lr_status my_process(struct lr_store *st, short revents,
+				 int64_t deadline, struct lr_err *err)
+{
+	(void)revents;
+	(void)deadline; /* nothing here waits */
+	if (!st->m || !st->held)
+		return LR_OK;
+	if (st->op != OP_NONE) {
+		/* A late answer: take what is there without waiting. */
+		enum lr_status s = finish(st, lr_now_ms() + 1, "a late answer",
+					  err);
+
+		if (s != LR_TIMEOUT) {
+			mysql_free_result(st->res);
+			st->res = NULL;
+		}
+		if (st->gone)
+			return lost(st, err);
+		return s == LR_ERROR ? LR_ERROR : LR_OK;
+	}
+	if (idle_news(st))
+		return lost(st, err);
+	return LR_OK;
+}
+
+/* As the last step before the command starts: what the socket already
+ * holds. */
+static enum lr_status my_check(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	(void)deadline;
+	if (st->held && !st->gone && st->m && st->op == OP_NONE)
+		idle_news(st);
+	if (!st->held && !st->gone)
+		mark_gone(st, "the lock was not held");
+	return st->gone ? lost(st, err) : LR_OK;
+}
+
+static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+	unsigned long id;
+
+	if (st->gone || !st->held) {
+		if (!st->gone)
+			mark_gone(st, "the lock was not held");
+		return lost(st, err);
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT IS_USED_LOCK(%s) <=> CONNECTION_ID(), CONNECTION_ID()",
+		 st->lock);
+	s = q_run(st, sql, "IS_USED_LOCK", deadline, &res, err);
+	if (st->gone)
+		s = lost(st, err);
+	if (s != LR_OK)
+		goto out;
+	r = row_of(res, 2);
+	if (!r || !r[0] || !r[1]) {
+		lr_err_set(err, "MySQL at %s: unexpected answer to IS_USED_LOCK",
+			   st->where);
+		s = LR_ERROR;
+		goto out;
+	}
+	id = strtoul(r[1], NULL, 10);
+	if (id != st->conn_id) {
+		lr_err_set(err,
+			   "MySQL at %s: our session changed (connection %lu, "
+			   "now %lu): a proxy in between hands sessions around, "
+			   "and the lock does not stay with this connection",
+			   st->where, st->conn_id, id);
+		st->held = 0;
+		s = LR_LOST;
+	} else if (strcmp(r[0], "1") != 0) {
+		lr_err_set(err, "MySQL at %s: our session (connection %lu) no "
+				"longer holds the lock",
+			   st->where, st->conn_id);
+		st->held = 0;
+		s = LR_LOST;
+	}
+out:
+	mysql_free_result(res);
+	return s;
+}
+
+static enum lr_status my_release(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	if (!st->held || st->gone || !st->m) {
+		if (!st->gone)
+			mark_gone(st, "the lock was not held");
+		return lost(st, err);
+	}
+	if (st->op != OP_NONE) {
+		/* An earlier statement is still unanswered: the server is not
+		 * answering.  Ending the session (close) frees the lock. */
+		lr_err_set(err, "MySQL at %s is not answering; closing our "
+				"session frees the lock",
+			   st->where);
+		return LR_ERROR;
+	}
+	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
+	 * 0 someone else's, NULL nobody's. */
+	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->lock);
+	s = q_run(st, sql, "RELEASE_LOCK", deadline, &res, err);
+	if (st->gone)
+		s = lost(st, err);
+	if (s != LR_OK)
+		goto out;
+	r = row_of(res, 1);
+	if (!r || !r[0] || strcmp(r[0], "1") != 0) {
+		lr_err_set(err, "MySQL at %s: our session no longer held the "
+				"lock",
+			   st->where);
+		s = LR_LOST;
+	}
+	st->held = 0;
+out:
+	mysql_free_result(res);
+	return s;
+}
+
+/* The connection id holding the lock: 0 none, else the id. */
+static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
+				unsigned long *id, struct lr_err *err)
+{
+	char sql[400];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	*id = 0;
+	snprintf(sql, sizeof(sql), "SELECT IS_USED_LOCK(%s)", st->lock);
+	s = q_run(st, sql, "IS_USED_LOCK", deadline, &res, err);
+	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
+		*id = strtoul(r[0], NULL, 10);
+	mysql_free_result(res);
+	return s;
+}
+
+static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	struct lr_holder *h = NULL;
+	unsigned long id;
+	enum lr_status s;
+
+	s = holder_id(st, deadline, &id, err);
+	if (s != LR_OK)
+		return s;
+	if (id && !(h = lr_info_add(info))) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	info->limit = 1;
+	snprintf(sql, sizeof(sql),
+		 "SELECT fence, host, pid, since_ms, conn FROM " FENCE_TABLE
+		 " WHERE name = %s",
+		 st->lock);
+	s = q_run(st, sql, "reading the table of fences", deadline, &res, err);
+	if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+		s = LR_OK; /* no fence handed out yet */
+	r = s == LR_OK ? row_of(res, 5) : NULL;
+	if (r && r[0] && r[1] && r[2] && r[3] && r[4]) {
+		uint64_t fence = strtoull(r[0], NULL, 10);
+
+		info->fence = fence;
+		if (h && strtoul(r[4], NULL, 10) == id) {
+			snprintf(h->host, sizeof(h->host), "%s", r[1]);
+			h->pid = strtol(r[2], NULL, 10);
+			h->since_ms = strtoll(r[3], NULL, 10);
+			h->fence = fence;
+		}
+	}
+	if (h && !h->host[0])
+		/* Someone took the lock from SQL: say who. */
+		snprintf(h->host, sizeof(h->host), "MySQL connection %lu", id);
+	mysql_free_result(res);
+	return s;
+}
+
+/* Kills the holder's connection; the server then frees the lock. */
+static enum lr_status my_brk(struct lr_store *st, int slot, int64_t deadline,
+			     struct lr_err *err)
+{
+	char sql[64];
+	MYSQL_RES *res = NULL;
+	unsigned long id, was;
+	enum lr_status s;
+
+	if (slot > 0)
+		return LR_OK; /* one holder, in slot 0 */
+	s = holder_id(st, deadline, &id, err);
+	if (s != LR_OK || !id)
+		return s;
+	snprintf(sql, sizeof(sql), "KILL CONNECTION %lu", id);
+	s = q_run(st, sql, "KILL CONNECTION", deadline, &res, err);
+	mysql_free_result(res);
+	if (s == LR_ERROR && mysql_errno(st->m) == ER_KILL_DENIED_ERROR) {
+		lr_err_set(err,
+			   "cannot break the lease on MySQL at %s: killing "
+			   "the holder's connection %lu needs its user, or the "
+			   "CONNECTION ADMIN (SUPER) privilege",
+			   st->where, id);
+		return LR_ERROR;
+	}
+	if (s != LR_OK && !(s == LR_ERROR && mysql_errno(st->m) ==
+						     ER_NO_SUCH_THREAD))
+		return s;
+	/* The killed session lets go of its lock a moment later. */
+	was = id;
+	while ((s = holder_id(st, deadline, &id, err)) == LR_OK && id == was) {
+		if (lr_now_ms() + 20 >= deadline) {
+			lr_err_set(err, "MySQL at %s: the holder's connection "
+					"%lu did not end in time",
+				   st->where, was);
+			return LR_TIMEOUT;
+		}
+		poll(NULL, 0, 20);
+	}
+	return s;
+}
+
+/* ---- runs (--once-per) ------------------------------------------------ */
+
+/* The table of runs, as created here and as the man page prints it:
+ * one row per lock, times in Unix ms by the server's clock. */
+#define RUNS_TABLE "leaserun_runs"
+#define RUNS_SQL                                                           \
+	"CREATE TABLE IF NOT EXISTS " RUNS_TABLE " ("                        \
+	"name VARCHAR(64) COLLATE utf8mb4_bin PRIMARY KEY, "                \
+	"fence BIGINT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "      \
+	"pid BIGINT NOT NULL, period_ms BIGINT NOT NULL, "                  \
+	"started_ms BIGINT NOT NULL, ended_ms BIGINT, status INT) "         \
+	"ENGINE=InnoDB"
+/* The server's clock, never ours: hosts whose clocks disagree agree on
+ * it. */
+#define NOW_MS "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)"
+
+/* A missing or forbidden table of runs: create it if we may, else one
+ * line with the statement and the grant.  LR_OK: try again. */
+static enum lr_status runs_table(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
+{
+	unsigned e = mysql_errno(st->m);
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+
+	if (e == ER_NO_SUCH_TABLE) {
+		s = q_run(st, RUNS_SQL, "creating the table of runs", deadline,
+			  &res, err);
+		mysql_free_result(res);
+		if (s != LR_ERROR ||
+		    mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
+			return s;
+		lr_err_set(err,
+			   "MySQL at %s: --once-per needs the table %s.%s, "
+			   "which this user may not create; have it made: %s; "
+			   "GRANT SELECT, INSERT, UPDATE ON %s.%s TO the user",
+			   st->where, st->db, RUNS_TABLE, RUNS_SQL, st->db,
+			   RUNS_TABLE);
+		return LR_ERROR;
+	}
+	if (e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR)
+		lr_err_set(err,
+			   "MySQL at %s: this user may not use the table %s "
+			   "that --once-per keeps runs in: GRANT SELECT, "
+			   "INSERT, UPDATE ON %s.%s to the user",
+			   st->where, RUNS_TABLE, st->db, RUNS_TABLE);
+	return LR_ERROR;
+}
+
+/* The lock's run by the server's clock, into *run (known 0 without one;
+ * its fence also in *fence), next counted with period (0: the row's
+ * own). */
+static enum lr_status run_read(struct lr_store *st, int64_t period,
+			       int64_t deadline, struct lr_run *run,
+			       uint64_t *fence, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	lr_run_init(run);
+	*fence = 0;
+	snprintf(sql, sizeof(sql),
+		 "SELECT " NOW_MS ", r.fence, r.host, r.pid, r.period_ms, "
+		 "r.started_ms, r.ended_ms, r.status FROM (SELECT 1) AS one "
+		 "LEFT JOIN " RUNS_TABLE " r ON r.name = %s",
+		 st->lock);
+	s = q_run(st, sql, "reading the last run", deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 8);
+	if (r && r[0] && r[1] && r[2] && r[3] && r[4] && r[5]) {
+		run->known = 1;
+		run->fence = *fence = strtoull(r[1], NULL, 10);
+		snprintf(run->host, sizeof(run->host), "%s", r[2]);
+		run->pid = strtol(r[3], NULL, 10);
+		run->period_ms = strtoll(r[4], NULL, 10);
+		run->start_ms = strtoll(r[5], NULL, 10);
+		if (r[6]) {
+			run->end_ms = strtoll(r[6], NULL, 10);
+			run->status = r[7] ? atoi(r[7]) : -1;
+		}
+		lr_run_times(run, strtoll(r[0], NULL, 10), period);
+	}
+	mysql_free_result(res);
+	return LR_OK;
+}
+
+/* Both statements run while we hold the lock, which every writer of the
+ * lock's row holds too: nothing comes between the look and the write. */
+static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
+				   uint64_t fence, int64_t deadline,
+				   struct lr_run *last, struct lr_err *err)
+{
+	char sql[1400], host[600];
+	MYSQL_RES *res = NULL;
+	enum lr_status s = LR_ERROR;
+	uint64_t was;
+	int tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		s = run_read(st, period_ms, deadline, last, &was, err);
+		if (s != LR_ERROR || st->gone)
+			break;
+		s = runs_table(st, deadline, err);
+		if (s != LR_OK)
+			return s;
+	}
+	if (s != LR_OK)
+		return s;
+	if (last->known && was != fence && last->next_ms > 0)
+		return LR_BUSY;
+	if (literal(st, st->req->host ? st->req->host : "", host,
+		    sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "''");
+	/* Autocommit: durable (as the fence is) before the command starts. */
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO " RUNS_TABLE " (name, fence, host, pid, "
+		 "period_ms, started_ms) VALUES (%s, %" PRIu64 ", %s, %ld, "
+		 "%" PRId64 ", " NOW_MS ") ON DUPLICATE KEY UPDATE "
+		 "fence = VALUES(fence), host = VALUES(host), pid = VALUES(pid), "
+		 "period_ms = VALUES(period_ms), started_ms = "
+		 "VALUES(started_ms), ended_ms = NULL, status = NULL",
+		 st->lock, fence, host, st->req->pid, period_ms);
+	s = q_run(st, sql, "recording the run", deadline, &res, err);
+	mysql_free_result(res);
+	if (s == LR_ERROR && !st->gone)
+		runs_table(st, deadline, err);
+	if (s == LR_OK)
+		st->run_fence = fence;
+	return s;
+}
+
+static enum lr_status my_run_end(struct lr_store *st, int status,
+				 int64_t deadline, struct lr_err *err)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
+	enum lr_status s;
+
+	if (!st->run_fence)
+		return LR_OK;
+	snprintf(sql, sizeof(sql),
+		 "UPDATE " RUNS_TABLE " SET ended_ms = " NOW_MS ", status = %d "
+		 "WHERE name = %s AND fence = %" PRIu64,
+		 status, st->lock, st->run_fence);
+	s = q_run(st, sql, "recording the run's end", deadline, &res, err);
+	mysql_free_result(res);
+	return s;
+}
+
+static enum lr_status my_run_last(struct lr_store *st, int64_t deadline,
+				  struct lr_run *last, struct lr_err *err)
+{
+	uint64_t fence;
+	enum lr_status s = run_read(st, 0, deadline, last, &fence, err);
+
+	if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+		return LR_OK; /* no run recorded yet */
+	return s;
+}
+
+static void my_close(struct lr_store *st)
+{
+	if (!st)
+		return;
+	/* Ending the session frees the lock. */
+	disconnect(st);
+	lr_url_hosts_free(st->hosts, st->nhosts);
+	lr_wipe_free(st->password);
+	free(st->db);
+	free(st);
+}
+
+const struct lr_store_ops lr_store_ops = {
+	.abi = LR_STORE_ABI,
+	.name = "mysql",
+	.caps = LR_CAP_BREAK,
+	.secret_env = my_secret_env,
+	.open = my_open,
+	.acquire = my_acquire,
+	.wait_fd = my_wait_fd,
+	.process = my_process,
+	.check = my_check,
+	.renew = my_renew,
+	.release = my_release,
+	.inspect = my_inspect,
+	.brk = my_brk,
+	.close = my_close,
+	.run_start = my_run_start,
+	.run_end = my_run_end,
+	.run_last = my_run_last,
+};

@@ -1,0 +1,379 @@
+#!/usr/bin/env bats
+# The MySQL store against a real MariaDB (mariadb-install-db + mariadbd in
+# a temporary directory, on a free loopback port).
+# shellcheck disable=SC2016,SC2154 # $VAR for the child; bats sets stderr_lines
+
+load 'helpers'
+load 'mysql-server'
+
+setup_file() {
+	[ -e "$LEASERUN_MODULE_DIR/mysql.so" ] ||
+		{ echo "no mysql.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
+	mysql_server_start
+	export LEASERUN_URL="$MY_URL"
+}
+
+teardown_file() {
+	mysql_server_stop
+}
+
+setup() {
+	BG_PIDS=
+	unset MYSQL_PWD
+}
+
+teardown() {
+	kill_bg
+	# The server must be running for the next test, whatever this one did.
+	mysql_server_signal CONT || true
+	kill -0 "$(my_pid)" 2>/dev/null || mysql_server_up || true
+	galera_stop
+	my_sql "SET GLOBAL read_only = 0;
+		SET GLOBAL innodb_flush_log_at_trx_commit = 1" || true
+}
+
+# A lease name unique to this test.
+name() { echo "my-$BATS_TEST_NUMBER"; }
+
+# The connection holding the lock of lease $1 (the default prefix), or
+# NULL.
+holder_conn() { my_sql "SELECT IS_USED_LOCK('leaserun:$1')"; }
+is_free() { [ "$(holder_conn "$1")" = NULL ]; }
+is_held() { [ "$(holder_conn "$1")" != NULL ]; }
+
+gone() {
+	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
+}
+
+@test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
+	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
+	assert_success
+	[[ "$output" =~ ^$(name)\|[0-9]+\|mysql://lr@127.0.0.1:$MY_PORT/lr$ ]]
+	refute_output --partial "$MY_PASSWORD"
+}
+
+@test "the exit status is the command's" {
+	run lr "$(name)" sh -c 'exit 7'
+	assert_failure 7
+}
+
+@test "mariadb:// is the same store" {
+	LEASERUN_URL="mariadb://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr" \
+		run lr "$(name)" sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	assert_output --regexp '^[1-9][0-9]*$'
+}
+
+@test "MYSQL_PWD authenticates a URL without a password and never reaches the command" {
+	MYSQL_PWD=$MY_PASSWORD LEASERUN_URL=$MY_URL_NOPW \
+		run --separate-stderr lr "$(name)" sh -c 'env | grep -c "^MYSQL_PWD=" || true'
+	assert_success
+	assert_output 0
+}
+
+@test "a password given with --url is not in ps while leaserun holds the lease" {
+	ps_hides_password "$(name)" "$MY_PASSWORD" -t 30s --url="$MY_URL"
+}
+
+@test "a wrong password fails with 125 and one line that does not show the password" {
+	LEASERUN_URL="mysql://lr:Wrong-Pw-123@127.0.0.1:$MY_PORT/lr" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == leaserun:* ]]
+	[[ "$stderr" == *"Access denied"* ]]
+	[[ "$stderr" != *Wrong-Pw-123* ]]
+}
+
+@test "a bad URL option, or no database, fails with 125 and one line" {
+	LEASERUN_URL="$MY_URL?nosuch=1" run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *nosuch* ]]
+	[[ "$stderr" != *"$MY_PASSWORD"* ]]
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT" \
+		run -125 --separate-stderr lr "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *DATABASE* ]]
+}
+
+@test "several hosts: the first that answers is used" {
+	dead=$("$LR_BUILDDIR/tests/freeport")
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$dead,127.0.0.1:$MY_PORT/lr" \
+		run lr -n "$(name)" sh -c 'echo ok'
+	assert_success
+	assert_output ok
+}
+
+@test "a Unix socket by ?socket=" {
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@/lr?socket=$MY_DIR/sock" \
+		run lr "$(name)" sh -c 'echo ok'
+	assert_success
+	assert_output ok
+}
+
+@test "--limit and --shared, which this store lacks, are refused with 125 and one line" {
+	for o in "--limit 2" --shared; do
+		# shellcheck disable=SC2086 # the option and its value
+		run -125 --separate-stderr lr $o "$(name)" echo ran
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		assert_output ""
+	done
+}
+
+@test "-n exits 1 (or the -E code) while another holds the lease" {
+	n=$(name)
+	start_holder "$n"
+	run lr -n "$n" true
+	assert_failure 1
+	run lr -n -E 42 "$n" true
+	assert_failure 42
+}
+
+@test "the lock is GET_LOCK of the documented name: SQL and leaserun exclude each other" {
+	n=$(name)
+	start_holder "$n"
+	is_held "$n"
+	release "$n"
+	assert_holder_rc 0
+	is_free "$n"
+	# A SQL client holding the lock keeps leaserun out.
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(3)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 is_held "$n"
+	run lr -n "$n" true
+	assert_failure 1
+}
+
+@test "a long name maps to 64 characters: a readable head and a hash" {
+	n=$(name)-$(printf 'x%.0s' $(seq 100))
+	start_holder "$n"
+	lock=$(my_sql "SELECT name FROM lr.leaserun_fences WHERE name LIKE 'leaserun:$(name)-%'")
+	[ "${#lock}" -eq 64 ]
+	[[ "$lock" == "leaserun:$(name)-xxx"*"~"* ]]
+	run lr -n "$n" true
+	assert_failure 1
+	# Another long name with the same head is another lock.
+	run lr -n "${n}y" true
+	assert_success
+}
+
+@test "?prefix= keeps apart the leases of two prefixes" {
+	n=$(name)
+	start_holder "$n"
+	LEASERUN_URL="$MY_URL?prefix=other:" run lr -n "$n" true
+	assert_success
+	[ "$(my_sql "SELECT IS_USED_LOCK('other:$n')")" = NULL ]
+}
+
+@test "--status shows the holder's host, pid and fence while held and exits 1 when free" {
+	n=$(name)
+	start_holder "$n"
+	run lr --status "$n"
+	assert_success
+	assert_output --partial "$(hostname)"
+	assert_output --partial "$BG"
+	release "$n"
+	assert_holder_rc 0
+	run lr --status "$n"
+	assert_failure 1
+}
+
+@test "--break kills the holder's connection: the holder exits 124 and the lock is free" {
+	n=$(name)
+	start_holder "$n"
+	run lr --break "$n"
+	assert_success
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	dead "$CHILD"
+	is_free "$n"
+}
+
+@test "renewals keep a lease longer than its TTL" {
+	n=$(name)
+	t0=$(now_ms)
+	run lr -t 1s "$n" sh -c 'sleep 3; echo done'
+	assert_success
+	assert_output "done"
+	(( $(now_ms) - t0 >= 3000 ))
+}
+
+@test "kill -9 of leaserun: the command is gone and the lock is free at once" {
+	n=$(name)
+	start_holder "$n"
+	kill -9 "$BG"
+	wait_until 1 gone "$CHILD"
+	wait_until 1 is_free "$n"
+	run lr -n "$n" true
+	assert_success
+}
+
+@test "KILL CONNECTION of the holder's session kills the command at once: 124" {
+	n=$(name)
+	start_holder "$n" -t 10s
+	t0=$(now_ms)
+	my_sql "KILL CONNECTION $(holder_conn "$n")"
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	(( t1 - t0 < 1000 ))
+	grep -q "ended our session" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "a stopped server: renewals time out and the command is stopped by the deadline: 124" {
+	n=$(name)
+	start_holder "$n" -t 2s -k 300ms
+	t0=$(now_ms)
+	mysql_server_signal STOP
+	# Bounded: a holder that never stops must fail the test, not hang it.
+	wait_until 5 dead "$BG"
+	t1=$(now_ms)
+	wait_rc "$BG"
+	mysql_server_signal CONT
+	[ "$RC" = 124 ]
+	dead "$CHILD"
+	# Stopped before the TTL ran out (plus a little scheduling slack).
+	echo "# stopped after $((t1 - t0))ms" >&3
+	(( t1 - t0 < 2500 ))
+	grep -q "renew failed" "$BATS_TEST_TMPDIR/$n.err"
+}
+
+@test "faults: a waiter rides out a restart of the server, and then runs" {
+	n=$(name)
+	start_holder "$n"
+	lr -w 20s "$n" echo ran >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	sleep 0.5
+	mysql_server_restart
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	wait_rc "$w"
+	cat "$BATS_TEST_TMPDIR/w.err"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/w.out")" = ran ]
+}
+
+@test "fences strictly increase from holder to holder" {
+	n=$(name)
+	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	b=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	c=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
+	(( a < b && b < c ))
+}
+
+@test "fences never repeat after a crash of the server (kill -9 and restart)" {
+	n=$(name)
+	log=$BATS_TEST_TMPDIR/fences
+	for _ in $(seq 20); do
+		lr "$n" sh -c 'echo $LEASERUN_FENCE' >>"$log"
+	done
+	start_holder "$n"
+	cat "$BATS_TEST_TMPDIR/$n.fence" >>"$log"
+	mysql_server_crash
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	next=$(lr -w 10s "$n" sh -c 'echo $LEASERUN_FENCE')
+	max=$(sort -n "$log" | tail -n 1)
+	echo "before the crash: $(sort -n "$log" | tr '\n' ' ')after: $next"
+	[ "$(wc -l <"$log")" = 21 ]
+	(( next > max ))
+}
+
+@test "without the right to create the table of fences: 125 and one line with the statement and the grant" {
+	n=$(name)
+	my_sql "DROP DATABASE IF EXISTS lr2; CREATE DATABASE lr2;
+		GRANT SELECT, INSERT, UPDATE ON lr2.* TO 'other'@'%'"
+	LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr2" \
+		run -125 --separate-stderr lr "$n" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"CREATE TABLE IF NOT EXISTS leaserun_fences"* ]]
+	[[ "$stderr" == *"GRANT CREATE ON lr2.*"* ]]
+	assert_output ""
+	is_free "$n"
+	# A user that may create it makes it on first use.
+	my_sql "GRANT CREATE ON lr2.* TO 'other'@'%'"
+	LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr2" \
+		run lr "$n" sh -c 'echo $LEASERUN_FENCE'
+	assert_success
+	assert_output 1
+}
+
+@test "a read-only server: 125 and one line" {
+	my_sql "SET GLOBAL read_only = 1"
+	run -125 --separate-stderr lr -n "$(name)" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"read-only"* ]]
+	assert_output ""
+}
+
+@test "a Galera node (wsrep_on), whose GET_LOCK is its own, is refused with 125 and one line" {
+	galera_start
+	LEASERUN_URL=$GA_URL run -125 --separate-stderr lr -n "$(name)" echo ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"Galera node (wsrep_on)"* ]]
+	assert_output ""
+}
+
+@test "innodb_flush_log_at_trx_commit other than 1: one warning that a fence may repeat after a crash" {
+	my_sql "SET GLOBAL innodb_flush_log_at_trx_commit = 2"
+	run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	assert_output ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"innodb_flush_log_at_trx_commit is 2"* ]]
+}
+
+@test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
+	n=$(name)
+	LEASERUN_URL=$MY_URL lr "$n" true # (makes lr.leaserun_fences)
+	my_sql "DROP DATABASE IF EXISTS lr3; CREATE DATABASE lr3;
+		GRANT SELECT, INSERT, UPDATE ON lr3.* TO 'other'@'%'"
+	export LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr3"
+	# The fences' table, made by root: only the runs' is missing.
+	my_sql "CREATE TABLE lr3.leaserun_fences LIKE lr.leaserun_fences"
+	run --separate-stderr lr --once-per 1m "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	echo "$stderr" >&3
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "--once-per needs the table lr3.leaserun_runs, which this user may not create; have it made: CREATE TABLE IF NOT EXISTS leaserun_runs \\(.*\\) ENGINE=InnoDB; GRANT SELECT, INSERT, UPDATE ON lr3.leaserun_runs TO the user\$"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	run lr --status --json "$n"
+	assert_failure 1
+	jq -e '.held == false and .last_run == null' <<<"$output"
+	# The statement in the message is the one that works.
+	my_sql "USE lr3; $(sed -n 's/.*have it made: \(CREATE TABLE [^;]*\);.*/\1/p' <<<"$stderr")"
+	run lr --once-per 1m "$n" true
+	assert_success
+}
+
+@test "cron: a user that may create it makes the table on first use" {
+	my_sql "DROP TABLE IF EXISTS lr.leaserun_runs"
+	run lr --once-per 1m "$(name)" true
+	assert_success
+	[ "$(my_sql "SELECT count(*) FROM lr.leaserun_runs")" = 1 ]
+}
+
+@test "cron: hosts 3 minutes apart run the job once per period, by the server's NOW(6)" {
+	n=$(name)
+	cron_once "$n"
+	run my_sql "SELECT host, period_ms, status, ended_ms >= started_ms,
+		started_ms > $(( $(date +%s) - 60 ))000 FROM lr.leaserun_runs
+		WHERE name = 'leaserun:$n'"
+	assert_output "$(hostname)	3000	0	1	1"
+}
+
+@test "cron: a failed run counts, and --status shows the last run" {
+	cron_status "$(name)"
+}
+
+@test "cron: --max-time stops a hung job within the kill-after grace and frees the lease" {
+	cron_max_time "$(name)"
+}
+
+@test "cron: --splay spreads the starts" {
+	cron_splay "$(name)"
+}
+
+@test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
+	cron_bad_values "$(name)"
+}
