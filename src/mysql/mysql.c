@@ -23,7 +23,8 @@
  *
  * Fence: a counter row per lock in the InnoDB table leaserun_fences of
  * the URL's database, bumped in autocommit by
- *   INSERT ... ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)
+ *   INSERT ... ON DUPLICATE KEY UPDATE
+ *     fence = LAST_INSERT_ID(GREATEST(fence + 1, FENCE_FLOOR))
  * while holding the lock; its OK packet carries the new value (no second
  * round trip).  With innodb_flush_log_at_trx_commit = 1 the commit is on
  * disk before the answer comes back, and the answer starts the command;
@@ -437,9 +438,12 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	/* wait_timeout: the server ends a silent holder's session (and
 	 * frees its lock) about one TTL after it last heard from it, never
 	 * before our own deadline.  autocommit: each fence is committed
-	 * on its own. */
+	 * on its own.  time_zone UTC: UNIX_TIMESTAMP(NOW(6)) (the fence's
+	 * floor, the runs' times) is then exact, even in the hour that a
+	 * local zone repeats when daylight saving time ends. */
 	snprintf(sql, sizeof(sql),
-		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1", wt);
+		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
+		 "SESSION time_zone = '+00:00'", wt);
 	s = q_run(st, sql, "setting up the session", deadline, &res, err);
 	mysql_free_result(res);
 	if (s != LR_OK)
@@ -651,8 +655,17 @@ static enum lr_status fence_table(struct lr_store *st, int64_t deadline,
 	return LR_ERROR;
 }
 
-/* Bumps the lock's fence and records us as its holder, committed before
- * the answer comes back (autocommit). */
+/* The least next fence: the server's clock in microseconds (exact: the
+ * session's time zone is UTC).  A row that was deleted, or a table
+ * restored from an older backup, then cannot repeat a fence, as long as
+ * the server's clock does not go back across the loss: each fence is at
+ * most the clock when it was granted, grants being more than a
+ * microsecond apart.  The Redis store does the same. */
+#define FENCE_FLOOR "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)"
+
+/* Bumps the lock's fence, to the larger of the row's fence plus one and
+ * FENCE_FLOOR, and records us as its holder, committed before the answer
+ * comes back (autocommit). */
 static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
@@ -666,9 +679,10 @@ static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 		snprintf(host, sizeof(host), "''");
 	snprintf(sql, sizeof(sql),
 		 "INSERT INTO " FENCE_TABLE " (name, fence, host, pid, "
-		 "since_ms, conn) VALUES (%s, LAST_INSERT_ID(1), %s, %ld, "
-		 "%" PRId64 ", CONNECTION_ID()) ON DUPLICATE KEY UPDATE "
-		 "fence = LAST_INSERT_ID(fence + 1), host = VALUES(host), "
+		 "since_ms, conn) VALUES (%s, LAST_INSERT_ID(" FENCE_FLOOR
+		 "), %s, %ld, %" PRId64 ", CONNECTION_ID()) ON DUPLICATE KEY "
+		 "UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, "
+		 FENCE_FLOOR ")), host = VALUES(host), "
 		 "pid = VALUES(pid), since_ms = VALUES(since_ms), "
 		 "conn = VALUES(conn)",
 		 st->lock, host, st->req->pid, st->req->since_ms);
