@@ -117,6 +117,11 @@ struct script {
 	const char *sha;  /* for EVALSHA */
 };
 
+/* The script NAME of scripts.h (LUA_NAME, LUA_NAME_SHA1), called MSG in
+ * messages: its body and its digest are named once, so that a body can
+ * never go out with another script's digest. */
+#define SCRIPT(msg, NAME) { msg, LUA_##NAME, LUA_##NAME##_SHA1 }
+
 /* Where a round trip asks the guards: the index of INFO memory and of
  * INFO persistence in it, or -1 (GUARDS_NONE). */
 struct guard_cmds {

@@ -13,12 +13,8 @@
 #include "redis/scripts.h"
 
 /* --once-per */
-static const struct script run_start_lua = {
-	"run start", LUA_RUN_START, LUA_RUN_START_SHA1
-};
-static const struct script run_end_lua = {
-	"run end", LUA_RUN_END, LUA_RUN_END_SHA1
-};
+static const struct script run_start_lua = SCRIPT("run start", RUN_START);
+static const struct script run_end_lua = SCRIPT("run end", RUN_END);
 
 /* ---- runs (--once-per) ------------------------------------------------ */
 

@@ -204,32 +204,16 @@
  * SHA-1 into scripts.h at build time. */
 #include "redis/scripts.h"
 
-static const struct script acquire_lua = {
-	"acquire", LUA_ACQUIRE, LUA_ACQUIRE_SHA1
-};
-static const struct script renew_lua = {
-	"renew", LUA_RENEW, LUA_RENEW_SHA1
-};
-static const struct script release_lua = {
-	"release", LUA_RELEASE, LUA_RELEASE_SHA1
-};
-static const struct script break_lua = {
-	"break", LUA_BREAK, LUA_BREAK_SHA1
-};
+static const struct script acquire_lua = SCRIPT("acquire", ACQUIRE);
+static const struct script renew_lua = SCRIPT("renew", RENEW);
+static const struct script release_lua = SCRIPT("release", RELEASE);
+static const struct script break_lua = SCRIPT("break", BREAK);
 /* Shared holders and the slots of a semaphore. */
-static const struct script acquire_multi_lua = {
-	"acquire", LUA_ACQUIRE_MULTI, LUA_ACQUIRE_MULTI_SHA1
-};
-static const struct script renew_multi_lua = {
-	"renew", LUA_RENEW_MULTI, LUA_RENEW_MULTI_SHA1
-};
-static const struct script release_multi_lua = {
-	"release", LUA_RELEASE_MULTI, LUA_RELEASE_MULTI_SHA1
-};
+static const struct script acquire_multi_lua = SCRIPT("acquire", ACQUIRE_MULTI);
+static const struct script renew_multi_lua = SCRIPT("renew", RENEW_MULTI);
+static const struct script release_multi_lua = SCRIPT("release", RELEASE_MULTI);
 /* --status */
-static const struct script inspect_lua = {
-	"inspect", LUA_INSPECT, LUA_INSPECT_SHA1
-};
+static const struct script inspect_lua = SCRIPT("inspect", INSPECT);
 
 /* ---- guards ------------------------------------------------------------ */
 
