@@ -134,10 +134,12 @@ all_waiters_run() {
 	assert_equal "$(wc -l <"$d/ran")" "$2"
 }
 
-# with_default_signals CMD...: execs CMD with INT and QUIT at their default
-# action (bash starts background jobs with them ignored).
+# with_default_signals CMD...: execs CMD with every signal leaserun
+# forwards at its default action: bash starts background jobs with INT
+# and QUIT ignored, and nohup(1) or a supervisor may have ignored others
+# (an inherited SIG_IGN is, by design, not forwarded).
 with_default_signals() {
-	exec perl -e '$SIG{$_} = "DEFAULT" for qw(INT QUIT); exec @ARGV or die "exec: $!"' -- "$@"
+	exec perl -e '$SIG{$_} = "DEFAULT" for qw(INT QUIT HUP TERM USR1 USR2 WINCH ALRM CONT); exec @ARGV or die "exec: $!"' -- "$@"
 }
 
 # check_intervals LOG: lines "start end fence"; no two intervals overlap
