@@ -89,6 +89,25 @@ forwards() {
 	wait_until 3 lr -n -q job true
 }
 
+@test "a command whose leaserun died before the child armed its death signal never starts" {
+	# The shim holds the new child just before PR_SET_PDEATHSIG until
+	# leaserun is dead: the signal, armed after the death, never comes;
+	# only the child's check of its parent keeps the command from running
+	# with no leaserun over it.  --foreground: no group guard to kill it.
+	LD_PRELOAD=$LR_BUILDDIR/.libs/pdeath.so LR_TEST_PDEATH_MARK=$T/mark \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		"$LEASERUN" --foreground job sh -c "touch $T/ran; sleep 30" &
+	pid=$!
+	LEFT=$pid
+	wait_until 5 exists "$T/mark"
+	child=$(cat "$T/mark")
+	LEFT="$pid $child"
+	kill -9 "$pid"
+	wait_until 5 dead "$child"
+	[ ! -e "$T/ran" ]
+	wait_until 3 lr -n -q job true
+}
+
 @test "SIGKILL to leaserun's whole process group (timeout -s KILL) leaves no child running and no state behind" {
 	# timeout(1) signals its own process group, where leaserun runs.
 	run timeout -s KILL 1 "$LEASERUN" job sh -c 'sleep 60 & echo $! > "$0/grand.pid"; echo "$LEASERUN_STATE" > "$0/state"; wait' "$T"
