@@ -302,6 +302,43 @@ gave_up() {
 	assert_output --partial "wrong grant: w3.1 (fence 3, slot 2): slot 2 of a limit of 2"
 }
 
+@test "a section killed at its start ran for no time: it does not count as running for ever" {
+	# The lease lost just after the spawn: the command was killed with
+	# SIGKILL before its first write, so its section has no event but
+	# its start.  The next holders came after it, one at a time.
+	fake_run
+	section w1.1 1 0 10
+	echo "$(ms 11) w2.1 2 start 100 101 0 x" >>"$R/events"
+	printf '%s\n' '### w2.1' '{"event":"acquired","fence":2}' \
+		'{"event":"lost","reason":"gone"}' >>"$R/log.w1"
+	echo "w2.1 124" >>"$R/exits"
+	section w1.2 3 20 30
+	section w2.2 4 31 40
+	judge
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "at-once=1 (limit 1) too-many=0"
+}
+
+@test "a loss before the command started, then a grant that ran: exit 0 is right" {
+	fake_run
+	{
+		echo '### w1.1'
+		echo '{"event":"acquired","fence":1}'
+		echo '{"event":"lost","msg":"lease lost before the command started: gone; trying again"}'
+	} >>"$R/log.w1"
+	section w1.1 2 5 10
+	judge
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "wrong-exits=0"
+	# A loss after that grant still counts.
+	echo '{"event":"lost","reason":"gone"}' >>"$R/log.w1"
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "wrong exit: w1.1 exited 0: leaserun logged the loss"
+}
+
 @test "two holders of one slot overlap: the run fails, though the limit held" {
 	fake_run
 	echo limit=3 >>"$R/meta"
