@@ -1154,7 +1154,7 @@ static int admin(struct run *r, struct lr_store *st)
 			die("%s", why);
 		return code;
 	}
-	if (!r->ops->brk || !(r->ops->caps & LR_CAP_BREAK)) {
+	if (!r->ops->brk) {
 		r->ops->close(st);
 		die("the %s store cannot break a lease", r->ops->name);
 	}

@@ -345,7 +345,6 @@ const struct lr_store_ops lr_store_ops = {
 	.name = "fault",
 	/* No LR_CAP_LIMIT or LR_CAP_SHARED: the tests show that a store
 	 * without them is refused. */
-	.caps = LR_CAP_BREAK,
 	.open = fault_open,
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,

@@ -1768,7 +1768,7 @@ static void file_close(struct lr_store *st)
 const struct lr_store_ops lr_file_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "file",
-	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.open = file_open,
 	.acquire = file_acquire,
 	.wait_fd = file_wait_fd,

@@ -1205,7 +1205,6 @@ static void my_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "mysql",
-	.caps = LR_CAP_BREAK,
 	.secret_env = my_secret_env,
 	.open = my_open,
 	.acquire = my_acquire,

@@ -1922,7 +1922,7 @@ static void pg_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "pg",
-	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = pg_secret_env,
 	.open = pg_open,
 	.acquire = pg_acquire,

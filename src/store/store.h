@@ -56,7 +56,8 @@ struct lr_err {
 
 /* Capabilities.  The core refuses, before open(), a run that asks a store
  * for what it cannot do. */
-#define LR_CAP_BREAK 0x2  /* brk() can remove someone else's grant */
+/* (0x2 was LR_CAP_BREAK: brk() itself, or NULL, says whether a store can
+ * break a lease.) */
 #define LR_CAP_LIMIT 0x4  /* req->limit above 1: a semaphore of N slots */
 #define LR_CAP_SHARED 0x8 /* req->shared: shared and exclusive holders */
 
@@ -203,7 +204,7 @@ struct lr_store_ops {
 	/* Admin: remove the current grants of req->name whoever holds them:
 	 * all of them when slot is -1, else only the holder(s) of that slot
 	 * (every shared holder is in slot 0).  A free name or slot is LR_OK.
-	 * Optional (NULL when the store cannot; LR_CAP_BREAK says it can). */
+	 * Optional: NULL when the store cannot. */
 	enum lr_status (*brk)(struct lr_store *st, int slot, int64_t deadline,
 			      struct lr_err *err);
 	void (*close)(struct lr_store *st);

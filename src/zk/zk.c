@@ -1920,7 +1920,7 @@ static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
 const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
-    .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,
