@@ -304,8 +304,9 @@ static enum lr_status fault_run_start(struct lr_store *st, int64_t period,
 				      err));
 }
 
-static enum lr_status fault_run_end(struct lr_store *st, int status,
-				    int64_t deadline, struct lr_err *err)
+static enum lr_status fault_run_end(struct lr_store *st, uint64_t fence,
+				    int status, int64_t deadline,
+				    struct lr_err *err)
 {
 	struct fault *f = F(st);
 	enum lr_status rc = inject(f, "run_end", deadline, err);
@@ -313,7 +314,7 @@ static enum lr_status fault_run_end(struct lr_store *st, int status,
 	if (rc != LR_OK || !f->in->run_end)
 		return rc;
 	return after(f, "run_end",
-		     f->in->run_end(f->st, status, deadline, err));
+		     f->in->run_end(f->st, fence, status, deadline, err));
 }
 
 static enum lr_status fault_run_last(struct lr_store *st, int64_t deadline,

@@ -103,7 +103,6 @@ struct lr_store {
 	int slot_claimed; /* ... since we claimed it */
 
 	/* --once-per */
-	uint64_t run_fence; /* the start we recorded, or 0 */
 	int64_t run_rev;    /* the revision that recorded it */
 	char *run_last;	    /* its PREFIX.last/NAME value */
 };
@@ -220,8 +219,8 @@ enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
 enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			    uint64_t fence, int64_t deadline,
 			    struct lr_run *last, struct lr_err *err);
-enum lr_status st_run_end(struct lr_store *st, int status, int64_t deadline,
-			  struct lr_err *err);
+enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
+			  int64_t deadline, struct lr_err *err);
 enum lr_status st_run_last(struct lr_store *st, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
 

@@ -95,7 +95,6 @@ struct lr_store {
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
 	struct lr_waitset ws; /* both sockets and watch_at while holding */
-	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
 /* What conn_fill() says besides 1, 0 and -1. */
@@ -218,8 +217,8 @@ enum lr_status r_check(struct lr_store *st, int64_t deadline,
 enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 			   uint64_t fence, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
-enum lr_status r_run_end(struct lr_store *st, int status, int64_t deadline,
-			 struct lr_err *err);
+enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
+			 int64_t deadline, struct lr_err *err);
 enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
 			  struct lr_run *last, struct lr_err *err);
 

@@ -27,7 +27,7 @@
 #include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 5
+#define LR_STORE_ABI 6
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -227,11 +227,13 @@ struct lr_store_ops {
 	enum lr_status (*run_start)(struct lr_store *st, int64_t period_ms,
 				    uint64_t fence, int64_t deadline,
 				    struct lr_run *last, struct lr_err *err);
-	/* Records the end of the run run_start() recorded, with status (the
-	 * exit status it ended with).  A record of another fence is left
-	 * alone (LR_OK).  Optional even when run_start is there. */
-	enum lr_status (*run_end)(struct lr_store *st, int status,
-				  int64_t deadline, struct lr_err *err);
+	/* Records the end of the run run_start() recorded (called only
+	 * after its LR_OK), with fence (the one passed to it) and status
+	 * (the exit status it ended with).  A record of another fence is
+	 * left alone (LR_OK).  Optional even when run_start is there. */
+	enum lr_status (*run_end)(struct lr_store *st, uint64_t fence,
+				  int status, int64_t deadline,
+				  struct lr_err *err);
 	/* The last recorded run of req->name, for --status: last->known 0
 	 * if there is none (or the store keeps none yet).  next_ms is
 	 * counted with the period that run was started with. */
