@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
-#include "store/store.h"
+#include "stores.h"
 #include "child.h"
 #include "json.h"
 #include "log.h"

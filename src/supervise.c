@@ -68,6 +68,7 @@
 #include "log.h"
 #include "report.h"
 #include "state.h"
+#include "stores.h"
 #include "supervise.h"
 #include "timing.h"
 #include "store/waitset.h"

@@ -6,7 +6,8 @@
  * exports the symbol LR_STORE_SYMBOL and that the core dlopen()s only when
  * a URL names one of its schemes (the table of schemes, modules and
  * packages is stores.c's, the one place that says which store serves a
- * scheme).
+ * scheme).  This header is the contract a store's author reads; the
+ * loader and the helpers only the core calls are in stores.h.
  *
  * Rules every store keeps:
  *  - Every call is synchronous and returns by its absolute deadline, a
@@ -112,8 +113,8 @@ struct lr_holder {
 	uint64_t fence;         /* 0 unknown */
 };
 
-/* Filled by inspect(): every holder of the name.  Initialise with
- * lr_info_init(); the caller frees the holders with lr_info_free(). */
+/* Filled by inspect(): every holder of the name.  The core hands it
+ * empty and frees the holders (stores.h). */
 struct lr_info {
 	unsigned limit;         /* the limit recorded for the name; 0 unknown
 				 * (the store keeps none while it is free) */
@@ -241,46 +242,20 @@ struct lr_store_ops {
 				   struct lr_run *last, struct lr_err *err);
 };
 
-/* stores.c: find the store for a URL scheme, loading its module if
- * needed.  Returns NULL and fills err when there is none. */
-const struct lr_store_ops *lr_store_find(const char *scheme,
-					 struct lr_err *err);
-/* What --version says of a store: its name ("file" or its module's), the
- * package that installs it, whether its module file is there (always for
- * the built-in store), NULL or why it cannot be loaded, and NULL or what
- * else it needs for some of its schemes ("etcds:// with etcd-tls.so:
- * available").  The strings live until fn returns. */
-struct lr_store_avail {
-	const char *name;
-	const char *package;
-	int installed;
-	const char *error;
-	const char *note;
-};
-/* Calls fn once per store a user can have (no test-only one), in the
- * order of the scheme table. */
-void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
-		   void *ctx);
-
 /* Helpers for stores (util.c). */
 int64_t lr_now_ms(void);             /* CLOCK_BOOTTIME, ms */
 int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-const char *lr_status_name(enum lr_status s);
 /* Marks err as a fault that may heal (see struct lr_err). */
 void lr_err_heals(struct lr_err *err);
 /* The refusal of a run whose limit differs from the one recorded for the
  * name (ours is req's: 1 for a plain or shared lease). */
 void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
 		  unsigned recorded);
-/* inspect()'s list: init empties it; add appends a holder with every
- * field unknown (NULL when out of memory); sort puts it in slot order,
- * then fence order; free frees the holders (and accepts an empty list). */
-void lr_info_init(struct lr_info *info);
+/* inspect()'s list: appends a holder with every field unknown (NULL
+ * when out of memory). */
 struct lr_holder *lr_info_add(struct lr_info *info);
-void lr_info_sort(struct lr_info *info);
-void lr_info_free(struct lr_info *info);
 /* Sets every field of *run to "unknown". */
 void lr_run_init(struct lr_run *run);
 /* Sets run->ago_ms and next_ms at now, by the store's clock, for period
@@ -301,9 +276,5 @@ int lr_host_is_local(const char *host);
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */
 void lr_wipe(void *p, size_t n);
-/* Fills fds with the fds >= 3 open now (sorted); returns their count, at
- * most max: max itself means the list may be cut short.  Without /proc,
- * asks fcntl() about each fd below RLIMIT_NOFILE (at most 65536). */
-size_t lr_open_fds(int *fds, size_t max);
 
 #endif
