@@ -76,7 +76,6 @@ struct lr_store {
 
 	/* the connection and what lives on it */
 	struct lr_grpc *conn;
-	unsigned gen;		      /* bumped with each connection */
 	struct lr_grpc_call *wstream; /* Watch, or NULL */
 	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
 	int64_t next_wid;
@@ -87,9 +86,7 @@ struct lr_store {
 
 	/* the core's loop: the connection's socket and a timer */
 	struct lr_waitset ws;
-	int regfd;
-	short regev;
-	unsigned reggen;
+	int regfd; /* the socket in ws (lr_waitset_follow()), or -1 */
 	int64_t ka_at; /* waiting: next keepalive, or -1 */
 	int64_t last_ka;
 
