@@ -90,3 +90,15 @@ teardown_file() {
 		(( t1 - t0 < 3000 ))
 	done
 }
+
+@test "TLS options that do not fit fail with 125 and one line before any connection" {
+	d=$LRE_DIR
+	run "$LEASERUN" -U "etcd://$LRE_EP?cacert=$d/ca.crt" tls8 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "etcd URL: cacert=, cert= and key= need TLS (etcds://)"
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt" tls8 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "etcd URL: cert= and key= go together"
+}
