@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
-#include "store/store.h"
+#include "stores.h"
 #include "child.h"
 #include "json.h"
 #include "log.h"
@@ -1154,7 +1154,7 @@ static int admin(struct run *r, struct lr_store *st)
 			die("%s", why);
 		return code;
 	}
-	if (!r->ops->brk || !(r->ops->caps & LR_CAP_BREAK)) {
+	if (!r->ops->brk) {
 		r->ops->close(st);
 		die("the %s store cannot break a lease", r->ops->name);
 	}

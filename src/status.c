@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "status.h"
+#include "stores.h"
 #include "util.h"
 
 static void iso_time(char *buf, size_t len, int64_t ms)

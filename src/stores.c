@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/store.h"
+#include "stores.h"
 #include "file/file.h"
 
 /*

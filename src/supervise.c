@@ -68,6 +68,7 @@
 #include "log.h"
 #include "report.h"
 #include "state.h"
+#include "stores.h"
 #include "supervise.h"
 #include "timing.h"
 #include "store/waitset.h"
@@ -125,6 +126,7 @@ struct sup {
 	int64_t t_max_kill;    /* ... and SIGKILL its group */
 	int timed_out;         /* --max-time stopped it: the outcome is 124 */
 	int run_started;       /* --once-per: the store recorded our start */
+	uint64_t run_fence;    /* ... with this fence */
 	int erring;            /* the last acquire failed with a fault that
 				* may heal: the wait's end is a failure */
 	struct lr_err last_err; /* ... that fault */
@@ -313,6 +315,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 			   c->ops->name);
 	if (rc == LR_OK) {
 		s->run_started = 1;
+		s->run_fence = g->fence;
 		report(s, (struct lr_report){ .kind = LR_REP_RECORDED,
 					      .ms = c->once_per_ms });
 		return 0;
@@ -363,7 +366,7 @@ static void run_end(struct sup *s)
 	/* Still holding: the release must come before the lease runs out. */
 	if (!s->certain_loss && s->D && s->D - LR_KAPPA_MS < deadline)
 		deadline = s->D - LR_KAPPA_MS > now ? s->D - LR_KAPPA_MS : now;
-	rc = c->ops->run_end(c->st, status, deadline, &err);
+	rc = c->ops->run_end(c->st, s->run_fence, status, deadline, &err);
 	if (rc != LR_OK)
 		report(s, (struct lr_report){ .kind = LR_REP_RUN_END_FAILED,
 					      .why = failed(&err, rc) });

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/store.h"
+#include "stores.h"
 #include "file/file.h"
 
 struct fault {
@@ -304,8 +304,9 @@ static enum lr_status fault_run_start(struct lr_store *st, int64_t period,
 				      err));
 }
 
-static enum lr_status fault_run_end(struct lr_store *st, int status,
-				    int64_t deadline, struct lr_err *err)
+static enum lr_status fault_run_end(struct lr_store *st, uint64_t fence,
+				    int status, int64_t deadline,
+				    struct lr_err *err)
 {
 	struct fault *f = F(st);
 	enum lr_status rc = inject(f, "run_end", deadline, err);
@@ -313,7 +314,7 @@ static enum lr_status fault_run_end(struct lr_store *st, int status,
 	if (rc != LR_OK || !f->in->run_end)
 		return rc;
 	return after(f, "run_end",
-		     f->in->run_end(f->st, status, deadline, err));
+		     f->in->run_end(f->st, fence, status, deadline, err));
 }
 
 static enum lr_status fault_run_last(struct lr_store *st, int64_t deadline,
@@ -345,7 +346,6 @@ const struct lr_store_ops lr_store_ops = {
 	.name = "fault",
 	/* No LR_CAP_LIMIT or LR_CAP_SHARED: the tests show that a store
 	 * without them is refused. */
-	.caps = LR_CAP_BREAK,
 	.open = fault_open,
 	.acquire = fault_acquire,
 	.wait_fd = fault_wait_fd,

@@ -405,13 +405,17 @@ log_lines() {
 
 # The URL options of store $1 (its module's name): the keys of the
 # option tables in the folder of the source file that says .name = "$1"
-# (a store's URL may be parsed in a file of its own: src/redis/).
+# (a store's URL may be parsed in a file of its own: src/redis/), and
+# those of url.h's TLS group (LR_URL_TLS_OPTS) when a table takes it.
 code_url_options() {
-	local src
+	local src files
 	src=$(grep -rlE "^[[:space:]]*\.name = \"$1\"," "$LR_SRCDIR/src" --include='*.c')
 	[ -n "$src" ] || return 1
+	files=("$(dirname "$src")"/*.c)
+	grep -q 'LR_URL_TLS_OPTS' "${files[@]}" &&
+		files+=("$LR_SRCDIR/src/store/url.h")
 	perl -0ne 'print "$1\n" while /\{\s*"([a-z_]+)",\s*LR_OPT_[A-Z]+\b/g' \
-		"$(dirname "$src")"/*.c | sort -u
+		"${files[@]}" | sort -u
 }
 
 # The options that the "URL options" list of page $1 names:

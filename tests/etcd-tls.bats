@@ -52,10 +52,13 @@ teardown_file() {
 	assert_output --partial "cannot reach etcd at $LRE_EP"
 }
 
-@test "without a client certificate the TLS etcd refuses, 125" {
+@test "without a client certificate the TLS etcd refuses, 125, in one line that says to give one" {
 	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$LRE_DIR/ca.crt" tls4 true
+	echo "# $output" >&3
 	assert_failure 125
 	assert_equal "${#lines[@]}" 1
+	# (etcd built with Go before 1.21 says "bad certificate".)
+	assert_output --regexp "alert (certificate required|bad certificate) \(give cert= and key=\)\$"
 }
 
 @test "plain etcd:// against a TLS etcd fails with 125" {
@@ -86,4 +89,16 @@ teardown_file() {
 		assert_equal "${#lines[@]}" 1
 		(( t1 - t0 < 3000 ))
 	done
+}
+
+@test "TLS options that do not fit fail with 125 and one line before any connection" {
+	d=$LRE_DIR
+	run "$LEASERUN" -U "etcd://$LRE_EP?cacert=$d/ca.crt" tls8 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "etcd URL: cacert=, cert= and key= need TLS (etcds://)"
+	run "$LEASERUN" -U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt" tls8 true
+	assert_failure 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "etcd URL: cert= and key= go together"
 }

@@ -558,6 +558,7 @@ struct script {
 	int iacq, iren;          /* positions in the scripts */
 	int nacq, nren, releases; /* calls */
 	int nstart, nend, end_status; /* run_start, run_end calls; status */
+	uint64_t start_fence, end_fence; /* the fences they were given */
 	int64_t t_acq;           /* when the first acquire came */
 };
 static struct script *sc;
@@ -604,6 +605,7 @@ static enum lr_status s_run_start(struct lr_store *st, int64_t period,
 				  struct lr_run *last, struct lr_err *err)
 {
 	sc->nstart++;
+	sc->start_fence = fence;
 	if (sc->run_start == LR_BUSY) {
 		last->known = 1;
 		last->ago_ms = 1000;
@@ -613,10 +615,11 @@ static enum lr_status s_run_start(struct lr_store *st, int64_t period,
 	return sc->run_start;
 }
 
-static enum lr_status s_run_end(struct lr_store *st, int status, int64_t d,
-				struct lr_err *err)
+static enum lr_status s_run_end(struct lr_store *st, uint64_t fence,
+				int status, int64_t d, struct lr_err *err)
 {
 	sc->nend++;
+	sc->end_fence = fence;
 	sc->end_status = status;
 	return LR_OK;
 }
@@ -968,6 +971,8 @@ static void test_cron(void)
 	run_script(&s, "exit 4", -1, &res);
 	CHECK(res.outcome == LR_OUT_CHILD && WEXITSTATUS(res.wstatus) == 4);
 	CHECK(s.nstart == 1 && s.nend == 1 && s.end_status == 4);
+	/* ... for the start it recorded: the core keeps the fence. */
+	CHECK(s.start_fence == 7 && s.end_fence == s.start_fence);
 	CHECK(s.releases == 1);
 
 	/* ... a timed-out run is recorded as 124. */

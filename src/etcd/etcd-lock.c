@@ -700,18 +700,9 @@ int st_wait_fd(struct lr_store *st, short *events)
 	if (!st || st->ws.ep < 0 || st->hold == H_IDLE)
 		return -1;
 	fd = st->conn ? lr_grpc_fd(st->conn, &ev) : -1;
-	if (fd != st->regfd || ev != st->regev || st->gen != st->reggen) {
-		if (st->regfd >= 0 &&
-		    (fd != st->regfd || st->gen != st->reggen))
-			lr_waitset_watch(&st->ws, st->regfd, 0);
-		if (fd >= 0)
-			lr_waitset_watch(&st->ws, fd,
-					 (ev & POLLIN ? EPOLLIN : 0) |
-					     (ev & POLLOUT ? EPOLLOUT : 0));
-		st->regfd = fd;
-		st->regev = ev;
-		st->reggen = st->gen;
-	}
+	lr_waitset_follow(&st->ws, &st->regfd, fd,
+			  (ev & POLLIN ? EPOLLIN : 0) |
+				  (ev & POLLOUT ? EPOLLOUT : 0));
 	lr_waitset_arm(&st->ws, st->hold == H_WAITING ? st->ka_at : -1);
 	*events = POLLIN;
 	return st->ws.ep;

@@ -151,9 +151,7 @@ static void streams_drop(struct lr_store *st)
 /* Drops the connection and everything on it. */
 void conn_drop(struct lr_store *st)
 {
-	if (st->regfd >= 0)
-		lr_waitset_watch(&st->ws, st->regfd, 0);
-	st->regfd = -1;
+	lr_waitset_follow(&st->ws, &st->regfd, -1, 0);
 	streams_drop(st);
 	lr_grpc_close(st->conn);
 	st->conn = NULL;
@@ -185,7 +183,6 @@ static enum lr_status conn_up(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	st->gen++;
 	return LR_OK;
 }
 

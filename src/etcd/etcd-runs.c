@@ -201,12 +201,10 @@ static void run_format_start(const struct lr_store *st, int64_t period_ms,
 	lr_run_format(&run, buf, len);
 }
 
-/* The start of fence is recorded, at revision rev: run_end() completes
- * last (its PREFIX.last/NAME value, now st's; NULL unknown). */
-static void run_recorded(struct lr_store *st, uint64_t fence, int64_t rev,
-			 char *last)
+/* Our start is recorded, at revision rev: run_end() completes last (its
+ * PREFIX.last/NAME value, now st's; NULL unknown). */
+static void run_recorded(struct lr_store *st, int64_t rev, char *last)
 {
-	st->run_fence = fence;
 	st->run_rev = rev;
 	free(st->run_last);
 	st->run_last = last;
@@ -258,8 +256,7 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			goto out;
 		t = (const LrEtcd__TxnResponse *)r.reply;
 		if (t->succeeded) {
-			run_recorded(st, fence,
-				     t->header ? t->header->revision : 0,
+			run_recorded(st, t->header ? t->header->revision : 0,
 				     strdup(lval));
 			lease = 0; /* it holds the period now */
 			goto out;
@@ -272,7 +269,7 @@ enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 		}
 		if (bytes_eq(gkv->value, gval)) {
 			/* Ours already (a repeat): s is LR_OK. */
-			run_recorded(st, fence, gkv->mod_revision,
+			run_recorded(st, gkv->mod_revision,
 				     lkv ? bytes_dup(lkv->value) : NULL);
 			goto out;
 		}
@@ -304,7 +301,7 @@ out:
 }
 
 /* Puts the end into PREFIX.last/NAME if it is still what run_start put. */
-enum lr_status st_run_end(struct lr_store *st, int status,
+enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
 			  int64_t deadline, struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
@@ -315,7 +312,8 @@ enum lr_status st_run_end(struct lr_store *st, int status,
 	struct rpc r;
 	enum lr_status s;
 
-	if (!st->run_fence || !st->run_last)
+	(void)fence; /* run_last is the record of ours, by revision */
+	if (!st->run_last)
 		return LR_OK;
 	run_parse(bytes(st->run_last), &run);
 	run.end_ms = lr_wall_ms();

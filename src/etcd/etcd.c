@@ -60,9 +60,7 @@ static void st_close(struct lr_store *st)
 
 static const struct lr_url_opt url_opts[] = {
     {"prefix", LR_OPT_STRING, 0, 0, NULL},
-    {"cacert", LR_OPT_PATH, 0, 0, NULL},
-    {"cert", LR_OPT_PATH, 0, 0, NULL},
-    {"key", LR_OPT_PATH, 0, 0, NULL},
+    LR_URL_TLS_OPTS, /* O_CACERT, O_CERT, O_KEY */
     {"timeout", LR_OPT_DURATION, 1, 3600 * 1000, NULL},
 };
 enum { O_PREFIX, O_CACERT, O_CERT, O_KEY, O_TIMEOUT, O_N };
@@ -100,24 +98,34 @@ static enum lr_status parse_hosts(struct lr_store *st, struct lr_err *err)
 	return LR_OK;
 }
 
-/* The TLS files: the URL's, else etcdctl's variables.  -1 out of
- * memory. */
-static int tls_files(struct lr_store *st, const union lr_url_val *val,
-		     unsigned given)
+/* A copy of the URL's file v, else of etcdctl's variable env (NULL when
+ * neither names one).  -1 out of memory. */
+static int tls_file(const char *v, const char *env, char **out)
 {
-	const char *v;
+	if (!v)
+		v = getenv(env);
+	*out = v && *v ? strdup(v) : NULL;
+	return v && *v && !*out ? -1 : 0;
+}
 
-	v = given & 1U << O_CACERT ? val[O_CACERT].s
-				   : getenv("ETCDCTL_CACERT");
-	if (v && *v && !(st->cacert = strdup(v)))
-		return -1;
-	v = given & 1U << O_CERT ? val[O_CERT].s : getenv("ETCDCTL_CERT");
-	if (v && *v && !(st->cert = strdup(v)))
-		return -1;
-	v = given & 1U << O_KEY ? val[O_KEY].s : getenv("ETCDCTL_KEY");
-	if (v && *v && !(st->key = strdup(v)))
-		return -1;
-	return 0;
+/* The TLS files: the URL's, else etcdctl's variables; a certificate
+ * and its key, wherever each comes from, go together.  LR_OK or
+ * LR_ERROR with err. */
+static enum lr_status tls_files(struct lr_store *st,
+				const struct lr_url_tls *t, struct lr_err *err)
+{
+	if (tls_file(t->cacert, "ETCDCTL_CACERT", &st->cacert) < 0 ||
+	    tls_file(t->cert, "ETCDCTL_CERT", &st->cert) < 0 ||
+	    tls_file(t->key, "ETCDCTL_KEY", &st->key) < 0) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	if (lr_url_tls_pair("etcd",
+			    &(struct lr_url_tls){ st->cacert, st->cert,
+						  st->key },
+			    err->msg, sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	return LR_OK;
 }
 
 /* Credentials: the URL, else etcdctl's variables.  -1 out of memory. */
@@ -154,17 +162,16 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 	    [O_PREFIX] = {.s = DEFAULT_PREFIX},
 	    [O_TIMEOUT] = {.n = DEFAULT_ATTEMPT_MS},
 	};
+	struct lr_url_tls t;
 	unsigned given;
 
 	if (lr_url_opts(u, "etcd", url_opts, O_N, val, &given, err->msg,
 			sizeof(err->msg)) < 0)
 		return LR_ERROR;
 	st->tls = strcmp(u->scheme, "etcds") == 0;
-	if (!st->tls &&
-	    (given & (1U << O_CACERT | 1U << O_CERT | 1U << O_KEY))) {
-		lr_err_set(err, "cacert, cert and key need etcds:// (TLS)");
+	if (lr_url_tls("etcd", st->tls, "etcds://", val, given, O_CACERT, &t,
+		       err->msg, sizeof(err->msg)) < 0)
 		return LR_ERROR;
-	}
 	if (u->path[0] && strcmp(u->path, "/") != 0) {
 		lr_err_set(err, "etcd URLs take no path (use ?prefix=%s)",
 			   u->path + 1);
@@ -174,8 +181,8 @@ static enum lr_status parse_url(struct lr_store *st, struct lr_err *err)
 
 	if (parse_hosts(st, err) != LR_OK)
 		return LR_ERROR;
-	if (st->tls && tls_files(st, val, given) < 0)
-		goto oom;
+	if (st->tls && tls_files(st, &t, err) != LR_OK)
+		return LR_ERROR;
 	st->dir = malloc(strlen(val[O_PREFIX].s) + strlen(req->name) + 2);
 	if (!st->dir)
 		goto oom;
@@ -249,7 +256,7 @@ static const char *const secret_env[] = {"ETCDCTL_PASSWORD", "ETCDCTL_USER",
 const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "etcd",
-    .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = secret_env,
     .open = st_open,
     .acquire = st_acquire,

@@ -76,7 +76,6 @@ struct lr_store {
 
 	/* the connection and what lives on it */
 	struct lr_grpc *conn;
-	unsigned gen;		      /* bumped with each connection */
 	struct lr_grpc_call *wstream; /* Watch, or NULL */
 	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
 	int64_t next_wid;
@@ -87,9 +86,7 @@ struct lr_store {
 
 	/* the core's loop: the connection's socket and a timer */
 	struct lr_waitset ws;
-	int regfd;
-	short regev;
-	unsigned reggen;
+	int regfd; /* the socket in ws (lr_waitset_follow()), or -1 */
 	int64_t ka_at; /* waiting: next keepalive, or -1 */
 	int64_t last_ka;
 
@@ -103,7 +100,6 @@ struct lr_store {
 	int slot_claimed; /* ... since we claimed it */
 
 	/* --once-per */
-	uint64_t run_fence; /* the start we recorded, or 0 */
 	int64_t run_rev;    /* the revision that recorded it */
 	char *run_last;	    /* its PREFIX.last/NAME value */
 };
@@ -220,8 +216,8 @@ enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
 enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
 			    uint64_t fence, int64_t deadline,
 			    struct lr_run *last, struct lr_err *err);
-enum lr_status st_run_end(struct lr_store *st, int status, int64_t deadline,
-			  struct lr_err *err);
+enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
+			  int64_t deadline, struct lr_err *err);
 enum lr_status st_run_last(struct lr_store *st, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
 

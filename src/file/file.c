@@ -146,7 +146,6 @@ struct lr_store {
 	int *wfd;        /* PH_SLOTS: the slot files they wait on, or -1 */
 	unsigned nwfd;
 	int helper_rd;   /* their pipe, or -1 */
-	uint64_t run_fence; /* the fence run_start() recorded, or 0 */
 };
 
 /*
@@ -1691,10 +1690,8 @@ static enum lr_status file_run_start(struct lr_store *st, int64_t period_ms,
 	}
 	if (run_read(st, &run, err) < 0 || (now = kernel_now(st, err)) < 0)
 		return LR_ERROR;
-	if (run.known && run.fence == fence) {
-		st->run_fence = fence; /* ours already */
-		return LR_OK;
-	}
+	if (run.known && run.fence == fence)
+		return LR_OK; /* ours already */
 	/* Held back until the kernel's clock reaches start + period: a
 	 * clock set back after the start holds it back longer, never
 	 * shorter. */
@@ -1711,18 +1708,16 @@ static enum lr_status file_run_start(struct lr_store *st, int64_t period_ms,
 	run.pid = st->req->pid;
 	run.period_ms = period_ms;
 	run.start_ms = now;
-	if (run_write(st, &run, err) != LR_OK)
-		return LR_ERROR;
-	st->run_fence = fence;
-	return LR_OK;
+	return run_write(st, &run, err) == LR_OK ? LR_OK : LR_ERROR;
 }
 
 /* Only while the lease is still ours on the live lock file: the record
  * is read, changed and replaced under the lease, and after a loss a new
  * holder may be deciding on it.  (--break between the check and the
  * rename can still let the end overwrite a start that came after it.) */
-static enum lr_status file_run_end(struct lr_store *st, int status,
-				   int64_t deadline, struct lr_err *err)
+static enum lr_status file_run_end(struct lr_store *st, uint64_t fence,
+				   int status, int64_t deadline,
+				   struct lr_err *err)
 {
 	struct lr_run run;
 	int64_t now;
@@ -1730,7 +1725,7 @@ static enum lr_status file_run_end(struct lr_store *st, int status,
 	(void)deadline;
 	if (run_read(st, &run, err) < 0)
 		return LR_ERROR;
-	if (!run.known || !st->run_fence || run.fence != st->run_fence ||
+	if (!run.known || run.fence != fence ||
 	    !st->locked || !still_ours(st))
 		return LR_OK;
 	if ((now = kernel_now(st, err)) < 0)
@@ -1768,7 +1763,7 @@ static void file_close(struct lr_store *st)
 const struct lr_store_ops lr_file_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "file",
-	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.open = file_open,
 	.acquire = file_acquire,
 	.wait_fd = file_wait_fd,

@@ -115,7 +115,6 @@ struct lr_store {
 	char lock[300];    /* the lock name as a SQL literal */
 	int held;
 	uint64_t fence;
-	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port" or the socket, for messages */
@@ -1156,24 +1155,21 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 	mysql_free_result(res);
 	if (s == LR_ERROR && !st->gone)
 		runs_table(st, deadline, err);
-	if (s == LR_OK)
-		st->run_fence = fence;
 	return s;
 }
 
-static enum lr_status my_run_end(struct lr_store *st, int status,
-				 int64_t deadline, struct lr_err *err)
+static enum lr_status my_run_end(struct lr_store *st, uint64_t fence,
+				 int status, int64_t deadline,
+				 struct lr_err *err)
 {
 	char sql[800];
 	MYSQL_RES *res = NULL;
 	enum lr_status s;
 
-	if (!st->run_fence)
-		return LR_OK;
 	snprintf(sql, sizeof(sql),
 		 "UPDATE " RUNS_TABLE " SET ended_ms = " NOW_MS ", status = %d "
 		 "WHERE name = %s AND fence = %" PRIu64,
-		 status, st->lock, st->run_fence);
+		 status, st->lock, fence);
 	s = q_run(st, sql, "recording the run's end", deadline, &res, err);
 	mysql_free_result(res);
 	return s;
@@ -1205,7 +1201,6 @@ static void my_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "mysql",
-	.caps = LR_CAP_BREAK,
 	.secret_env = my_secret_env,
 	.open = my_open,
 	.acquire = my_acquire,

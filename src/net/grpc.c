@@ -3,7 +3,7 @@
  *
  * Layers, bottom up:
  *  - the socket: non-blocking connect to each address in turn; bytes move
- *    with read()/send() or, for TLS, through etcd-tls.so;
+ *    through one stream (net.h), plain or TLS by etcd-tls.so;
  *  - HTTP/2: libnghttp2 in its "mem" mode: we hand it what we read
  *    (nghttp2_session_mem_recv) and write what it gives us
  *    (nghttp2_session_mem_send) from a buffer of our own, so it never
@@ -57,16 +57,15 @@ enum cstate { C_CONNECTING, C_TLS, C_READY, C_DEAD };
 
 struct lr_grpc {
 	enum cstate state;
-	int fd;
+	struct lr_stream s; /* the socket, plain or TLS (etcd-tls.so) */
 	struct lr_net_addrs addrs;
 	size_t next_addr; /* the next address to try */
 	char *host, *authority;
-	int scheme_https;
-	/* TLS, through etcd-tls.so */
-	const struct lr_tls_ops *tls_ops;
-	struct lr_tls *tls;
+	int scheme_https; /* TLS */
 	char *cacert, *cert, *key;
-	short tls_want; /* what the TLS layer waits for */
+	/* What reading and (with bytes to send) writing wait for: POLLIN
+	 * and POLLOUT, unless TLS asks for the other. */
+	short rd_want, wr_want;
 	nghttp2_session *h2;
 	struct buf out; /* bytes nghttp2 gave us, not yet written */
 	size_t out_off;
@@ -152,12 +151,7 @@ static void die(struct lr_grpc *c, int heals, const char *fmt, ...)
 	vsnprintf(c->why, sizeof(c->why), fmt, ap);
 	va_end(ap);
 	c->state = C_DEAD;
-	if (c->tls_ops)
-		c->tls_ops->free(c->tls);
-	c->tls = NULL;
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
+	lr_stream_close(&c->s);
 }
 
 /* Starts a connect to the next address.  0, or -1 when none is left (the
@@ -168,11 +162,12 @@ static int connect_next(struct lr_grpc *c, int last_errno)
 		size_t i = c->next_addr++;
 		const struct sockaddr *sa =
 		    (const struct sockaddr *)&c->addrs.sa[i];
+		int fd;
 
-		if (c->fd >= 0)
-			close(c->fd);
-		last_errno = lr_net_connect_start(sa, c->addrs.len[i], &c->fd);
+		lr_stream_close(&c->s);
+		last_errno = lr_net_connect_start(sa, c->addrs.len[i], &fd);
 		if (last_errno == 0) {
+			lr_stream_init(&c->s, fd);
 			c->state = C_CONNECTING;
 			return 0;
 		}
@@ -185,77 +180,35 @@ static int connect_next(struct lr_grpc *c, int last_errno)
 static int connected(struct lr_grpc *c, struct lr_err *err)
 {
 	static const unsigned char alpn[] = "\x02h2";
+	struct lr_tls_conf conf = {
+	    .host = c->host,
+	    .cacert = c->cacert,
+	    .cert = c->cert,
+	    .key = c->key,
+	    .alpn = alpn,
+	    .alpn_len = sizeof(alpn) - 1,
+	    .alpn_need = "h2",
+	};
 
-	if (!c->tls_ops) {
-		c->state = C_READY;
-		return 0;
-	}
-	{
-		struct lr_tls_conf conf = {
-		    .host = c->host,
-		    .cacert = c->cacert,
-		    .cert = c->cert,
-		    .key = c->key,
-		    .alpn = alpn,
-		    .alpn_len = sizeof(alpn) - 1,
-		    .alpn_need = "h2",
-		};
-
-		c->tls = c->tls_ops->client(c->fd, &conf, err);
-	}
-	if (!c->tls)
-		return -1;
-	c->state = C_TLS;
-	c->tls_want = POLLOUT;
-	return 0;
+	c->rd_want = POLLIN;
+	c->wr_want = POLLOUT;
+	c->state = c->scheme_https ? C_TLS : C_READY;
+	return c->scheme_https ? lr_stream_tls(&c->s, &conf, err) : 0;
 }
 
-/* Whether the TLS layer's error is the connection breaking (closed,
- * reset: a server that stopped) rather than TLS itself refusing (a
- * certificate, an alert), which another try would meet again. */
-static int tls_broke(const char *msg)
-{
-	static const int broke[] = {ECONNRESET, EPIPE, ETIMEDOUT,
-				    ECONNABORTED};
-	size_t i;
-
-	if (strstr(msg, "closed the connection") ||
-	    strstr(msg, "connection was closed"))
-		return 1;
-	for (i = 0; i < sizeof(broke) / sizeof(*broke); i++)
-		if (strstr(msg, strerror(broke[i])))
-			return 1;
-	return 0;
-}
-
-#define IO_AGAIN (-2)
-
-/* Moves bytes through the socket, or TLS on it: the count (> 0), 0 when a
- * read finds the connection closed, IO_AGAIN when it would block, or -1
- * when the connection died. */
+/* Moves bytes through the stream: the count (> 0), 0 when a read finds
+ * the connection closed, LR_IO_AGAIN when it would block (noting what it
+ * waits for), or -1 when the connection died. */
 static ssize_t io(struct lr_grpc *c, void *buf, size_t len, int writing)
 {
-	ssize_t n;
+	struct lr_err e = {""};
+	ssize_t n = writing ? lr_stream_write(&c->s, buf, len, &e)
+			    : lr_stream_read(&c->s, buf, len, &e);
 
-	if (c->tls) {
-		struct lr_err e = {""};
-
-		n = writing ? c->tls_ops->write(c->tls, buf, len, &e)
-			    : c->tls_ops->read(c->tls, buf, len, &e);
-		if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
-			c->tls_want = n == LR_TLS_WANT_READ ? POLLIN : POLLOUT;
-			return IO_AGAIN;
-		}
-		if (n < 0)
-			die(c, tls_broke(e.msg), "%s", e.msg);
-		return n < 0 ? -1 : n;
-	}
-	n = writing ? send(c->fd, buf, len, MSG_NOSIGNAL)
-		    : read(c->fd, buf, len);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return IO_AGAIN;
-	if (n < 0)
-		die(c, 1, "%s", strerror(errno));
+	if (n == LR_IO_AGAIN)
+		*(writing ? &c->wr_want : &c->rd_want) = c->s.want;
+	if (n == -1)
+		die(c, e.heals, "%s", e.msg);
 	return n;
 }
 
@@ -284,7 +237,7 @@ static int flush(struct lr_grpc *c)
 				return 0;
 		}
 		n = io(c, c->out.p + c->out_off, c->out.len - c->out_off, 1);
-		if (n == IO_AGAIN)
+		if (n == LR_IO_AGAIN)
 			return 0;
 		if (n < 0)
 			return -1;
@@ -304,7 +257,7 @@ static int fill(struct lr_grpc *c)
 	for (chunks = 0; chunks < MAX_CHUNKS; chunks++) {
 		ssize_t n = io(c, in, sizeof(in), 0), used;
 
-		if (n == IO_AGAIN)
+		if (n == LR_IO_AGAIN)
 			return 0;
 		if (n < 0)
 			return -1;
@@ -314,7 +267,8 @@ static int fill(struct lr_grpc *c)
 			 * cleartext preface does, and will again. */
 			die(c, 0,
 			    "the server closed the connection at once%s",
-			    c->tls_ops ? "" : "; does it want etcds:// (TLS)?");
+			    c->scheme_https ? ""
+					    : "; does it want etcds:// (TLS)?");
 			return -1;
 		}
 		if (n == 0) {
@@ -328,7 +282,8 @@ static int fill(struct lr_grpc *c)
 			 * answering a cleartext client. */
 			die(c, 0, "the server does not speak HTTP/2 (%s)%s",
 			    nghttp2_strerror((int)used),
-			    c->tls_ops ? "" : "; does it want etcds:// (TLS)?");
+			    c->scheme_https ? ""
+					    : "; does it want etcds:// (TLS)?");
 			return -1;
 		}
 	}
@@ -343,11 +298,11 @@ int lr_grpc_pump(struct lr_grpc *c)
 	if (c->state == C_CONNECTING) {
 		int soerr = 0;
 		socklen_t len = sizeof(soerr);
-		struct pollfd p = {c->fd, POLLOUT, 0};
+		struct pollfd p = {c->s.fd, POLLOUT, 0};
 
 		if (poll(&p, 1, 0) <= 0)
 			return 0;
-		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		if (getsockopt(c->s.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
 			soerr = errno;
 		if (soerr) {
 			if (connect_next(c, soerr) < 0)
@@ -360,21 +315,20 @@ int lr_grpc_pump(struct lr_grpc *c)
 		}
 	}
 	if (c->state == C_TLS) {
-		int rc = c->tls_ops->handshake(c->tls, &e);
+		int rc = lr_stream_handshake(&c->s, &e);
 
-		if (rc == LR_TLS_WANT_READ || rc == LR_TLS_WANT_WRITE) {
-			c->tls_want = rc == LR_TLS_WANT_READ ? POLLIN : POLLOUT;
+		if (rc == LR_IO_AGAIN)
 			return 0;
-		}
 		if (rc < 0) {
-			die(c, tls_broke(e.msg), "%s", e.msg);
+			die(c, e.heals, "%s", e.msg);
 			return -1;
 		}
 		c->state = C_READY;
 	}
 	if (c->state != C_READY)
 		return -1;
-	c->tls_want = 0;
+	c->rd_want = POLLIN;
+	c->wr_want = POLLOUT;
 	if (flush(c) < 0 || fill(c) < 0 || flush(c) < 0)
 		return -1;
 	if (!nghttp2_session_want_read(c->h2) &&
@@ -390,18 +344,16 @@ int lr_grpc_fd(const struct lr_grpc *c, short *events)
 	switch (c->state) {
 	case C_CONNECTING:
 		*events = POLLOUT;
-		return c->fd;
+		return c->s.fd;
 	case C_TLS:
-		*events = c->tls_want;
-		return c->fd;
+		*events = c->s.want;
+		return c->s.fd;
 	case C_READY:
-		*events = POLLIN;
-		if (c->tls_want)
-			*events = c->tls_want;
-		else if (c->out_off < c->out.len ||
-			 nghttp2_session_want_write(c->h2))
-			*events |= POLLOUT;
-		return c->fd;
+		*events = c->rd_want;
+		if (c->out_off < c->out.len ||
+		    nghttp2_session_want_write(c->h2))
+			*events |= c->wr_want;
+		return c->s.fd;
 	case C_DEAD:
 		break;
 	}
@@ -625,7 +577,7 @@ struct lr_grpc *lr_grpc_open(const struct lr_net_addrs *addrs,
 		lr_err_set(err, "out of memory");
 		return NULL;
 	}
-	c->fd = -1;
+	lr_stream_init(&c->s, -1);
 	c->addrs = *addrs;
 	c->host = dup_or_null(host, &fail);
 	c->authority = dup_or_null(authority, &fail);
@@ -634,7 +586,8 @@ struct lr_grpc *lr_grpc_open(const struct lr_net_addrs *addrs,
 		c->cert = dup_or_null(tls->cert, &fail);
 		c->key = dup_or_null(tls->key, &fail);
 		c->scheme_https = 1;
-		if (!fail && !(c->tls_ops = lr_tls_load(err)))
+		/* Fails here, not at the connect, without the module. */
+		if (!fail && !lr_tls_load(err))
 			goto fail;
 	}
 	if (fail || nghttp2_session_callbacks_new(&cbs) != 0) {

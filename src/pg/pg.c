@@ -132,7 +132,6 @@ struct lr_store {
 	int handed;        /* the wait got the lock; acquire() returns it */
 	int want_wait;     /* acquire() said BUSY: wait_fd() starts the wait */
 	uint64_t fence;
-	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port", for messages (no password) */
@@ -1827,9 +1826,7 @@ static enum lr_status pg_run_start(struct lr_store *st, int64_t period_ms,
 	if (!tuples(r, 9)) {
 		runs_fail(st, r, "recording the run", err);
 		s = LR_ERROR;
-	} else if (strcmp(PQgetvalue(r, 0, 0), "0") != 0) {
-		st->run_fence = fence;
-	} else {
+	} else if (strcmp(PQgetvalue(r, 0, 0), "0") == 0) {
 		run_row(r, 1, last, period_ms);
 		s = LR_BUSY;
 	}
@@ -1841,15 +1838,14 @@ out:
 	return s;
 }
 
-static enum lr_status pg_run_end(struct lr_store *st, int status,
-				 int64_t deadline, struct lr_err *err)
+static enum lr_status pg_run_end(struct lr_store *st, uint64_t fence,
+				 int status, int64_t deadline,
+				 struct lr_err *err)
 {
 	char sql[512], *name;
 	PGresult *r = NULL;
 	enum lr_status s;
 
-	if (!st->run_fence)
-		return LR_OK;
 	if (!conn_ok(st) || st->gone) {
 		lr_err_set(err, "PostgreSQL at %s: our session is gone",
 			   st->where);
@@ -1863,7 +1859,7 @@ static enum lr_status pg_run_end(struct lr_store *st, int status,
 	snprintf(sql, sizeof(sql),
 		 "UPDATE leaserun_runs SET ended = now(), status = %d "
 		 "WHERE name = %s AND fence = %" PRIu64,
-		 status, name, st->run_fence);
+		 status, name, fence);
 	PQfreemem(name);
 	s = q_run(st, sql, Q_OTHER, deadline, &r, err);
 	if (s == LR_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -1922,7 +1918,7 @@ static void pg_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "pg",
-	.caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = pg_secret_env,
 	.open = pg_open,
 	.acquire = pg_acquire,

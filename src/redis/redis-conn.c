@@ -189,14 +189,11 @@ static redisReader *reader_new(struct conn *k)
 	return r;
 }
 
-static void conn_free(struct lr_store *st, struct conn *k)
+static void conn_free(struct conn *k)
 {
 	if (!k)
 		return;
-	if (k->tls)
-		st->tls->free(k->tls);
-	if (k->fd >= 0)
-		close(k->fd);
+	lr_stream_close(&k->s);
 	if (k->reader)
 		redisReaderFree(k->reader);
 	if (k->out)
@@ -249,36 +246,18 @@ static void conn_append(struct conn *k, int argc, const char **argv)
  * takes no more for now (*want: the readiness to wait for), -1 with the
  * reason in err.  TLS retries a write with the same bytes, as OpenSSL
  * asks: nothing is queued while a write is half done. */
-static int conn_flush(const struct lr_store *st, struct conn *k, short *want,
-		      struct lr_err *err)
+static int conn_flush(struct conn *k, short *want, struct lr_err *err)
 {
 	while (k->off < k->len) {
-		ssize_t n;
+		ssize_t n = lr_stream_write(&k->s, k->out + k->off,
+					    k->len - k->off, err);
 
-		if (k->tls) {
-			n = st->tls->write(k->tls, k->out + k->off,
-					   k->len - k->off, err);
-			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
-				*want = n == LR_TLS_WANT_READ ? POLLIN
-							      : POLLOUT;
-				return 0;
-			}
-			if (n < 0)
-				return -1;
-		} else {
-			n = send(k->fd, k->out + k->off, k->len - k->off,
-				 MSG_NOSIGNAL);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				*want = POLLOUT;
-				return 0;
-			}
-			if (n < 0) {
-				lr_err_set(err, "%s", strerror(errno));
-				return -1;
-			}
+		if (n == LR_IO_AGAIN) {
+			*want = k->s.want;
+			return 0;
 		}
+		if (n < 0)
+			return -1;
 		k->off += (size_t)n;
 	}
 	lr_wipe(k->out, k->len);
@@ -289,11 +268,10 @@ static int conn_flush(const struct lr_store *st, struct conn *k, short *want,
 /* Hands what the server sent to the reader: 1 if something came, 0 if
  * nothing (*want: the readiness to wait for), FILL_EOF when the server
  * closed the connection, FILL_TOO_BIG when a reply would not fit in
- * REPLY_MAX_BUF, -1 with the reason in err.  Over TLS it reads
- * until OpenSSL wants the socket again, so no decrypted byte stays in
- * OpenSSL's buffer where poll() cannot see it. */
-int conn_fill(const struct lr_store *st, struct conn *k, short *want,
-	      struct lr_err *err)
+ * REPLY_MAX_BUF, -1 with the reason in err.  A stream that may hold
+ * bytes where poll() cannot see them (TLS) is read until it wants the
+ * socket again. */
+int conn_fill(struct conn *k, short *want, struct lr_err *err)
 {
 	char buf[16384];
 	int got = 0;
@@ -301,30 +279,14 @@ int conn_fill(const struct lr_store *st, struct conn *k, short *want,
 	if (k->eof)
 		return FILL_EOF;
 	for (;;) {
-		ssize_t n;
+		ssize_t n = lr_stream_read(&k->s, buf, sizeof(buf), err);
 
-		if (k->tls) {
-			n = st->tls->read(k->tls, buf, sizeof(buf), err);
-			if (n == LR_TLS_WANT_READ || n == LR_TLS_WANT_WRITE) {
-				*want = n == LR_TLS_WANT_READ ? POLLIN
-							      : POLLOUT;
-				return got;
-			}
-			if (n < 0)
-				return -1;
-		} else {
-			n = read(k->fd, buf, sizeof(buf));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-				*want = POLLIN;
-				return got;
-			}
-			if (n < 0) {
-				lr_err_set(err, "%s", strerror(errno));
-				return -1;
-			}
+		if (n == LR_IO_AGAIN) {
+			*want = k->s.want;
+			return got;
 		}
+		if (n < 0)
+			return -1;
 		if (n == 0) {
 			k->eof = 1;
 			return got ? 1 : FILL_EOF;
@@ -345,7 +307,7 @@ int conn_fill(const struct lr_store *st, struct conn *k, short *want,
 		unheard = 0;
 		/* A plain socket keeps what we did not read where poll()
 		 * sees it: one read is enough. */
-		if (!k->tls) {
+		if (!lr_stream_holds(&k->s)) {
 			*want = POLLIN;
 			return 1;
 		}
@@ -387,7 +349,7 @@ static void conn_lost(const struct lr_store *st, const struct conn *k,
 {
 	int i;
 
-	if (!k->heard && !k->tls && (eof || text_heals(e->msg))) {
+	if (!k->heard && !st->use_tls && (eof || text_heals(e->msg))) {
 		if (eof)
 			lr_err_set(err, "%s closed the connection (%s); does "
 					"it want rediss:// (TLS)?",
@@ -413,10 +375,8 @@ static void conn_lost(const struct lr_store *st, const struct conn *k,
 		lr_err_set(err, "%s closed the connection (%s)", who, what);
 	else
 		lr_err_set(err, "%s: %s: %s%s", who, what, e->msg,
-			   !k->heard && !k->tls
+			   !k->heard && !st->use_tls
 				   ? "; does it want rediss:// (TLS)?"
-			   : strstr(e->msg, "certificate required") && !st->cert
-				   ? " (give cert= and key=)"
 				   : "");
 	if (eof || text_heals(e->msg))
 		lr_err_heals(err);
@@ -446,8 +406,8 @@ enum lr_status exchange(const struct lr_store *st, struct conn *k,
 		lr_err_set(err, "%s: %s: out of memory", who, what);
 		return LR_ERROR;
 	}
-	while ((rc = conn_flush(st, k, &want, &e)) == 0)
-		if (!lr_net_wait(k->fd, want, end))
+	while ((rc = conn_flush(k, &want, &e)) == 0)
+		if (!lr_net_wait(k->s.fd, want, end))
 			goto timeout;
 	if (rc < 0)
 		goto ioerr;
@@ -455,7 +415,7 @@ enum lr_status exchange(const struct lr_store *st, struct conn *k,
 		while ((rc = conn_reply(k, &r[i], &e)) == 0) {
 			if (lr_now_ms() >= end)
 				goto timeout;
-			rc = conn_fill(st, k, &want, &e);
+			rc = conn_fill(k, &want, &e);
 			if (rc == FILL_EOF) {
 				eof = 1;
 				goto ioerr;
@@ -464,7 +424,7 @@ enum lr_status exchange(const struct lr_store *st, struct conn *k,
 				goto protocol;
 			if (rc < 0)
 				goto ioerr;
-			if (rc == 0 && !lr_net_wait(k->fd, want, end))
+			if (rc == 0 && !lr_net_wait(k->s.fd, want, end))
 				goto timeout;
 		}
 		if (rc < 0)
@@ -476,17 +436,6 @@ protocol:
 	lr_err_set(err, "%s: %s: %s", who, what, e.msg);
 	goto fail;
 ioerr:
-	if (k->tls && !eof) {
-		/* A server that refused us in the handshake's last step
-		 * (TLS 1.3: a client certificate it wants) said why in an
-		 * alert that may wait behind the failed write. */
-		char b[64];
-		struct lr_err a = { "" };
-
-		if (st->tls->read(k->tls, b, sizeof(b), &a) == LR_TLS_ERROR &&
-		    strstr(a.msg, "alert"))
-			e = a;
-	}
 	conn_lost(st, k, r, *got, eof, who, what, &e, err);
 fail:
 	replies_free(r, n);
@@ -527,6 +476,40 @@ static void cleartext_warn(const struct lr_store *st, const char *host,
 	st->req->warn(st->req->warn_ctx, msg);
 }
 
+/* Starts TLS on k and shakes hands by end, checking the server's
+ * certificate for host. */
+static enum lr_status tls_start(struct lr_store *st, struct conn *k,
+				const char *host, int64_t end, const char *who,
+				struct lr_err *err)
+{
+	struct lr_tls_conf conf = { host, st->cacert, st->cert, st->certkey,
+				    NULL, 0, NULL };
+	struct lr_err e = { "" };
+	int rc;
+
+	if (lr_stream_tls(&k->s, &conf, &e) < 0) {
+		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
+		return LR_ERROR;
+	}
+	while ((rc = lr_stream_handshake(&k->s, &e)) != 0) {
+		if (rc != LR_IO_AGAIN) {
+			lr_err_set(err, "cannot connect to %s: %s", who,
+				   e.msg);
+			if (text_heals(e.msg))
+				lr_err_heals(err);
+			return LR_ERROR;
+		}
+		if (!lr_net_wait(k->s.fd, k->s.want, end)) {
+			lr_err_set(err, "cannot connect to %s: TLS handshake: "
+					"no answer in time (is TLS on at "
+					"this port?)",
+				   who);
+			return LR_TIMEOUT;
+		}
+	}
+	return LR_OK;
+}
+
 /* Connects to host:port (or the socket path) by end and, for TLS, shakes
  * hands and checks the certificate, without a word said yet.  On LR_OK
  * *out is the connection. */
@@ -534,12 +517,10 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 			   const char *path, int64_t end, const char *who,
 			   struct conn **out, struct lr_err *err)
 {
-	struct lr_tls_conf conf = { host, st->cacert, st->cert, st->certkey,
-				    NULL, 0, NULL };
 	struct lr_err e = { "" };
 	enum lr_status s;
 	struct conn *k;
-	int fd, rc;
+	int fd;
 
 	*out = NULL;
 	s = lr_net_dial(host, port, path, end, &fd, &e);
@@ -557,42 +538,17 @@ static enum lr_status dial(struct lr_store *st, const char *host, int port,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	k->fd = fd;
+	lr_stream_init(&k->s, fd);
 	k->gen = st->node_gen;
+	if (st->use_tls) {
+		s = tls_start(st, k, host, end, who, err);
+		if (s != LR_OK) {
+			conn_free(k);
+			return s;
+		}
+	}
 	*out = k;
-	if (!st->use_tls)
-		return LR_OK;
-	if (!st->tls && !(st->tls = lr_tls_load(err)))
-		goto fail;
-	k->tls = st->tls->client(fd, &conf, &e);
-	if (!k->tls) {
-		lr_err_set(err, "cannot connect to %s: %s", who, e.msg);
-		goto fail;
-	}
-	while ((rc = st->tls->handshake(k->tls, &e)) != 0) {
-		if (rc != LR_TLS_WANT_READ && rc != LR_TLS_WANT_WRITE) {
-			lr_err_set(err, "cannot connect to %s: %s", who,
-				   e.msg);
-			if (text_heals(e.msg))
-				lr_err_heals(err);
-			goto fail;
-		}
-		if (!lr_net_wait(fd, rc == LR_TLS_WANT_READ ? POLLIN : POLLOUT,
-				 end)) {
-			lr_err_set(err, "cannot connect to %s: TLS handshake: "
-					"no answer in time (is TLS on at "
-					"this port?)",
-				   who);
-			conn_free(st, k);
-			*out = NULL;
-			return LR_TIMEOUT;
-		}
-	}
 	return LR_OK;
-fail:
-	conn_free(st, k);
-	*out = NULL;
-	return LR_ERROR;
 }
 
 /* ---- login --------------------------------------------------------------- */
@@ -839,7 +795,7 @@ static enum lr_status sentinel_one(struct lr_store *st,
 	n = auth_append(k, st->sentinel_user, st->sentinel_pass);
 	conn_append(k, 3, ask);
 	s = exchange(st, k, n + 1, r, end, &got, who, "SENTINEL", err);
-	conn_free(st, k);
+	conn_free(k);
 	if (s != LR_OK)
 		return s;
 	a = r[n];
@@ -1015,12 +971,12 @@ enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 	replies_free(r, n);
 	if (s == LR_OK)
 		return LR_OK;
-	conn_free(st, *out);
+	conn_free(*out);
 	*out = NULL;
 	return s;
 moved:
 	node_suspect(st);
-	conn_free(st, *out);
+	conn_free(*out);
 	*out = NULL;
 	return s;
 }
@@ -1030,7 +986,7 @@ moved:
 void drop_main(struct lr_store *st)
 {
 	st->track_id = -1; /* a new connection tracks nothing */
-	conn_free(st, st->c);
+	conn_free(st->c);
 	st->c = NULL;
 }
 
@@ -1038,7 +994,7 @@ void drop_main(struct lr_store *st)
 void drop_aux(struct lr_store *st)
 {
 	st->aux_id = -1;
-	conn_free(st, st->aux);
+	conn_free(st->aux);
 	st->aux = NULL;
 }
 

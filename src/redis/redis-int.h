@@ -19,6 +19,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "net/net.h"
 #include "store/store.h"
 #include "store/waitset.h"
 
@@ -35,8 +36,7 @@ enum guard_mode { GUARD_WARN, GUARD_REFUSE, GUARD_IGNORE };
 /* One connection: our socket, TLS on it or not, hiredis's reader for what
  * comes in and a buffer of formatted commands for what goes out. */
 struct conn {
-	int fd;
-	struct lr_tls *tls;    /* NULL: plain */
+	struct lr_stream s;    /* the socket, plain or TLS */
 	redisReader *reader;
 	char *out;             /* formatted commands; may hold a password */
 	size_t len, off, cap;  /* bytes in out, written, allocated */
@@ -63,7 +63,6 @@ struct lr_store {
 	enum guard_mode evict, persist;
 	/* TLS: rediss://, rediss+sentinel:// */
 	int use_tls;
-	const struct lr_tls_ops *tls; /* loaded at the first TLS connect */
 	const char *cacert, *cert, *certkey; /* in req->u, or NULL */
 	/* Sentinel: master is NULL for the other schemes */
 	const char *master;
@@ -96,7 +95,6 @@ struct lr_store {
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
 	struct lr_waitset ws; /* both sockets and watch_at while holding */
-	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
 /* What conn_fill() says besides 1, 0 and -1. */
@@ -150,8 +148,7 @@ int64_t step_end(const struct lr_store *st, int64_t deadline);
 void replies_free(redisReply **r, int n);
 int is_error(const redisReply *r, const char *word);
 int reply_heals(const redisReply *r);
-int conn_fill(const struct lr_store *st, struct conn *k, short *want,
-	      struct lr_err *err);
+int conn_fill(struct conn *k, short *want, struct lr_err *err);
 int conn_reply(struct conn *k, redisReply **r, struct lr_err *err);
 enum lr_status exchange(const struct lr_store *st, struct conn *k, int n,
 			redisReply **r, int64_t end, int *got, const char *who,
@@ -220,8 +217,8 @@ enum lr_status r_check(struct lr_store *st, int64_t deadline,
 enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 			   uint64_t fence, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
-enum lr_status r_run_end(struct lr_store *st, int status, int64_t deadline,
-			 struct lr_err *err);
+enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
+			 int64_t deadline, struct lr_err *err);
 enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
 			  struct lr_run *last, struct lr_err *err);
 

@@ -127,22 +127,21 @@ enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 		lr_err_set(err, "redis at %s: run start: unexpected reply",
 			   st->where);
 		s = LR_ERROR;
-	} else if (r->element[0]->integer == 1) {
-		st->run_fence = fence;
-	} else {
+	} else if (r->element[0]->integer != 1) {
 		run_fill(last, r->element + 2, reply_num(r->element[1]),
 			 period_ms);
 		s = LR_BUSY;
 	}
 	cmds_free(cmds, 1);
-	/* As durable as a grant: on the replicas a failover would promote. */
-	if (s == LR_OK && st->run_fence == fence &&
+	/* Recorded: as durable as a grant, on the replicas a failover would
+	 * promote. */
+	if (s == LR_OK &&
 	    (need = replicas_needed(st)) > 0)
 		s = durable(st, need, deadline, "run record", err);
 	return s;
 }
 
-enum lr_status r_run_end(struct lr_store *st, int status,
+enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
 			 int64_t deadline, struct lr_err *err)
 {
 	char f[24], code[16], *key;
@@ -150,14 +149,12 @@ enum lr_status r_run_end(struct lr_store *st, int status,
 	struct cmd cmds[1];
 	enum lr_status s;
 
-	if (!st->run_fence)
-		return LR_OK;
 	if (!(key = run_key(st))) {
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
 	kv[0] = key;
-	snprintf(f, sizeof(f), "%llu", (unsigned long long)st->run_fence);
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)fence);
 	snprintf(code, sizeof(code), "%d", status);
 	s = run_script(st, &run_end_lua, 1, 2, kv, cmds, 1, 0, deadline, err);
 	free(key);

@@ -51,9 +51,7 @@ static const struct lr_url_opt url_opts[NOPTS] = {
 	[OPT_EVICT] = { "evict", LR_OPT_ENUM, 0, 0, guard_modes },
 	[OPT_PERSIST] = { "persist", LR_OPT_ENUM, 0, 0, guard_modes },
 	[OPT_REPLICAS] = { "replicas", LR_OPT_UINT, 0, 64, replicas_words },
-	[OPT_CACERT] = { "cacert", LR_OPT_PATH, 0, 0, NULL },
-	[OPT_CERT] = { "cert", LR_OPT_PATH, 0, 0, NULL },
-	[OPT_KEY] = { "key", LR_OPT_PATH, 0, 0, NULL },
+	[OPT_CACERT] = LR_URL_TLS_OPTS, /* and OPT_CERT, OPT_KEY */
 	[OPT_SENTINEL_USER] = { "sentinel_user", LR_OPT_STRING, 0, 0, NULL },
 	[OPT_SENTINEL_PASSWORD] = { "sentinel_password", LR_OPT_STRING, 0, 0,
 				    NULL },
@@ -149,21 +147,22 @@ static int secret_dup(const char *v, char **out)
 	return 0;
 }
 
-/* The options that need TLS or Sentinel, and go together. */
-static enum lr_status check_opts(const struct lr_store *st, unsigned given,
+/* The options that need TLS or Sentinel, and go together; the TLS files
+ * into st. */
+static enum lr_status check_opts(struct lr_store *st,
+				 const union lr_url_val *val, unsigned given,
 				 struct lr_err *err)
 {
-	if (!st->use_tls && (GIVEN(OPT_CACERT) || GIVEN(OPT_CERT) ||
-			     GIVEN(OPT_KEY))) {
-		lr_err_set(err, "redis URL: cacert=, cert= and key= need TLS "
-				"(rediss:// or rediss+sentinel://)");
+	struct lr_url_tls t;
+
+	if (lr_url_tls("redis", st->use_tls,
+		       "rediss:// or rediss+sentinel://", val, given,
+		       OPT_CACERT, &t, err->msg, sizeof(err->msg)) < 0 ||
+	    lr_url_tls_pair("redis", &t, err->msg, sizeof(err->msg)) < 0)
 		return LR_ERROR;
-	}
-	if (!GIVEN(OPT_CERT) != !GIVEN(OPT_KEY)) {
-		lr_err_set(err, "redis URL: cert= and key= go together (the "
-				"client certificate and its key)");
-		return LR_ERROR;
-	}
+	st->cacert = t.cacert;
+	st->cert = t.cert;
+	st->certkey = t.key;
 	if (!st->master &&
 	    (GIVEN(OPT_SENTINEL_USER) || GIVEN(OPT_SENTINEL_PASSWORD))) {
 		lr_err_set(err, "redis URL: sentinel_user= and "
@@ -184,9 +183,6 @@ static void take_opts(struct lr_store *st, const struct lr_store_req *req,
 	st->evict = (enum guard_mode)val[OPT_EVICT].n;
 	st->persist = (enum guard_mode)val[OPT_PERSIST].n;
 	st->replicas_opt = (int)val[OPT_REPLICAS].n;
-	st->cacert = val[OPT_CACERT].s;
-	st->cert = val[OPT_CERT].s;
-	st->certkey = val[OPT_KEY].s;
 }
 
 /* The Sentinels' user and password from the URL's options, then the
@@ -311,7 +307,7 @@ enum lr_status parse_url(struct lr_store *st,
 	else
 		s = parse_tcp(st, u, GIVEN(OPT_DB) ? NULL : &val[OPT_DB], err);
 	if (s == LR_OK)
-		s = check_opts(st, given, err);
+		s = check_opts(st, val, given, err);
 	if (s != LR_OK)
 		return s;
 	take_opts(st, req, val, given);

@@ -202,7 +202,7 @@ int r_wait_fd(struct lr_store *st, short *events)
 {
 	*events = POLLIN;
 	if (!st->held)
-		return st->aux ? st->aux->fd : -1;
+		return st->aux ? st->aux->s.fd : -1;
 	if (st->ws.ep < 0 && lr_waitset_open(&st->ws) < 0)
 		lr_waitset_close(&st->ws);
 	if (st->ws.ep >= 0 && st->watch_at && !st->watch_timer) {
@@ -210,11 +210,11 @@ int r_wait_fd(struct lr_store *st, short *events)
 		st->watch_timer = 1;
 	}
 	if (st->ws.ep >= 0 &&
-	    (!st->c || lr_waitset_watch(&st->ws, st->c->fd, EPOLLIN) == 0) &&
-	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->fd, EPOLLIN) == 0))
+	    (!st->c || lr_waitset_watch(&st->ws, st->c->s.fd, EPOLLIN) == 0) &&
+	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->s.fd, EPOLLIN) == 0))
 		return st->ws.ep;
 	/* No wait set: watch the watch's connection, which matters most. */
-	return st->aux ? st->aux->fd : st->c ? st->c->fd : -1;
+	return st->aux ? st->aux->s.fd : st->c ? st->c->s.fd : -1;
 }
 
 /* Reads what aux has.  Returns 1 if a message says "look now" (a
@@ -226,7 +226,7 @@ static int aux_read(struct lr_store *st)
 	short want;
 	int look = 0, rc;
 
-	if (conn_fill(st, st->aux, &want, &e) < 0)
+	if (conn_fill(st->aux, &want, &e) < 0)
 		return -1;
 	while ((rc = conn_reply(st->aux, &r, &e)) > 0) {
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
@@ -298,8 +298,8 @@ static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 static int ready(const struct lr_store *st)
 {
 	struct pollfd p[2] = {
-		{ .fd = st->c ? st->c->fd : -1, .events = POLLIN },
-		{ .fd = st->aux ? st->aux->fd : -1, .events = POLLIN },
+		{ .fd = st->c ? st->c->s.fd : -1, .events = POLLIN },
+		{ .fd = st->aux ? st->aux->s.fd : -1, .events = POLLIN },
 	};
 	int mask = 0, i;
 
@@ -320,7 +320,7 @@ static enum lr_status main_read(struct lr_store *st, struct lr_err *err)
 	struct lr_err e = { "" };
 	redisReply *r = NULL;
 	short want;
-	int rc = conn_fill(st, st->c, &want, &e);
+	int rc = conn_fill(st->c, &want, &e);
 
 	if (rc == FILL_EOF)
 		lr_err_set(err, "redis at %s closed the connection",

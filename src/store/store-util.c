@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store/store.h"
+#include "stores.h"
 
 int64_t lr_now_ms(void)
 {

@@ -6,7 +6,8 @@
  * exports the symbol LR_STORE_SYMBOL and that the core dlopen()s only when
  * a URL names one of its schemes (the table of schemes, modules and
  * packages is stores.c's, the one place that says which store serves a
- * scheme).
+ * scheme).  This header is the contract a store's author reads; the
+ * loader and the helpers only the core calls are in stores.h.
  *
  * Rules every store keeps:
  *  - Every call is synchronous and returns by its absolute deadline, a
@@ -27,7 +28,7 @@
 #include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 5
+#define LR_STORE_ABI 6
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -56,7 +57,8 @@ struct lr_err {
 
 /* Capabilities.  The core refuses, before open(), a run that asks a store
  * for what it cannot do. */
-#define LR_CAP_BREAK 0x2  /* brk() can remove someone else's grant */
+/* (0x2 was LR_CAP_BREAK: brk() itself, or NULL, says whether a store can
+ * break a lease.) */
 #define LR_CAP_LIMIT 0x4  /* req->limit above 1: a semaphore of N slots */
 #define LR_CAP_SHARED 0x8 /* req->shared: shared and exclusive holders */
 
@@ -111,8 +113,8 @@ struct lr_holder {
 	uint64_t fence;         /* 0 unknown */
 };
 
-/* Filled by inspect(): every holder of the name.  Initialise with
- * lr_info_init(); the caller frees the holders with lr_info_free(). */
+/* Filled by inspect(): every holder of the name.  The core hands it
+ * empty and frees the holders (stores.h). */
 struct lr_info {
 	unsigned limit;         /* the limit recorded for the name; 0 unknown
 				 * (the store keeps none while it is free) */
@@ -203,7 +205,7 @@ struct lr_store_ops {
 	/* Admin: remove the current grants of req->name whoever holds them:
 	 * all of them when slot is -1, else only the holder(s) of that slot
 	 * (every shared holder is in slot 0).  A free name or slot is LR_OK.
-	 * Optional (NULL when the store cannot; LR_CAP_BREAK says it can). */
+	 * Optional: NULL when the store cannot. */
 	enum lr_status (*brk)(struct lr_store *st, int slot, int64_t deadline,
 			      struct lr_err *err);
 	void (*close)(struct lr_store *st);
@@ -226,11 +228,13 @@ struct lr_store_ops {
 	enum lr_status (*run_start)(struct lr_store *st, int64_t period_ms,
 				    uint64_t fence, int64_t deadline,
 				    struct lr_run *last, struct lr_err *err);
-	/* Records the end of the run run_start() recorded, with status (the
-	 * exit status it ended with).  A record of another fence is left
-	 * alone (LR_OK).  Optional even when run_start is there. */
-	enum lr_status (*run_end)(struct lr_store *st, int status,
-				  int64_t deadline, struct lr_err *err);
+	/* Records the end of the run run_start() recorded (called only
+	 * after its LR_OK), with fence (the one passed to it) and status
+	 * (the exit status it ended with).  A record of another fence is
+	 * left alone (LR_OK).  Optional even when run_start is there. */
+	enum lr_status (*run_end)(struct lr_store *st, uint64_t fence,
+				  int status, int64_t deadline,
+				  struct lr_err *err);
 	/* The last recorded run of req->name, for --status: last->known 0
 	 * if there is none (or the store keeps none yet).  next_ms is
 	 * counted with the period that run was started with. */
@@ -238,46 +242,20 @@ struct lr_store_ops {
 				   struct lr_run *last, struct lr_err *err);
 };
 
-/* stores.c: find the store for a URL scheme, loading its module if
- * needed.  Returns NULL and fills err when there is none. */
-const struct lr_store_ops *lr_store_find(const char *scheme,
-					 struct lr_err *err);
-/* What --version says of a store: its name ("file" or its module's), the
- * package that installs it, whether its module file is there (always for
- * the built-in store), NULL or why it cannot be loaded, and NULL or what
- * else it needs for some of its schemes ("etcds:// with etcd-tls.so:
- * available").  The strings live until fn returns. */
-struct lr_store_avail {
-	const char *name;
-	const char *package;
-	int installed;
-	const char *error;
-	const char *note;
-};
-/* Calls fn once per store a user can have (no test-only one), in the
- * order of the scheme table. */
-void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
-		   void *ctx);
-
 /* Helpers for stores (util.c). */
 int64_t lr_now_ms(void);             /* CLOCK_BOOTTIME, ms */
 int64_t lr_wall_ms(void);            /* CLOCK_REALTIME, ms */
 void lr_err_set(struct lr_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-const char *lr_status_name(enum lr_status s);
 /* Marks err as a fault that may heal (see struct lr_err). */
 void lr_err_heals(struct lr_err *err);
 /* The refusal of a run whose limit differs from the one recorded for the
  * name (ours is req's: 1 for a plain or shared lease). */
 void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
 		  unsigned recorded);
-/* inspect()'s list: init empties it; add appends a holder with every
- * field unknown (NULL when out of memory); sort puts it in slot order,
- * then fence order; free frees the holders (and accepts an empty list). */
-void lr_info_init(struct lr_info *info);
+/* inspect()'s list: appends a holder with every field unknown (NULL
+ * when out of memory). */
 struct lr_holder *lr_info_add(struct lr_info *info);
-void lr_info_sort(struct lr_info *info);
-void lr_info_free(struct lr_info *info);
 /* Sets every field of *run to "unknown". */
 void lr_run_init(struct lr_run *run);
 /* Sets run->ago_ms and next_ms at now, by the store's clock, for period
@@ -298,9 +276,5 @@ int lr_host_is_local(const char *host);
 void lr_wipe_free(char *s);
 /* Overwrites n bytes at p (a secret), in a way the compiler keeps. */
 void lr_wipe(void *p, size_t n);
-/* Fills fds with the fds >= 3 open now (sorted); returns their count, at
- * most max: max itself means the list may be cut short.  Without /proc,
- * asks fcntl() about each fd below RLIMIT_NOFILE (at most 65536). */
-size_t lr_open_fds(int *fds, size_t max);
 
 #endif

@@ -652,3 +652,33 @@ int lr_url_opts(const struct lr_url *u, const char *store,
 	}
 	return 0;
 }
+
+int lr_url_tls(const char *store, int tls, const char *schemes,
+	       const union lr_url_val *vals, unsigned given, size_t at,
+	       struct lr_url_tls *t, char *why, size_t len)
+{
+	unsigned mask = 7U << at;
+
+	*t = (struct lr_url_tls){ NULL, NULL, NULL };
+	if (!tls && (given & mask)) {
+		snprintf(why, len, "%s URL: cacert=, cert= and key= need TLS "
+				   "(%s)",
+			 store, schemes);
+		return -1;
+	}
+	t->cacert = given & 1U << at ? vals[at].s : NULL;
+	t->cert = given & 2U << at ? vals[at + 1].s : NULL;
+	t->key = given & 4U << at ? vals[at + 2].s : NULL;
+	return 0;
+}
+
+int lr_url_tls_pair(const char *store, const struct lr_url_tls *t,
+		    char *why, size_t len)
+{
+	if (!t->cert == !t->key)
+		return 0;
+	snprintf(why, len, "%s URL: cert= and key= go together (the client "
+			   "certificate and its key)",
+		 store);
+	return -1;
+}

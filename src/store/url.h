@@ -98,4 +98,27 @@ int lr_url_opts(const struct lr_url *u, const char *store,
 		union lr_url_val *vals, unsigned *given, char *why,
 		size_t len);
 
+/* The TLS files a URL may name, for a store that speaks TLS on a socket
+ * of its own (rediss://, etcds://): a CA bundle, and a client certificate
+ * with its key.  LR_URL_TLS_OPTS is their three entries of the store's
+ * option table, in this order. */
+#define LR_URL_TLS_OPTS                                                       \
+	{ "cacert", LR_OPT_PATH, 0, 0, NULL },                                \
+	{ "cert", LR_OPT_PATH, 0, 0, NULL },                                  \
+	{ "key", LR_OPT_PATH, 0, 0, NULL }
+struct lr_url_tls {
+	const char *cacert, *cert, *key; /* NULL: not given */
+};
+/* Takes the TLS files from vals[at..at+2] (LR_URL_TLS_OPTS, as
+ * lr_url_opts() filled vals and given) into *t.  Given to a URL whose
+ * scheme has no TLS (tls 0; schemes names those with it, "etcds://")
+ * they are an error.  Returns 0, or -1 with a one-line reason. */
+int lr_url_tls(const char *store, int tls, const char *schemes,
+	       const union lr_url_val *vals, unsigned given, size_t at,
+	       struct lr_url_tls *t, char *why, size_t len);
+/* A client certificate without its key, or a key without it: -1 with a
+ * one-line reason; else 0. */
+int lr_url_tls_pair(const char *store, const struct lr_url_tls *t,
+		    char *why, size_t len);
+
 #endif

@@ -78,6 +78,20 @@ int lr_waitset_watch(struct lr_waitset *ws, int fd, uint32_t events)
 	return epoll_ctl(ws->ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
+int lr_waitset_follow(struct lr_waitset *ws, int *reg, int fd,
+		      uint32_t events)
+{
+	if (*reg >= 0 && *reg != fd)
+		lr_waitset_watch(ws, *reg, 0);
+	*reg = -1;
+	if (fd < 0)
+		return 0;
+	if (lr_waitset_watch(ws, fd, events) < 0)
+		return -1;
+	*reg = fd;
+	return 0;
+}
+
 void lr_waitset_arm(struct lr_waitset *ws, int64_t at)
 {
 	if (ws->tfd >= 0)

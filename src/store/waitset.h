@@ -29,6 +29,14 @@ void lr_waitset_init(struct lr_waitset *ws);
  * it waits for; events 0 stops watching it.  A number that now names a
  * new socket is added again.  Returns 0, or -1 with errno. */
 int lr_waitset_watch(struct lr_waitset *ws, int fd, uint32_t events);
+/* Follows a socket that a library may replace (a reconnect): watches fd
+ * (-1: none) for events in place of *reg, the one watched before (-1:
+ * none), which leaves the set when the number changes.  A new socket
+ * under the old number is added again (as lr_waitset_watch() does).
+ * *reg becomes fd, or -1 when it could not be added.  Returns 0, or -1
+ * with errno. */
+int lr_waitset_follow(struct lr_waitset *ws, int *reg, int fd,
+		      uint32_t events);
 /* Arms the timer at the CLOCK_BOOTTIME time at (ms), or disarms it when
  * at < 0. */
 void lr_waitset_arm(struct lr_waitset *ws, int64_t at);

@@ -768,9 +768,7 @@ void lr_zk_end(struct lr_zk_session *zs, int ours_left)
 	zookeeper_close(zs->zh);
 	zs->zh = NULL;
 	zs->sock = -1;
-	if (zs->regfd >= 0)
-		lr_waitset_watch(&zs->ws, zs->regfd, 0);
-	zs->regfd = -1;
+	lr_waitset_follow(&zs->ws, &zs->regfd, -1, 0);
 }
 
 void lr_zk_close(struct lr_zk_session *zs, int ours_left)
@@ -1019,15 +1017,10 @@ int lr_zk_wait_fd(struct lr_zk_session *zs, short *events)
 		return zs->ws.ep;
 	}
 	note_fd(zs, fd, &tv);
-	if (fd != zs->regfd && zs->regfd >= 0)
-		lr_waitset_watch(&zs->ws, zs->regfd, 0);
-	zs->regfd = -1;
-	if (fd >= 0 &&
-	    lr_waitset_watch(&zs->ws, fd,
-			     ((interest & ZOOKEEPER_READ) ? EPOLLIN : 0) |
-				     ((interest & ZOOKEEPER_WRITE) ? EPOLLOUT
-								   : 0)) == 0)
-		zs->regfd = fd;
+	lr_waitset_follow(&zs->ws, &zs->regfd, fd,
+			  ((interest & ZOOKEEPER_READ) ? EPOLLIN : 0) |
+				  ((interest & ZOOKEEPER_WRITE) ? EPOLLOUT
+								: 0));
 	ms = tv_ms(&tv);
 	lr_waitset_arm(&zs->ws, lr_now_ms() + (ms < 1 ? 1 : ms));
 	return zs->ws.ep;

@@ -121,7 +121,6 @@ struct lr_store {
 	unsigned slot;	  /* ours, once held */
 	int slot_wait;	  /* first in the queue, watching the slot nodes */
 	char *queue_left; /* our queue node, still to delete after a claim */
-	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -1807,8 +1806,7 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 		exists = rec->rc == ZOK;
 		lr_run_parse(exists ? rec->value : NULL, &run);
 		if (run.known && run.fence == fence) {
-			st->run_fence = fence; /* ours already */
-			lr_zk_op_free(rec);
+			lr_zk_op_free(rec); /* ours already */
 			break;
 		}
 		if (run.known && now < run.start_ms + period_ms) {
@@ -1832,10 +1830,8 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 		lr_zk_op_free(rec);
 		if (s != LR_OK)
 			break;
-		if (rc == ZOK) {
-			st->run_fence = fence;
+		if (rc == ZOK)
 			break;
-		}
 		/* Written meanwhile, or the answer lost: look again. */
 		if (rc == ZBADVERSION || rc == ZNODEEXISTS ||
 		    (lr_zk_retryable(rc) && !lr_zk_dead(st->zs)))
@@ -1852,8 +1848,9 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 	return s;
 }
 
-static enum lr_status z_run_end(struct lr_store *st, int status,
-				int64_t deadline, struct lr_err *err)
+static enum lr_status z_run_end(struct lr_store *st, uint64_t fence,
+				int status, int64_t deadline,
+				struct lr_err *err)
 {
 	char *path, data[400];
 	struct lr_zk_op *rec;
@@ -1863,8 +1860,6 @@ static enum lr_status z_run_end(struct lr_store *st, int status,
 	int64_t now;
 	int rc;
 
-	if (!st->run_fence)
-		return LR_OK;
 	s = run_now(st, deadline, 1, &now, &rec, err);
 	if (s == LR_OK && now < 0) {
 		lr_zk_op_free(rec);
@@ -1873,7 +1868,7 @@ static enum lr_status z_run_end(struct lr_store *st, int status,
 	if (s != LR_OK)
 		return s;
 	lr_run_parse(rec->rc == ZOK ? rec->value : NULL, &run);
-	if (!run.known || run.fence != st->run_fence) {
+	if (!run.known || run.fence != fence) {
 		lr_zk_op_free(rec);
 		return LR_OK; /* another run's record now */
 	}
@@ -1920,7 +1915,7 @@ static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
 const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
-    .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,
