@@ -110,13 +110,57 @@ gone() {
 	assert_output ok
 }
 
-@test "--limit and --shared, which this store lacks, are refused with 125 and one line" {
-	for o in "--limit 2" --shared; do
-		# shellcheck disable=SC2086 # the option and its value
-		run -125 --separate-stderr lr $o "$(name)" echo ran
-		[ "${#stderr_lines[@]}" -eq 1 ]
-		assert_output ""
-	done
+# The live rows of leaserun_holders for lease $1: "lock slot lim shared"
+# of each row whose connection holds its lock.
+live_rows() {
+	my_sql "SELECT lock_name, slot, lim, shared FROM lr.leaserun_holders
+		WHERE name = 'leaserun:$1' AND IS_USED_LOCK(lock_name) <=> conn
+		ORDER BY lock_name"
+}
+
+@test "--limit: slot K is the lock NAME#K, with a row in leaserun_holders; SQL holding #0 sends a run to slot 1" {
+	n=$(name)
+	start_holder "$n" -l 2
+	run live_rows "$n"
+	assert_output "$(printf 'leaserun:%s#0\t0\t2\t0' "$n")"
+	is_free "$n" # the plain lease's lock is not a slot
+	release "$n"
+	assert_holder_rc 0
+	# Released, its row goes.
+	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n#0', 0); SELECT SLEEP(4)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#0')")" != NULL
+	run lr -n -l 2 "$n" sh -c 'echo "slot $LEASERUN_SLOT"'
+	assert_success
+	assert_output "slot 1"
+}
+
+@test "--shared: each holder holds NAME#rCONNECTION; SQL holding NAME keeps shared runs out" {
+	n=$(name)
+	start_holder "$n" -s
+	h1=$HOLDER
+	hold "$n-b" -s # another name: its rows are its own
+	run live_rows "$n"
+	assert_output --regexp "^leaserun:$n#r[0-9]+"$'\t0\t1\t1$'
+	conn=$(my_sql "SELECT conn FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")
+	[ "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#r$conn')")" = "$conn" ]
+	# A second shared run goes in beside it; an exclusive one does not.
+	run lr -n -s "$n" true
+	assert_success
+	run lr -n "$n" true
+	assert_failure 1
+	release "$n"
+	wait_rc "$h1"
+	assert_equal "$RC" 0
+	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(4)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 is_held "$n"
+	run lr -n -s "$n" true
+	assert_failure 1
 }
 
 @test "-n exits 1 (or the -E code) while another holds the lease" {
