@@ -379,6 +379,28 @@ live_rows() {
 	[[ "$stderr" == *"innodb_flush_log_at_trx_commit is 2"* ]]
 }
 
+@test "a table of fences that is not InnoDB: one warning that a fence may repeat after a crash" {
+	my_sql "DROP DATABASE IF EXISTS lr4; CREATE DATABASE lr4;
+		GRANT ALL ON lr4.* TO 'lr'@'%';
+		CREATE TABLE lr4.leaserun_fences (name VARCHAR(64) CHARACTER SET
+		utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, fence BIGINT
+		UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL DEFAULT '', pid
+		BIGINT NOT NULL DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0,
+		conn BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=MyISAM"
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr4" \
+		run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	assert_output ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"leaserun_fences is MyISAM, not InnoDB"* ]]
+	# An InnoDB table: not a word.
+	my_sql "ALTER TABLE lr4.leaserun_fences ENGINE=InnoDB"
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr4" \
+		run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	[ -z "$stderr" ]
+}
+
 @test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
 	n=$(name)
 	LEASERUN_URL=$MY_URL lr "$n" true # (makes lr.leaserun_fences)

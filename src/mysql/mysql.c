@@ -445,8 +445,38 @@ static enum lr_status connect_one(struct lr_store *st,
 	return s;
 }
 
+/* Once per store: where the fences' durability falls short of the
+ * promise (the table not InnoDB, or InnoDB not flushing each commit),
+ * the user is told.  engine and flush as the server said (NULL unknown:
+ * no table yet). */
+static void durability(struct lr_store *st, const char *engine,
+		       const char *flush)
+{
+	char msg[LR_ERRLEN];
+	int eng = engine && strcasecmp(engine, "InnoDB") != 0;
+	int fl = flush && strcmp(flush, "1") != 0;
+
+	if (st->warned || !st->req->warn || !st->req->token || (!eng && !fl))
+		return;
+	if (eng)
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the table %s is %s, not InnoDB: a "
+			 "fence may be handed out again after a crash of the "
+			 "server; ALTER TABLE %s ENGINE=InnoDB",
+			 st->where, FENCE_TABLE, engine, FENCE_TABLE);
+	else
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: innodb_flush_log_at_trx_commit is %s, "
+			 "not 1: a fence may be handed out again after a "
+			 "crash of the server's host",
+			 st->where, flush);
+	st->warned = 1;
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
 /* The session's settings, and what it is: its connection id, the lock
- * names, whether the server is read-only, and InnoDB's flush setting. */
+ * names, whether the server is read-only, and how durable the fences
+ * are. */
 static enum lr_status setup(struct lr_store *st, int64_t deadline,
 			    struct lr_err *err)
 {
@@ -481,12 +511,14 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	lock_expr(rlock, sizeof(rlock), "'#r', CONNECTION_ID()");
 	snprintf(sql, sizeof(sql),
 		 "SELECT CONNECTION_ID(), %s, @@read_only, "
-		 "@@innodb_flush_log_at_trx_commit, %s",
+		 "@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE FROM "
+		 "information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+		 "AND TABLE_NAME = '" FENCE_TABLE "')",
 		 lock, rlock);
 	s = q_run(st, sql, "setting up the session", deadline, &res, err);
 	if (s != LR_OK)
 		return s;
-	r = row_of(res, 5);
+	r = row_of(res, 6);
 	if (!r || !r[0] || !r[1] || !r[4] ||
 	    literal(st, r[1], st->lock, sizeof(st->lock)) < 0 ||
 	    literal(st, r[4], st->rlock, sizeof(st->rlock)) < 0) {
@@ -503,15 +535,8 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 			   st->where);
 		lr_err_heals(err); /* a failover may be under way */
 		s = LR_ERROR;
-	} else if (r[3] && strcmp(r[3], "1") != 0 && !st->warned &&
-		   st->req->warn && st->req->token) {
-		snprintf(sql, sizeof(sql),
-			 "MySQL at %s: innodb_flush_log_at_trx_commit is %s, "
-			 "not 1: a fence may be handed out again after a "
-			 "crash of the server's host",
-			 st->where, r[3]);
-		st->warned = 1;
-		st->req->warn(st->req->warn_ctx, sql);
+	} else {
+		durability(st, r[5], r[3]);
 	}
 	mysql_free_result(res);
 	return s;
