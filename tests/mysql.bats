@@ -163,6 +163,15 @@ live_rows() {
 	assert_failure 1
 }
 
+@test "ssl-mode=REQUIRED or VERIFY_CA to a server without TLS fails with 125 and one line" {
+	for m in REQUIRED VERIFY_CA VERIFY_IDENTITY; do
+		LEASERUN_URL="$MY_URL?ssl-mode=$m" run -125 --separate-stderr lr -w 5s "$(name)" echo ran
+		assert_output ""
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" == *"does not offer TLS"* || "$stderr" == *"SSL is required"* ]]
+	done
+}
+
 @test "-n exits 1 (or the -E code) while another holds the lease" {
 	n=$(name)
 	start_holder "$n"

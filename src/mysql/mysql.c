@@ -63,6 +63,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -88,11 +89,23 @@
 	"IF(CHAR_LENGTH(%1$s) <= 64, %1$s, CONCAT(LEFT(%1$s, 47), '~', "     \
 	"LEFT(SHA2(%1$s, 256), 16)))"
 
-enum opt { O_SOCKET, O_PREFIX, O_N };
+enum opt { O_SOCKET, O_PREFIX, O_SSL_MODE, O_SSL_CA, O_SSL_CERT, O_SSL_KEY,
+	   O_N };
+
+/* ssl-mode, as the mysql client spells it. */
+enum ssl_mode { TLS_DISABLED, TLS_PREFERRED, TLS_REQUIRED, TLS_VERIFY_CA,
+		TLS_VERIFY_IDENTITY };
+static const char *const ssl_modes[] = { "DISABLED", "PREFERRED", "REQUIRED",
+					  "VERIFY_CA", "VERIFY_IDENTITY",
+					  NULL };
 
 static const struct lr_url_opt opts[O_N] = {
 	[O_SOCKET] = { "socket", LR_OPT_PATH, 0, 0, NULL },
 	[O_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
+	[O_SSL_MODE] = { "ssl-mode", LR_OPT_ENUM, 0, 0, ssl_modes },
+	[O_SSL_CA] = { "ssl-ca", LR_OPT_PATH, 0, 0, NULL },
+	[O_SSL_CERT] = { "ssl-cert", LR_OPT_PATH, 0, 0, NULL },
+	[O_SSL_KEY] = { "ssl-key", LR_OPT_PATH, 0, 0, NULL },
 };
 
 /* What is in flight on the connection. */
@@ -126,6 +139,7 @@ struct lr_store {
 	char gone_why[160];
 	char where[160];   /* "host:port" or the socket, for messages */
 	int warned;        /* the durability warning went out */
+	int tls_warned;    /* the plaintext warning went out */
 };
 
 /* A run that is not the plain lease: a semaphore's or a shared one. */
@@ -250,8 +264,36 @@ static int io_wait(struct lr_store *st, int64_t deadline)
 	}
 }
 
-static void step(struct lr_store *st, int ready)
+/*
+ * Over TLS, Connector/C 3.3 is not as non-blocking as it says: OpenSSL
+ * reads and writes our socket itself, which the library has made
+ * blocking, with SO_RCVTIMEO and SO_SNDTIMEO from the connect timeout,
+ * so the handshake and every read of a TLS record wait there, in the
+ * call, rather than hand the wait to us.  So before each call the
+ * socket's timeouts are what is left until its deadline (in ms, where
+ * the library's own timeouts count whole seconds): a call may still
+ * wait, but never past it.
+ */
+static void bound(struct lr_store *st, int64_t deadline)
 {
+	int64_t left = deadline - lr_now_ms();
+	struct timeval tv;
+	int fd;
+
+	if (!st->m || st->o[O_SSL_MODE].n == TLS_DISABLED ||
+	    (fd = mysql_get_socket(st->m)) < 0)
+		return;
+	if (left < 1)
+		left = 1;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static void step(struct lr_store *st, int ready, int64_t deadline)
+{
+	bound(st, deadline);
 	switch (st->op) {
 	case OP_CONNECT:
 		st->wait = mysql_real_connect_cont(&st->cret, st->m, ready);
@@ -285,11 +327,12 @@ static enum lr_status finish(struct lr_store *st, int64_t deadline,
 					   st->where);
 				return LR_TIMEOUT;
 			}
-			step(st, ready);
+			step(st, ready, deadline);
 		}
 		if (st->op == OP_QUERY && st->qret == 0 &&
 		    mysql_field_count(st->m) > 0) {
 			st->op = OP_STORE;
+			bound(st, deadline);
 			st->wait = mysql_store_result_start(&st->res, st->m);
 			continue;
 		}
@@ -329,6 +372,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 			return s;
 	}
 	st->op = OP_QUERY;
+	bound(st, deadline);
 	st->wait = mysql_real_query_start(&st->qret, st->m, sql,
 					  (unsigned long)strlen(sql));
 	s = finish(st, deadline, what, err);
@@ -387,6 +431,58 @@ static void keepalive(int fd, int64_t ttl_ms)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 }
 
+/* ---- TLS ------------------------------------------------------------- */
+
+/* The options of the URL's ssl-mode and files. */
+static void tls_options(struct lr_store *st)
+{
+	my_bool on = 1, ident = st->o[O_SSL_MODE].n == TLS_VERIFY_IDENTITY;
+
+	if (st->o[O_SSL_MODE].n == TLS_DISABLED)
+		return;
+	/* PREFERRED and REQUIRED verify nothing; VERIFY_CA checks the chain
+	 * (against ssl-ca, else the system's CAs), VERIFY_IDENTITY also the
+	 * host name.  Only VERIFY_IDENTITY makes Connector/C 3.3 refuse a
+	 * server without TLS itself; tls_check() does for REQUIRED and
+	 * VERIFY_CA. */
+	mysql_options(st->m, MYSQL_OPT_SSL_ENFORCE, &on);
+	mysql_options(st->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &ident);
+	if (st->o[O_SSL_CA].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_CA, st->o[O_SSL_CA].s);
+	if (st->o[O_SSL_CERT].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_CERT, st->o[O_SSL_CERT].s);
+	if (st->o[O_SSL_KEY].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_KEY, st->o[O_SSL_KEY].s);
+}
+
+/* After the connect to host (NULL: a socket): TLS as the mode asks, and
+ * a warning where the connection crosses the network without it. */
+static enum lr_status tls_check(struct lr_store *st, const char *host,
+				struct lr_err *err)
+{
+	const char *cipher = mysql_get_ssl_cipher(st->m);
+	char msg[LR_ERRLEN];
+
+	if (!cipher && st->o[O_SSL_MODE].n >= TLS_REQUIRED) {
+		lr_err_set(err,
+			   "cannot connect to MySQL at %s: ssl-mode=%s, and "
+			   "the server does not offer TLS",
+			   st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+		return LR_ERROR;
+	}
+	if (cipher || st->tls_warned || !st->req->warn || !host ||
+	    lr_host_is_local(host))
+		return LR_OK;
+	snprintf(msg, sizeof(msg),
+		 "MySQL at %s: the connection is not encrypted (ssl-mode=%s) "
+		 "and crosses the network; add ssl-mode=VERIFY_IDENTITY to "
+		 "the URL",
+		 st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+	st->tls_warned = 1;
+	st->req->warn(st->req->warn_ctx, msg);
+	return LR_OK;
+}
+
 /* One connection attempt to host h (NULL: the socket option), by
  * deadline. */
 static enum lr_status connect_one(struct lr_store *st,
@@ -420,6 +516,7 @@ static enum lr_status connect_one(struct lr_store *st,
 	mysql_options(st->m, MYSQL_OPT_RECONNECT, &off);
 	mysql_options(st->m, MYSQL_OPT_LOCAL_INFILE, &off);
 	mysql_options(st->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	tls_options(st);
 	/* No option file: the URL says it all, as for the other stores. */
 	st->op = OP_CONNECT;
 	st->wait = mysql_real_connect_start(
@@ -427,12 +524,21 @@ static enum lr_status connect_one(struct lr_store *st,
 		st->db, h ? (unsigned)h->port : 0,
 		h ? NULL : st->o[O_SOCKET].s, 0);
 	s = finish(st, deadline, "connecting", err);
+	if (s == LR_ERROR && mysql_errno(st->m) == CR_SSL_CONNECTION_ERROR &&
+	    lr_now_ms() >= deadline)
+		s = LR_TIMEOUT; /* bound() ended the TLS handshake */
 	if (s == LR_TIMEOUT)
 		lr_err_set(err, "cannot connect to MySQL at %s: timed out",
 			   st->where);
 	else if (s != LR_OK)
-		lr_err_set(err, "cannot connect to MySQL at %s: %s",
-			   st->where, mysql_error(st->m));
+		lr_err_set(err, "cannot connect to MySQL at %s: %s%s",
+			   st->where, mysql_error(st->m),
+			   mysql_errno(st->m) == ER_ACCESS_DENIED_ERROR &&
+					   st->o[O_SSL_MODE].n <= TLS_PREFERRED
+				   ? " (or the server requires TLS: "
+				     "require_secure_transport; add "
+				     "ssl-mode=VERIFY_IDENTITY)"
+				   : "");
 	if (s == LR_ERROR && heals(mysql_errno(st->m)))
 		lr_err_heals(err);
 	if (s == LR_OK) {
@@ -441,6 +547,7 @@ static enum lr_status connect_one(struct lr_store *st,
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		if (h)
 			keepalive(fd, st->req->ttl_ms);
+		s = tls_check(st, h ? h->host : NULL, err);
 	}
 	return s;
 }
@@ -574,6 +681,8 @@ static void disconnect(struct lr_store *st)
 {
 	mysql_free_result(st->res);
 	st->res = NULL;
+	/* The goodbye over TLS is written by OpenSSL: briefly. */
+	bound(st, lr_now_ms() + 100);
 	if (st->m)
 		mysql_close(st->m);
 	st->m = NULL;
@@ -608,6 +717,30 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
+/* The TLS options together: ssl-ca alone means VERIFY_CA (as for the
+ * mysql client), a client certificate needs its key and the other way
+ * round, and no file goes with DISABLED.  0, or -1 with why. */
+static int tls_parse(struct lr_store *st, unsigned given, char *why,
+		     size_t len)
+{
+	int files = st->o[O_SSL_CA].s || st->o[O_SSL_CERT].s ||
+		    st->o[O_SSL_KEY].s;
+
+	if (!(given & 1u << O_SSL_MODE) && st->o[O_SSL_CA].s)
+		st->o[O_SSL_MODE].n = TLS_VERIFY_CA;
+	if (!st->o[O_SSL_CERT].s != !st->o[O_SSL_KEY].s) {
+		snprintf(why, len, "mysql URL: ssl-cert and ssl-key go "
+				   "together");
+		return -1;
+	}
+	if (files && st->o[O_SSL_MODE].n == TLS_DISABLED) {
+		snprintf(why, len, "mysql URL: ssl-mode=DISABLED with "
+				   "ssl-ca, ssl-cert or ssl-key");
+		return -1;
+	}
+	return 0;
+}
+
 /* Reads the URL: hosts (or a socket), user, password, database, options. */
 static enum lr_status parse(struct lr_store *st, struct lr_err *err)
 {
@@ -618,8 +751,11 @@ static enum lr_status parse(struct lr_store *st, struct lr_err *err)
 
 	st->o[O_SOCKET].s = NULL;
 	st->o[O_PREFIX].s = "leaserun:";
+	st->o[O_SSL_MODE].n = TLS_DISABLED;
+	st->o[O_SSL_CA].s = st->o[O_SSL_CERT].s = st->o[O_SSL_KEY].s = NULL;
 	if (lr_url_opts(u, "mysql", opts, O_N, st->o, &given, why,
-			sizeof(why)) < 0) {
+			sizeof(why)) < 0 ||
+	    tls_parse(st, given, why, sizeof(why)) < 0) {
 		lr_err_set(err, "%s", why);
 		return LR_ERROR;
 	}
