@@ -79,6 +79,19 @@ refused() {
 	assert_holder_rc 0
 }
 
+@test "over TLS, renewals keep a lease past its TTL, and KILL CONNECTION stops the command at once: 124" {
+	local n conn
+	n=$(name)
+	LEASERUN_URL=$(my_url ssl-mode=REQUIRED) start_holder "$n" -t 1s
+	sleep 2.5
+	alive "$HOLDER"
+	conn=$(my_sql "SELECT IS_USED_LOCK('leaserun:$n')")
+	[ "$(my_sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = $conn AND USER = 'lr'")" = 1 ]
+	my_sql "KILL CONNECTION $conn"
+	wait_until 2 dead "$CHILD"
+	assert_holder_rc 124
+}
+
 @test "a TLS handshake that never ends is cut at the deadline: -w 1s fails with 125 after a second" {
 	local t0 ms
 	stall_proxy
