@@ -456,7 +456,8 @@ static void tls_options(struct lr_store *st)
 }
 
 /* After the connect to host (NULL: a socket): TLS as the mode asks, and
- * a warning where the connection crosses the network without it. */
+ * a warning where the login could go in clear (PREFERRED), or the
+ * connection crosses the network without TLS. */
 static enum lr_status tls_check(struct lr_store *st, const char *host,
 				struct lr_err *err)
 {
@@ -470,14 +471,25 @@ static enum lr_status tls_check(struct lr_store *st, const char *host,
 			   st->where, ssl_modes[st->o[O_SSL_MODE].n]);
 		return LR_ERROR;
 	}
-	if (cipher || st->tls_warned || !st->req->warn || !host ||
-	    lr_host_is_local(host))
+	if (st->tls_warned || !st->req->warn)
 		return LR_OK;
-	snprintf(msg, sizeof(msg),
-		 "MySQL at %s: the connection is not encrypted (ssl-mode=%s) "
-		 "and crosses the network; add ssl-mode=VERIFY_IDENTITY to "
-		 "the URL",
-		 st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+	if (st->o[O_SSL_MODE].n == TLS_PREFERRED && st->password)
+		/* As libpq's sslmode=prefer: the store of passwords says so. */
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the password goes out with "
+			 "ssl-mode=PREFERRED, which lets a server (or whoever "
+			 "answers in its place) that declines TLS have the "
+			 "login in clear%s; add ssl-mode=VERIFY_IDENTITY to "
+			 "the URL",
+			 st->where, cipher ? "" : ", as this one did");
+	else if (!cipher && host && !lr_host_is_local(host))
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the connection is not encrypted "
+			 "(ssl-mode=%s) and crosses the network; add "
+			 "ssl-mode=VERIFY_IDENTITY to the URL",
+			 st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+	else
+		return LR_OK;
 	st->tls_warned = 1;
 	st->req->warn(st->req->warn_ctx, msg);
 	return LR_OK;
