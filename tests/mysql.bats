@@ -163,6 +163,24 @@ live_rows() {
 	assert_failure 1
 }
 
+@test "--limit without the right to write leaserun_holders: 125 and one line with the grant; a plain run works" {
+	n=$(name)
+	lr -l 2 "$n" true # (makes lr.leaserun_holders)
+	my_sql "CREATE USER 'fenceonly'@'%' IDENTIFIED BY '$MY_PASSWORD';
+		GRANT SELECT, INSERT, UPDATE ON lr.leaserun_fences TO 'fenceonly'@'%'"
+	url="mysql://fenceonly:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr"
+	# A plain run cannot read the table either: it takes it as empty.
+	LEASERUN_URL=$url run lr "$n" echo plain
+	assert_success
+	assert_output plain
+	LEASERUN_URL=$url run -125 --separate-stderr lr -l 2 "$n" echo ran
+	my_sql "DROP USER 'fenceonly'@'%'" || true
+	assert_output ""
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"GRANT SELECT, INSERT, UPDATE, DELETE ON lr.leaserun_holders"* ]]
+	[[ "$stderr" != *"$MY_PASSWORD"* ]]
+}
+
 @test "ssl-mode=REQUIRED or VERIFY_CA to a server without TLS fails with 125 and one line" {
 	for m in REQUIRED VERIFY_CA VERIFY_IDENTITY; do
 		LEASERUN_URL="$MY_URL?ssl-mode=$m" run -125 --separate-stderr lr -w 5s "$(name)" echo ran

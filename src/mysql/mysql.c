@@ -868,9 +868,10 @@ static enum lr_status table_fix(struct lr_store *st, const char *table,
 	if (e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR)
 		lr_err_set(err,
 			   "MySQL at %s: this user may not write the table %s: "
-			   "GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s to "
-			   "the user",
-			   st->where, table, st->db, table);
+			   "GRANT SELECT, INSERT, UPDATE%s ON %s.%s to the user",
+			   st->where, table,
+			   strcmp(table, HOLDERS_TABLE) ? "" : ", DELETE", st->db,
+			   table);
 	return LR_ERROR;
 }
 
