@@ -40,14 +40,26 @@
  * unasked, except when it ends the session (KILL, shutdown); then the
  * lock is certainly gone, and process() says LR_LOST.
  *
+ * Semaphores and shared holders: slot K is the lock of L#K, a shared
+ * holder's the lock of L#rCONNECTION_ID (lease names hold no '#'); an
+ * exclusive run beside shared ones takes the lease's own lock.  Each
+ * holder of a slot or a share has a row in leaserun_holders (its lock,
+ * limit, slot, fence, who), which counts only while its connection
+ * holds its lock, so a dead session's share goes with the session.
+ * Every run takes its lock (and writes its row) before it looks at the
+ * others (others()), so of two runs that come at once at least one
+ * sees the other.  An exclusive run that waits keeps the lease's lock
+ * while shared holders finish: later shared runs see it and wait.
+ *
  * Runs (--once-per) live in the table leaserun_runs (RUNS_SQL), one row
  * per lock, their times by the server's clock (NOW(6)), read and then
  * written while holding the lock, the write in autocommit before the
  * command starts.
  *
  * No call blocks past its deadline, except the host name lookup inside
- * the connect (Connector/C resolves names synchronously).  A statement
- * that runs out of time stays in flight; the next call finishes it first.
+ * the connect (Connector/C resolves names synchronously); over TLS, see
+ * bound().  A statement that runs out of time stays in flight; the next
+ * call finishes it first.
  */
 #include "config.h"
 
@@ -131,7 +143,7 @@ struct lr_store {
 	unsigned slot;     /* the slot we hold */
 	int want_wait;     /* acquire() said BUSY */
 	int queued;        /* the core waits: an exclusive run keeps the lock
-			    * while shared holders finish (see above) */
+			    * while shared holders finish (see the top) */
 	int held;
 	uint64_t fence;
 	uint64_t run_fence; /* --once-per: the start we recorded, or 0 */
