@@ -1,11 +1,13 @@
 # mysql-server.bash - a throwaway MariaDB server for the mysql tests.
 #
-# mysql_server_start  mariadb-install-db + mariadbd in a temporary
+# mysql_server_start [tls]  mariadb-install-db + mariadbd in a temporary
 #                     directory, on a free loopback port, as the user
 #                     "mysql" when run as root; a user "lr" with a
 #                     password and every right on the database "lr".
 #                     Sets MY_DIR, MY_PORT, MY_PASSWORD, MY_URL (with the
-#                     password) and MY_URL_NOPW.
+#                     password) and MY_URL_NOPW.  With tls, the server
+#                     also speaks TLS with the certificates of certs.bash,
+#                     made in $MY_DIR/certs.
 # mysql_server_crash  kill -9 of mariadbd, then a start on the same data
 #                     (crash recovery), same port.
 # mysql_server_restart  a clean shutdown (SIGTERM), then a start on the
@@ -55,6 +57,9 @@ mysql_server_up() {
 		--user=mysql --pid-file="$MY_DIR/mariadbd.pid" \
 		--log-error="$MY_DIR/server.log" --innodb-buffer-pool-size=16M \
 		--innodb-log-file-size=8M --skip-log-bin --max-connections=200 \
+		${MY_TLS:+--ssl-ca="$MY_DIR/certs/ca.crt"} \
+		${MY_TLS:+--ssl-cert="$MY_DIR/certs/server.crt"} \
+		${MY_TLS:+--ssl-key="$MY_DIR/certs/server.key"} \
 		</dev/null >/dev/null 2>&1 &
 	echo $! >"$MY_DIR/pid"
 	# (Its kill -9 in a test is no job of the shell's to report.)
@@ -70,6 +75,13 @@ mysql_server_start() {
 	MY_DIR=$(mktemp -d /tmp/leaserun-mysql.XXXXXX)
 	chmod 755 "$MY_DIR"
 	mkdir "$MY_DIR/data"
+	MY_TLS=
+	if [ "${1:-}" = tls ]; then
+		MY_TLS=1
+		mkdir -m 755 "$MY_DIR/certs"
+		make_certs "$MY_DIR/certs"
+		chmod 644 "$MY_DIR/certs/"*.key
+	fi
 	if [ "$(id -u)" = 0 ]; then
 		chown mysql: "$MY_DIR" "$MY_DIR/data"
 	fi
@@ -89,7 +101,7 @@ mysql_server_start() {
 		GRANT SELECT ON lr.* TO 'other'@'%';" || return 1
 	MY_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr"
 	MY_URL_NOPW="mysql://lr@127.0.0.1:$MY_PORT/lr"
-	export MY_DIR MY_PORT MY_PASSWORD MY_URL MY_URL_NOPW
+	export MY_DIR MY_PORT MY_PASSWORD MY_URL MY_URL_NOPW MY_TLS
 }
 
 # Waits (bounded) for pid $1 to exit.

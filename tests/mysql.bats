@@ -110,12 +110,83 @@ gone() {
 	assert_output ok
 }
 
-@test "--limit and --shared, which this store lacks, are refused with 125 and one line" {
-	for o in "--limit 2" --shared; do
-		# shellcheck disable=SC2086 # the option and its value
-		run -125 --separate-stderr lr $o "$(name)" echo ran
-		[ "${#stderr_lines[@]}" -eq 1 ]
+# The live rows of leaserun_holders for lease $1: "lock slot lim shared"
+# of each row whose connection holds its lock.
+live_rows() {
+	my_sql "SELECT lock_name, slot, lim, shared FROM lr.leaserun_holders
+		WHERE name = 'leaserun:$1' AND IS_USED_LOCK(lock_name) <=> conn
+		ORDER BY lock_name"
+}
+
+@test "--limit: slot K is the lock NAME#K, with a row in leaserun_holders; SQL holding #0 sends a run to slot 1" {
+	n=$(name)
+	start_holder "$n" -l 2
+	run live_rows "$n"
+	assert_output "$(printf 'leaserun:%s#0\t0\t2\t0' "$n")"
+	is_free "$n" # the plain lease's lock is not a slot
+	release "$n"
+	assert_holder_rc 0
+	# Released, its row goes.
+	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n#0', 0); SELECT SLEEP(4)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#0')")" != NULL
+	run lr -n -l 2 "$n" sh -c 'echo "slot $LEASERUN_SLOT"'
+	assert_success
+	assert_output "slot 1"
+}
+
+@test "--shared: each holder holds NAME#rCONNECTION; SQL holding NAME keeps shared runs out" {
+	n=$(name)
+	start_holder "$n" -s
+	h1=$HOLDER
+	hold "$n-b" -s # another name: its rows are its own
+	run live_rows "$n"
+	assert_output --regexp "^leaserun:$n#r[0-9]+"$'\t0\t1\t1$'
+	conn=$(my_sql "SELECT conn FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")
+	[ "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#r$conn')")" = "$conn" ]
+	# A second shared run goes in beside it; an exclusive one does not.
+	run lr -n -s "$n" true
+	assert_success
+	run lr -n "$n" true
+	assert_failure 1
+	release "$n"
+	wait_rc "$h1"
+	assert_equal "$RC" 0
+	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(4)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 is_held "$n"
+	run lr -n -s "$n" true
+	assert_failure 1
+}
+
+@test "--limit without the right to write leaserun_holders: 125 and one line with the grant; a plain run works" {
+	n=$(name)
+	lr -l 2 "$n" true # (makes lr.leaserun_holders)
+	my_sql "CREATE USER 'fenceonly'@'%' IDENTIFIED BY '$MY_PASSWORD';
+		GRANT SELECT, INSERT, UPDATE ON lr.leaserun_fences TO 'fenceonly'@'%'"
+	url="mysql://fenceonly:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr"
+	# A plain run cannot read the table either: it takes it as empty.
+	LEASERUN_URL=$url run lr "$n" echo plain
+	assert_success
+	assert_output plain
+	LEASERUN_URL=$url run -125 --separate-stderr lr -l 2 "$n" echo ran
+	my_sql "DROP USER 'fenceonly'@'%'" || true
+	assert_output ""
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"GRANT SELECT, INSERT, UPDATE, DELETE ON lr.leaserun_holders"* ]]
+	[[ "$stderr" != *"$MY_PASSWORD"* ]]
+}
+
+@test "ssl-mode=REQUIRED or VERIFY_CA to a server without TLS fails with 125 and one line" {
+	for m in REQUIRED VERIFY_CA VERIFY_IDENTITY; do
+		LEASERUN_URL="$MY_URL?ssl-mode=$m" run -125 --separate-stderr lr -w 5s "$(name)" echo ran
 		assert_output ""
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" == *"does not offer TLS"* || "$stderr" == *"SSL is required"* ]]
 	done
 }
 
@@ -333,6 +404,28 @@ gone() {
 	assert_output ran
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"innodb_flush_log_at_trx_commit is 2"* ]]
+}
+
+@test "a table of fences that is not InnoDB: one warning that a fence may repeat after a crash" {
+	my_sql "DROP DATABASE IF EXISTS lr4; CREATE DATABASE lr4;
+		GRANT ALL ON lr4.* TO 'lr'@'%';
+		CREATE TABLE lr4.leaserun_fences (name VARCHAR(64) CHARACTER SET
+		utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, fence BIGINT
+		UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL DEFAULT '', pid
+		BIGINT NOT NULL DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0,
+		conn BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=MyISAM"
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr4" \
+		run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	assert_output ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"leaserun_fences is MyISAM, not InnoDB"* ]]
+	# An InnoDB table: not a word.
+	my_sql "ALTER TABLE lr4.leaserun_fences ENGINE=InnoDB"
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr4" \
+		run --separate-stderr lr "$(name)" echo ran
+	assert_success
+	[ -z "$stderr" ]
 }
 
 @test "cron: without the table and the right to create it, --once-per fails with the statement to run" {

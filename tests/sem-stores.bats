@@ -7,6 +7,7 @@ load 'helpers'
 load 'sem'
 load 'redis-server'
 load 'pg-server'
+load 'mysql-server'
 load 'etcd-server'
 load 'zk-server'
 
@@ -16,6 +17,9 @@ setup_file() {
 	fi
 	if built pg; then
 		pg_server_start
+	fi
+	if built mysql; then
+		mysql_server_start
 	fi
 	if built etcd; then
 		LRE_DIR=$(etcd_tmpdir)
@@ -36,6 +40,9 @@ teardown_file() {
 	fi
 	if built pg && [ -n "${PG_DIR:-}" ]; then
 		pg_server_stop
+	fi
+	if built mysql; then
+		mysql_server_stop
 	fi
 	if built etcd && [ -n "${LRE_DIR:-}" ]; then
 		etcd_stop_all "$LRE_DIR"
@@ -96,6 +103,16 @@ man_multi_keys() {
 @test "pg: a waiting exclusive run is not passed by later shared ones" { use pg; writer_first; }
 @test "pg: util-linux's flock scenarios" { use pg; flock_scenarios; }
 @test "pg: --status lists the slots, --break --slot stops one" { use pg; status_and_break; }
+
+@test "mysql: 20 contenders with --limit 3 run at most 3 at once, and 3" { use mysql; twenty_contenders; }
+@test "mysql: kill -9 of a holder frees its slot within the TTL" { use mysql; kill_frees_slot; }
+@test "mysql: a holder stopped past its TTL, resumed, leaves its successor's lease alone" { use mysql; stale_release; }
+@test "mysql: the same with --limit 2: it leaves its successor's slot alone" { use mysql; stale_release -l 2; }
+@test "mysql: a run with another limit than the holders' is refused (125)" { use mysql; limit_mismatch; }
+@test "mysql: shared holders overlap, an exclusive one overlaps nothing" { use mysql; shared_exclusive; }
+@test "mysql: a waiting exclusive run is not passed by later shared ones" { use mysql; writer_first; }
+@test "mysql: util-linux's flock scenarios" { use mysql; flock_scenarios; }
+@test "mysql: --status lists the slots, --break --slot stops one" { use mysql; status_and_break; }
 
 @test "etcd: 20 contenders with --limit 3 run at most 3 at once, and 3" { use etcd; twenty_contenders; }
 @test "etcd: kill -9 of a holder frees its slot within the TTL" { use etcd; kill_frees_slot; }

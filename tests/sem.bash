@@ -25,6 +25,7 @@ use() {
 		;;
 	redis) LEASERUN_URL=${REDIS_URL:-} ;;
 	pg) LEASERUN_URL=${PG_URL:-} ;;
+	mysql) LEASERUN_URL=${MY_URL:-} ;;
 	etcd) LEASERUN_URL=etcd://${LRE_EP:-} ;;
 	zk) LEASERUN_URL=zk://${ZK_EP:-} ;;
 	esac

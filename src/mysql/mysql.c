@@ -40,14 +40,26 @@
  * unasked, except when it ends the session (KILL, shutdown); then the
  * lock is certainly gone, and process() says LR_LOST.
  *
+ * Semaphores and shared holders: slot K is the lock of L#K, a shared
+ * holder's the lock of L#rCONNECTION_ID (lease names hold no '#'); an
+ * exclusive run beside shared ones takes the lease's own lock.  Each
+ * holder of a slot or a share has a row in leaserun_holders (its lock,
+ * limit, slot, fence, who), which counts only while its connection
+ * holds its lock, so a dead session's share goes with the session.
+ * Every run takes its lock (and writes its row) before it looks at the
+ * others (others()), so of two runs that come at once at least one
+ * sees the other.  An exclusive run that waits keeps the lease's lock
+ * while shared holders finish: later shared runs see it and wait.
+ *
  * Runs (--once-per) live in the table leaserun_runs (RUNS_SQL), one row
  * per lock, their times by the server's clock (NOW(6)), read and then
  * written while holding the lock, the write in autocommit before the
  * command starts.
  *
  * No call blocks past its deadline, except the host name lookup inside
- * the connect (Connector/C resolves names synchronously).  A statement
- * that runs out of time stays in flight; the next call finishes it first.
+ * the connect (Connector/C resolves names synchronously); over TLS, see
+ * bound().  A statement that runs out of time stays in flight; the next
+ * call finishes it first.
  */
 #include "config.h"
 
@@ -63,6 +75,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -88,11 +101,23 @@
 	"IF(CHAR_LENGTH(%1$s) <= 64, %1$s, CONCAT(LEFT(%1$s, 47), '~', "     \
 	"LEFT(SHA2(%1$s, 256), 16)))"
 
-enum opt { O_SOCKET, O_PREFIX, O_N };
+enum opt { O_SOCKET, O_PREFIX, O_SSL_MODE, O_SSL_CA, O_SSL_CERT, O_SSL_KEY,
+	   O_N };
+
+/* ssl-mode, as the mysql client spells it. */
+enum ssl_mode { TLS_DISABLED, TLS_PREFERRED, TLS_REQUIRED, TLS_VERIFY_CA,
+		TLS_VERIFY_IDENTITY };
+static const char *const ssl_modes[] = { "DISABLED", "PREFERRED", "REQUIRED",
+					  "VERIFY_CA", "VERIFY_IDENTITY",
+					  NULL };
 
 static const struct lr_url_opt opts[O_N] = {
 	[O_SOCKET] = { "socket", LR_OPT_PATH, 0, 0, NULL },
 	[O_PREFIX] = { "prefix", LR_OPT_STRING, 0, 0, NULL },
+	[O_SSL_MODE] = { "ssl-mode", LR_OPT_ENUM, 0, 0, ssl_modes },
+	[O_SSL_CA] = { "ssl-ca", LR_OPT_PATH, 0, 0, NULL },
+	[O_SSL_CERT] = { "ssl-cert", LR_OPT_PATH, 0, 0, NULL },
+	[O_SSL_KEY] = { "ssl-key", LR_OPT_PATH, 0, 0, NULL },
 };
 
 /* What is in flight on the connection. */
@@ -113,13 +138,36 @@ struct lr_store {
 	char *db;
 	unsigned long conn_id; /* CONNECTION_ID() of our session */
 	char lock[300];    /* the lock name as a SQL literal */
+	char rlock[300];   /* our reader lock (--shared), a SQL literal */
+	char mine[600];    /* the lock we hold (SQL): lock, rlock or a slot's */
+	unsigned slot;     /* the slot we hold */
+	int want_wait;     /* acquire() said BUSY */
+	int queued;        /* the core waits: an exclusive run keeps the lock
+			    * while shared holders finish (see the top) */
 	int held;
 	uint64_t fence;
 	int gone;          /* the server ended our session: certain */
 	char gone_why[160];
 	char where[160];   /* "host:port" or the socket, for messages */
 	int warned;        /* the durability warning went out */
+	int tls_warned;    /* the plaintext warning went out */
 };
+
+/* A run that is not the plain lease: a semaphore's or a shared one. */
+static int multi(const struct lr_store *st)
+{
+	return st->req->limit > 1 || st->req->shared;
+}
+
+/* The lock name of @lr_full (the session's CONCAT(prefix, NAME)) and
+ * tail, SQL for what follows it ("'#2'": slot 2), as SQL, into buf. */
+static void lock_expr(char *buf, size_t len, const char *tail)
+{
+	char full[64];
+
+	snprintf(full, sizeof(full), "CONCAT(@lr_full, %s)", tail);
+	snprintf(buf, len, LOCK_SQL, full);
+}
 
 static const char *const my_secret_env[] = { "MYSQL_PWD", NULL };
 
@@ -227,8 +275,36 @@ static int io_wait(struct lr_store *st, int64_t deadline)
 	}
 }
 
-static void step(struct lr_store *st, int ready)
+/*
+ * Over TLS, Connector/C 3.3 is not as non-blocking as it says: OpenSSL
+ * reads and writes our socket itself, which the library has made
+ * blocking, with SO_RCVTIMEO and SO_SNDTIMEO from the connect timeout,
+ * so the handshake and every read of a TLS record wait there, in the
+ * call, rather than hand the wait to us.  So before each call the
+ * socket's timeouts are what is left until its deadline (in ms, where
+ * the library's own timeouts count whole seconds): a call may still
+ * wait, but never past it.
+ */
+static void bound(struct lr_store *st, int64_t deadline)
 {
+	int64_t left = deadline - lr_now_ms();
+	struct timeval tv;
+	int fd;
+
+	if (!st->m || st->o[O_SSL_MODE].n == TLS_DISABLED ||
+	    (fd = mysql_get_socket(st->m)) < 0)
+		return;
+	if (left < 1)
+		left = 1;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static void step(struct lr_store *st, int ready, int64_t deadline)
+{
+	bound(st, deadline);
 	switch (st->op) {
 	case OP_CONNECT:
 		st->wait = mysql_real_connect_cont(&st->cret, st->m, ready);
@@ -262,11 +338,12 @@ static enum lr_status finish(struct lr_store *st, int64_t deadline,
 					   st->where);
 				return LR_TIMEOUT;
 			}
-			step(st, ready);
+			step(st, ready, deadline);
 		}
 		if (st->op == OP_QUERY && st->qret == 0 &&
 		    mysql_field_count(st->m) > 0) {
 			st->op = OP_STORE;
+			bound(st, deadline);
 			st->wait = mysql_store_result_start(&st->res, st->m);
 			continue;
 		}
@@ -306,6 +383,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 			return s;
 	}
 	st->op = OP_QUERY;
+	bound(st, deadline);
 	st->wait = mysql_real_query_start(&st->qret, st->m, sql,
 					  (unsigned long)strlen(sql));
 	s = finish(st, deadline, what, err);
@@ -364,6 +442,70 @@ static void keepalive(int fd, int64_t ttl_ms)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 }
 
+/* ---- TLS ------------------------------------------------------------- */
+
+/* The options of the URL's ssl-mode and files. */
+static void tls_options(struct lr_store *st)
+{
+	my_bool on = 1, ident = st->o[O_SSL_MODE].n == TLS_VERIFY_IDENTITY;
+
+	if (st->o[O_SSL_MODE].n == TLS_DISABLED)
+		return;
+	/* PREFERRED and REQUIRED verify nothing; VERIFY_CA checks the chain
+	 * (against ssl-ca, else the system's CAs), VERIFY_IDENTITY also the
+	 * host name.  Only VERIFY_IDENTITY makes Connector/C 3.3 refuse a
+	 * server without TLS itself; tls_check() does for REQUIRED and
+	 * VERIFY_CA. */
+	mysql_options(st->m, MYSQL_OPT_SSL_ENFORCE, &on);
+	mysql_options(st->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &ident);
+	if (st->o[O_SSL_CA].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_CA, st->o[O_SSL_CA].s);
+	if (st->o[O_SSL_CERT].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_CERT, st->o[O_SSL_CERT].s);
+	if (st->o[O_SSL_KEY].s)
+		mysql_options(st->m, MYSQL_OPT_SSL_KEY, st->o[O_SSL_KEY].s);
+}
+
+/* After the connect to host (NULL: a socket): TLS as the mode asks, and
+ * a warning where the login could go in clear (PREFERRED), or the
+ * connection crosses the network without TLS. */
+static enum lr_status tls_check(struct lr_store *st, const char *host,
+				struct lr_err *err)
+{
+	const char *cipher = mysql_get_ssl_cipher(st->m);
+	char msg[LR_ERRLEN];
+
+	if (!cipher && st->o[O_SSL_MODE].n >= TLS_REQUIRED) {
+		lr_err_set(err,
+			   "cannot connect to MySQL at %s: ssl-mode=%s, and "
+			   "the server does not offer TLS",
+			   st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+		return LR_ERROR;
+	}
+	if (st->tls_warned || !st->req->warn)
+		return LR_OK;
+	if (st->o[O_SSL_MODE].n == TLS_PREFERRED && st->password)
+		/* As libpq's sslmode=prefer: the store of passwords says so. */
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the password goes out with "
+			 "ssl-mode=PREFERRED, which lets a server (or whoever "
+			 "answers in its place) that declines TLS have the "
+			 "login in clear%s; add ssl-mode=VERIFY_IDENTITY to "
+			 "the URL",
+			 st->where, cipher ? "" : ", as this one did");
+	else if (!cipher && host && !lr_host_is_local(host))
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the connection is not encrypted "
+			 "(ssl-mode=%s) and crosses the network; add "
+			 "ssl-mode=VERIFY_IDENTITY to the URL",
+			 st->where, ssl_modes[st->o[O_SSL_MODE].n]);
+	else
+		return LR_OK;
+	st->tls_warned = 1;
+	st->req->warn(st->req->warn_ctx, msg);
+	return LR_OK;
+}
+
 /* One connection attempt to host h (NULL: the socket option), by
  * deadline. */
 static enum lr_status connect_one(struct lr_store *st,
@@ -397,6 +539,7 @@ static enum lr_status connect_one(struct lr_store *st,
 	mysql_options(st->m, MYSQL_OPT_RECONNECT, &off);
 	mysql_options(st->m, MYSQL_OPT_LOCAL_INFILE, &off);
 	mysql_options(st->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	tls_options(st);
 	/* No option file: the URL says it all, as for the other stores. */
 	st->op = OP_CONNECT;
 	st->wait = mysql_real_connect_start(
@@ -404,12 +547,21 @@ static enum lr_status connect_one(struct lr_store *st,
 		st->db, h ? (unsigned)h->port : 0,
 		h ? NULL : st->o[O_SOCKET].s, 0);
 	s = finish(st, deadline, "connecting", err);
+	if (s == LR_ERROR && mysql_errno(st->m) == CR_SSL_CONNECTION_ERROR &&
+	    lr_now_ms() >= deadline)
+		s = LR_TIMEOUT; /* bound() ended the TLS handshake */
 	if (s == LR_TIMEOUT)
 		lr_err_set(err, "cannot connect to MySQL at %s: timed out",
 			   st->where);
 	else if (s != LR_OK)
-		lr_err_set(err, "cannot connect to MySQL at %s: %s",
-			   st->where, mysql_error(st->m));
+		lr_err_set(err, "cannot connect to MySQL at %s: %s%s",
+			   st->where, mysql_error(st->m),
+			   mysql_errno(st->m) == ER_ACCESS_DENIED_ERROR &&
+					   st->o[O_SSL_MODE].n <= TLS_PREFERRED
+				   ? " (or the server requires TLS: "
+				     "require_secure_transport; add "
+				     "ssl-mode=VERIFY_IDENTITY)"
+				   : "");
 	if (s == LR_ERROR && heals(mysql_errno(st->m)))
 		lr_err_heals(err);
 	if (s == LR_OK) {
@@ -418,51 +570,88 @@ static enum lr_status connect_one(struct lr_store *st,
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		if (h)
 			keepalive(fd, st->req->ttl_ms);
+		s = tls_check(st, h ? h->host : NULL, err);
 	}
 	return s;
 }
 
+/* Once per store: where the fences' durability falls short of the
+ * promise (the table not InnoDB, or InnoDB not flushing each commit),
+ * the user is told.  engine and flush as the server said (NULL unknown:
+ * no table yet). */
+static void durability(struct lr_store *st, const char *engine,
+		       const char *flush)
+{
+	char msg[LR_ERRLEN];
+	int eng = engine && strcasecmp(engine, "InnoDB") != 0;
+	int fl = flush && strcmp(flush, "1") != 0;
+
+	if (st->warned || !st->req->warn || !st->req->token || (!eng && !fl))
+		return;
+	if (eng)
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: the table %s is %s, not InnoDB: a "
+			 "fence may be handed out again after a crash of the "
+			 "server; ALTER TABLE %s ENGINE=InnoDB",
+			 st->where, FENCE_TABLE, engine, FENCE_TABLE);
+	else
+		snprintf(msg, sizeof(msg),
+			 "MySQL at %s: innodb_flush_log_at_trx_commit is %s, "
+			 "not 1: a fence may be handed out again after a "
+			 "crash of the server's host",
+			 st->where, flush);
+	st->warned = 1;
+	st->req->warn(st->req->warn_ctx, msg);
+}
+
 /* The session's settings, and what it is: its connection id, the lock
- * name, whether the server is read-only, and InnoDB's flush setting. */
+ * names, whether the server is read-only, and how durable the fences
+ * are. */
 static enum lr_status setup(struct lr_store *st, int64_t deadline,
 			    struct lr_err *err)
 {
-	char sql[4400], full[800], pre[200], name[500];
+	char sql[4400], pre[200], name[500], lock[600], rlock[600];
 	const char *prefix = st->o[O_PREFIX].s;
 	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
 	MYSQL_RES *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
-	/* wait_timeout: the server ends a silent holder's session (and
-	 * frees its lock) about one TTL after it last heard from it, never
-	 * before our own deadline.  autocommit: each fence is committed
-	 * on its own.  time_zone UTC: UNIX_TIMESTAMP(NOW(6)) (the fence's
-	 * floor, the runs' times) is then exact, even in the hour that a
-	 * local zone repeats when daylight saving time ends. */
-	snprintf(sql, sizeof(sql),
-		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
-		 "SESSION time_zone = '+00:00'", wt);
-	s = q_run(st, sql, "setting up the session", deadline, &res, err);
-	mysql_free_result(res);
-	if (s != LR_OK)
-		return s;
 	if (literal(st, prefix, pre, sizeof(pre)) < 0 ||
 	    literal(st, st->req->name, name, sizeof(name)) < 0) {
 		lr_err_set(err, "MySQL: the lease name or prefix is too long");
 		return LR_ERROR;
 	}
-	snprintf(full, sizeof(full), "CONCAT(%s, %s)", pre, name);
+	/* wait_timeout: the server ends a silent holder's session (and
+	 * frees its lock) about one TTL after it last heard from it, never
+	 * before our own deadline.  autocommit: each fence is committed
+	 * on its own.  time_zone UTC: UNIX_TIMESTAMP(NOW(6)) (the fence's
+	 * floor, the runs' times) is then exact, even in the hour that a
+	 * local zone repeats when daylight saving time ends.  @lr_full:
+	 * what the lock names are made of. */
 	snprintf(sql, sizeof(sql),
-		 "SELECT CONNECTION_ID(), " LOCK_SQL ", @@read_only, "
-		 "@@innodb_flush_log_at_trx_commit",
-		 full);
+		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
+		 "SESSION time_zone = '+00:00', @lr_full = CONCAT(%s, %s)",
+		 wt, pre, name);
+	s = q_run(st, sql, "setting up the session", deadline, &res, err);
+	mysql_free_result(res);
+	if (s != LR_OK)
+		return s;
+	snprintf(lock, sizeof(lock), LOCK_SQL, "@lr_full");
+	lock_expr(rlock, sizeof(rlock), "'#r', CONNECTION_ID()");
+	snprintf(sql, sizeof(sql),
+		 "SELECT CONNECTION_ID(), %s, @@read_only, "
+		 "@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE FROM "
+		 "information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+		 "AND TABLE_NAME = '" FENCE_TABLE "')",
+		 lock, rlock);
 	s = q_run(st, sql, "setting up the session", deadline, &res, err);
 	if (s != LR_OK)
 		return s;
-	r = row_of(res, 4);
-	if (!r || !r[0] || !r[1] ||
-	    literal(st, r[1], st->lock, sizeof(st->lock)) < 0) {
+	r = row_of(res, 6);
+	if (!r || !r[0] || !r[1] || !r[4] ||
+	    literal(st, r[1], st->lock, sizeof(st->lock)) < 0 ||
+	    literal(st, r[4], st->rlock, sizeof(st->rlock)) < 0) {
 		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
 			   st->where);
 		mysql_free_result(res);
@@ -476,15 +665,8 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 			   st->where);
 		lr_err_heals(err); /* a failover may be under way */
 		s = LR_ERROR;
-	} else if (r[3] && strcmp(r[3], "1") != 0 && !st->warned &&
-		   st->req->warn && st->req->token) {
-		snprintf(sql, sizeof(sql),
-			 "MySQL at %s: innodb_flush_log_at_trx_commit is %s, "
-			 "not 1: a fence may be handed out again after a "
-			 "crash of the server's host",
-			 st->where, r[3]);
-		st->warned = 1;
-		st->req->warn(st->req->warn_ctx, sql);
+	} else {
+		durability(st, r[5], r[3]);
 	}
 	mysql_free_result(res);
 	return s;
@@ -522,6 +704,8 @@ static void disconnect(struct lr_store *st)
 {
 	mysql_free_result(st->res);
 	st->res = NULL;
+	/* The goodbye over TLS is written by OpenSSL: briefly. */
+	bound(st, lr_now_ms() + 100);
 	if (st->m)
 		mysql_close(st->m);
 	st->m = NULL;
@@ -556,6 +740,30 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
+/* The TLS options together: ssl-ca alone means VERIFY_CA (as for the
+ * mysql client), a client certificate needs its key and the other way
+ * round, and no file goes with DISABLED.  0, or -1 with why. */
+static int tls_parse(struct lr_store *st, unsigned given, char *why,
+		     size_t len)
+{
+	int files = st->o[O_SSL_CA].s || st->o[O_SSL_CERT].s ||
+		    st->o[O_SSL_KEY].s;
+
+	if (!(given & 1u << O_SSL_MODE) && st->o[O_SSL_CA].s)
+		st->o[O_SSL_MODE].n = TLS_VERIFY_CA;
+	if (!st->o[O_SSL_CERT].s != !st->o[O_SSL_KEY].s) {
+		snprintf(why, len, "mysql URL: ssl-cert and ssl-key go "
+				   "together");
+		return -1;
+	}
+	if (files && st->o[O_SSL_MODE].n == TLS_DISABLED) {
+		snprintf(why, len, "mysql URL: ssl-mode=DISABLED with "
+				   "ssl-ca, ssl-cert or ssl-key");
+		return -1;
+	}
+	return 0;
+}
+
 /* Reads the URL: hosts (or a socket), user, password, database, options. */
 static enum lr_status parse(struct lr_store *st, struct lr_err *err)
 {
@@ -566,8 +774,11 @@ static enum lr_status parse(struct lr_store *st, struct lr_err *err)
 
 	st->o[O_SOCKET].s = NULL;
 	st->o[O_PREFIX].s = "leaserun:";
+	st->o[O_SSL_MODE].n = TLS_DISABLED;
+	st->o[O_SSL_CA].s = st->o[O_SSL_CERT].s = st->o[O_SSL_KEY].s = NULL;
 	if (lr_url_opts(u, "mysql", opts, O_N, st->o, &given, why,
-			sizeof(why)) < 0) {
+			sizeof(why)) < 0 ||
+	    tls_parse(st, given, why, sizeof(why)) < 0) {
 		lr_err_set(err, "%s", why);
 		return LR_ERROR;
 	}
@@ -624,18 +835,37 @@ static enum lr_status lost(struct lr_store *st, struct lr_err *err)
 	return LR_LOST;
 }
 
-/* A missing or forbidden table of fences: create it if we may, else one
- * line with the statement and the grant.  LR_OK: try the fence again. */
-static enum lr_status fence_table(struct lr_store *st, int64_t deadline,
-				  struct lr_err *err)
+/* The holders of a shared lease or of a semaphore's slots, one row per
+ * holder's lock, for the other runs and for --status.  A row counts only
+ * while its connection holds its lock (IS_USED_LOCK), so the row of a
+ * session that died counts for nothing. */
+#define HOLDERS_TABLE "leaserun_holders"
+#define HOLDERS_SQL                                                        \
+	"CREATE TABLE IF NOT EXISTS " HOLDERS_TABLE " ("                     \
+	"lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin "  \
+	"NOT NULL PRIMARY KEY, name VARCHAR(64) CHARACTER SET utf8mb4 "     \
+	"COLLATE utf8mb4_bin NOT NULL, lim INT UNSIGNED NOT NULL, shared "  \
+	"TINYINT NOT NULL, slot INT UNSIGNED NOT NULL, fence BIGINT "       \
+	"UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL DEFAULT '', pid "    \
+	"BIGINT NOT NULL DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0, "   \
+	"conn BIGINT UNSIGNED NOT NULL, KEY (name)) ENGINE=InnoDB"
+/* The condition of a live row of the holders of our name. */
+#define LIVE_SQL                                                           \
+	"name = %s AND IS_USED_LOCK(lock_name) <=> conn"
+
+/* A missing or forbidden table (create, its CREATE statement): create
+ * it if we may, else one line with the statement and the grant.  LR_OK:
+ * try again. */
+static enum lr_status table_fix(struct lr_store *st, const char *table,
+				const char *create, int64_t deadline,
+				struct lr_err *err)
 {
 	unsigned e = mysql_errno(st->m);
 	MYSQL_RES *res = NULL;
 	enum lr_status s;
 
 	if (e == ER_NO_SUCH_TABLE) {
-		s = q_run(st, TABLE_SQL, "creating the table of fences",
-			  deadline, &res, err);
+		s = q_run(st, create, "creating a table", deadline, &res, err);
 		mysql_free_result(res);
 		if (s != LR_ERROR || mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
 			return s;
@@ -643,15 +873,38 @@ static enum lr_status fence_table(struct lr_store *st, int64_t deadline,
 			   "MySQL at %s: the table %s.%s does not exist and "
 			   "this user may not create it: run %s (or GRANT "
 			   "CREATE ON %s.* to the user)",
-			   st->where, st->db, FENCE_TABLE, TABLE_SQL, st->db);
+			   st->where, st->db, table, create, st->db);
 		return LR_ERROR;
 	}
 	if (e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR)
 		lr_err_set(err,
-			   "MySQL at %s: this user may not write the fence: "
-			   "GRANT SELECT, INSERT, UPDATE ON %s.%s to the user",
-			   st->where, st->db, FENCE_TABLE);
+			   "MySQL at %s: this user may not write the table %s: "
+			   "GRANT SELECT, INSERT, UPDATE%s ON %s.%s to the user",
+			   st->where, table,
+			   strcmp(table, HOLDERS_TABLE) ? "" : ", DELETE", st->db,
+			   table);
 	return LR_ERROR;
+}
+
+/* Runs sql (a write to table), creating the table on first use. */
+static enum lr_status q_write(struct lr_store *st, const char *sql,
+			      const char *table, const char *create,
+			      int64_t deadline, struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	enum lr_status s = LR_ERROR;
+	int tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		s = q_run(st, sql, "writing the table", deadline, &res, err);
+		mysql_free_result(res);
+		if (s != LR_ERROR || st->gone)
+			break;
+		s = table_fix(st, table, create, deadline, err);
+		if (s != LR_OK)
+			break;
+	}
+	return s;
 }
 
 /* The least next fence: the server's clock in microseconds (exact: the
@@ -662,38 +915,36 @@ static enum lr_status fence_table(struct lr_store *st, int64_t deadline,
  * microsecond apart.  The Redis store does the same. */
 #define FENCE_FLOOR "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)"
 
-/* Bumps the lock's fence, to the larger of the row's fence plus one and
- * FENCE_FLOOR, and records us as its holder, committed before the answer
- * comes back (autocommit). */
+/* Bumps the name's fence, to the larger of the row's fence plus one and
+ * FENCE_FLOOR, committed before the answer comes back (autocommit); the
+ * plain lease's grant also records us as the holder. */
 static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	char sql[1400], host[600];
-	MYSQL_RES *res = NULL;
 	enum lr_status s;
-	int tries;
 
 	if (literal(st, st->req->host ? st->req->host : "", host,
 		    sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "''");
-	snprintf(sql, sizeof(sql),
-		 "INSERT INTO " FENCE_TABLE " (name, fence, host, pid, "
-		 "since_ms, conn) VALUES (%s, LAST_INSERT_ID(" FENCE_FLOOR
-		 "), %s, %ld, %" PRId64 ", CONNECTION_ID()) ON DUPLICATE KEY "
-		 "UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, "
-		 FENCE_FLOOR ")), host = VALUES(host), "
-		 "pid = VALUES(pid), since_ms = VALUES(since_ms), "
-		 "conn = VALUES(conn)",
-		 st->lock, host, st->req->pid, st->req->since_ms);
-	for (tries = 0; tries < 2; tries++) {
-		s = q_run(st, sql, "writing the fence", deadline, &res, err);
-		mysql_free_result(res);
-		if (s != LR_ERROR || st->gone)
-			break;
-		s = fence_table(st, deadline, err);
-		if (s != LR_OK)
-			break;
-	}
+	if (multi(st))
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO " FENCE_TABLE " (name, fence) VALUES "
+			 "(%s, LAST_INSERT_ID(" FENCE_FLOOR ")) ON DUPLICATE "
+			 "KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + "
+			 "1, " FENCE_FLOOR "))",
+			 st->lock);
+	else
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO " FENCE_TABLE " (name, fence, host, pid, "
+			 "since_ms, conn) VALUES (%s, LAST_INSERT_ID("
+			 FENCE_FLOOR "), %s, %ld, %" PRId64 ", "
+			 "CONNECTION_ID()) ON DUPLICATE KEY UPDATE fence = "
+			 "LAST_INSERT_ID(GREATEST(fence + 1, " FENCE_FLOOR
+			 ")), host = VALUES(host), pid = VALUES(pid), "
+			 "since_ms = VALUES(since_ms), conn = VALUES(conn)",
+			 st->lock, host, st->req->pid, st->req->since_ms);
+	s = q_write(st, sql, FENCE_TABLE, TABLE_SQL, deadline, err);
 	if (s != LR_OK)
 		return s;
 	st->fence = mysql_insert_id(st->m);
@@ -704,14 +955,260 @@ static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 	return LR_OK;
 }
 
-static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
-				 struct lr_grant *g, struct lr_err *err)
+/* Our row among the holders: lock, slot, fence, who we are. */
+static enum lr_status holder_row(struct lr_store *st, int64_t deadline,
+				 struct lr_err *err)
 {
-	char sql[800];
+	char sql[2400], host[600];
+
+	if (literal(st, st->req->host ? st->req->host : "", host,
+		    sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "''");
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO " HOLDERS_TABLE " (lock_name, name, lim, shared, "
+		 "slot, fence, host, pid, since_ms, conn) VALUES (%s, %s, %u, "
+		 "%d, %u, %" PRIu64 ", %s, %ld, %" PRId64 ", CONNECTION_ID()) "
+		 "ON DUPLICATE KEY UPDATE name = VALUES(name), lim = "
+		 "VALUES(lim), shared = VALUES(shared), slot = VALUES(slot), "
+		 "fence = VALUES(fence), host = VALUES(host), pid = "
+		 "VALUES(pid), since_ms = VALUES(since_ms), conn = VALUES(conn)",
+		 st->mine, st->lock, st->req->limit, st->req->shared ? 1 : 0,
+		 st->slot, st->fence, host, st->req->pid, st->req->since_ms);
+	return q_write(st, sql, HOLDERS_TABLE, HOLDERS_SQL, deadline, err);
+}
+
+/* Who else is there, asked after taking our own lock (and writing our
+ * row), so that of two runs that come at once at least one sees the
+ * other: whether another session holds the plain lock, the largest
+ * limit of another live holder that is not ours (0 none), and how many
+ * live shared holders there are besides us. */
+struct others {
+	int plain;
+	unsigned limit;
+	unsigned long shared;
+};
+
+static enum lr_status others(struct lr_store *st, int64_t deadline,
+			     struct others *o, struct lr_err *err)
+{
+	char sql[1200];
 	MYSQL_RES *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
+
+	memset(o, 0, sizeof(*o));
+	snprintf(sql, sizeof(sql),
+		 "SELECT COALESCE(IS_USED_LOCK(%s), CONNECTION_ID()) <> "
+		 "CONNECTION_ID(), MAX(IF(lim <> %u, lim, NULL)), SUM(shared) "
+		 "FROM " HOLDERS_TABLE " WHERE " LIVE_SQL
+		 " AND conn <> CONNECTION_ID()",
+		 st->lock, st->req->limit, st->lock);
+	s = q_run(st, sql, "looking for other holders", deadline, &res, err);
+	if (s == LR_ERROR && !st->gone &&
+	    (mysql_errno(st->m) == ER_NO_SUCH_TABLE ||
+	     mysql_errno(st->m) == ER_TABLEACCESS_DENIED_ERROR))
+		/* No shared holder nor semaphore has come this way (or this
+		 * user may not see them: leaserun-mysql(7) says so). */
+		return LR_OK;
+	if (s == LR_OK && (r = row_of(res, 3))) {
+		o->plain = r[0] && strcmp(r[0], "0") != 0;
+		o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
+		o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
+	}
+	mysql_free_result(res);
+	return s;
+}
+
+/* Gives back the lock we took in a try that is not granted; a session
+ * that cannot, ends (which frees it). */
+static void give_back(struct lr_store *st, int64_t deadline)
+{
+	char sql[800];
+	MYSQL_RES *res = NULL;
 	struct lr_err ignored;
+
+	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);
+	if (st->held && !st->gone && lr_now_ms() < deadline &&
+	    q_run(st, sql, "RELEASE_LOCK", deadline, &res, &ignored) == LR_OK)
+		st->held = 0;
+	mysql_free_result(res);
+	if (st->held)
+		disconnect(st);
+	st->held = 0;
+}
+
+/* A run whose limit differs from the holders' (recorded: theirs). */
+static enum lr_status refuse(struct lr_store *st, unsigned recorded,
+			     int64_t deadline, struct lr_err *err)
+{
+	give_back(st, deadline);
+	lr_err_limit(err, st->req, recorded);
+	return LR_ERROR;
+}
+
+/* One statement that asks for a lock, and its answer as a number:
+ * *got gets it (-1: none). */
+static enum lr_status q_lock(struct lr_store *st, const char *sql,
+			     int64_t deadline, long *got, struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	enum lr_status s;
+
+	*got = -1;
+	s = q_run(st, sql, "GET_LOCK", deadline, &res, err);
+	if (s == LR_ERROR && (st->gone || broken(mysql_errno(st->m))))
+		/* Holding nothing: the next attempt connects again (a
+		 * restart or a failover ends every session). */
+		disconnect(st);
+	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
+		*got = strtol(r[0], NULL, 10);
+	mysql_free_result(res);
+	return s;
+}
+
+/* The plain lease, or an exclusive run beside shared ones: its lock,
+ * then a look for holders of other kinds.  While shared holders remain,
+ * a run that waits keeps the lock, so that no later shared run passes
+ * it (they see the lock taken), and asks again. */
+static enum lr_status plain_acquire(struct lr_store *st, int64_t deadline,
+				    struct lr_err *err)
+{
+	char sql[800];
+	struct others o;
+	enum lr_status s;
+	long got;
+
+	/* Ours already (a late answer to an acquire that ran out of time,
+	 * or kept while shared holders finish): GET_LOCK again would count
+	 * it twice. */
+	snprintf(sql, sizeof(sql),
+		 "SELECT IF(IS_USED_LOCK(%s) <=> CONNECTION_ID(), 1, "
+		 "GET_LOCK(%s, 0))",
+		 st->lock, st->lock);
+	s = q_lock(st, sql, deadline, &got, err);
+	if (s != LR_OK)
+		return s;
+	if (got != 1)
+		return LR_BUSY;
+	snprintf(st->mine, sizeof(st->mine), "%s", st->lock);
+	st->held = 1;
+	s = others(st, deadline, &o, err);
+	if (s == LR_OK && o.limit)
+		return refuse(st, o.limit, deadline, err);
+	if (s == LR_OK && o.shared && st->queued) {
+		st->held = 0; /* kept, but not granted */
+		return LR_BUSY;
+	}
+	if (s == LR_OK && o.shared)
+		s = LR_BUSY;
+	if (s == LR_OK)
+		s = fence_bump(st, deadline, err);
+	if (s != LR_OK)
+		/* Not granted: give it back (closing the session would too). */
+		give_back(st, deadline);
+	return s;
+}
+
+/* A semaphore's slots, the lowest free one first, each asked without
+ * waiting, in one statement (CASE stops at the first it gets): *k gets
+ * the slot, or -1. */
+static enum lr_status slot_try(struct lr_store *st, int64_t deadline,
+			       long *k, struct lr_err *err)
+{
+	size_t len = 64 + (size_t)st->req->limit * 400, n;
+	char *sql = malloc(len), lock[600], tail[24];
+	enum lr_status s;
+	unsigned i;
+
+	if (!sql) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	n = (size_t)snprintf(sql, len, "SELECT CASE");
+	for (i = 0; i < st->req->limit; i++) {
+		snprintf(tail, sizeof(tail), "'#%u'", i);
+		lock_expr(lock, sizeof(lock), tail);
+		n += (size_t)snprintf(sql + n, len - n,
+				      " WHEN GET_LOCK(%s, 0) = 1 THEN %u",
+				      lock, i);
+	}
+	snprintf(sql + n, len - n, " ELSE -1 END");
+	s = q_lock(st, sql, deadline, k, err);
+	free(sql);
+	if (s == LR_OK && *k >= 0) {
+		st->slot = (unsigned)*k;
+		snprintf(tail, sizeof(tail), "'#%u'", st->slot);
+		lock_expr(st->mine, sizeof(st->mine), tail);
+	}
+	return s;
+}
+
+/* A shared run's own lock (one per session), unless the plain lock is
+ * taken (an exclusive holder, or one waiting for the shared ones to
+ * finish): *k 0 then, else 0 for slot 0. */
+static enum lr_status reader_try(struct lr_store *st, int64_t deadline,
+				 long *k, struct lr_err *err)
+{
+	char sql[1400];
+	enum lr_status s;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT IF(IS_USED_LOCK(%s) IS NOT NULL, -1, "
+		 "IF(IS_USED_LOCK(%s) <=> CONNECTION_ID(), 0, "
+		 "IF(GET_LOCK(%s, 0) = 1, 0, -1)))",
+		 st->lock, st->rlock, st->rlock);
+	s = q_lock(st, sql, deadline, k, err);
+	if (s == LR_OK && *k == 0) {
+		st->slot = 0;
+		snprintf(st->mine, sizeof(st->mine), "%s", st->rlock);
+	}
+	return s;
+}
+
+/* A semaphore's run or a shared one: its own lock, the fence, its row,
+ * then a look at the others (see others()). */
+static enum lr_status multi_acquire(struct lr_store *st, int64_t deadline,
+				    struct lr_err *err)
+{
+	struct others o;
+	enum lr_status s;
+	long k;
+
+	s = st->req->shared ? reader_try(st, deadline, &k, err)
+			    : slot_try(st, deadline, &k, err);
+	if (s == LR_TIMEOUT)
+		/* A late answer may hold a lock we do not know of. */
+		disconnect(st);
+	if (s != LR_OK)
+		return s;
+	if (k < 0) {
+		/* Every slot taken: by runs of another limit? */
+		if (!st->req->shared &&
+		    others(st, deadline, &o, err) == LR_OK &&
+		    (o.limit || o.plain))
+			return refuse(st, o.limit ? o.limit : 1, deadline, err);
+		return LR_BUSY;
+	}
+	st->held = 1;
+	s = fence_bump(st, deadline, err);
+	if (s == LR_OK)
+		s = holder_row(st, deadline, err);
+	if (s == LR_OK)
+		s = others(st, deadline, &o, err);
+	if (s == LR_OK && (o.limit || (o.plain && !st->req->shared)))
+		return refuse(st, o.limit ? o.limit : 1, deadline, err);
+	if (s == LR_OK && o.plain)
+		s = LR_BUSY;
+	if (s != LR_OK)
+		give_back(st, deadline);
+	return s;
+}
+
+static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
+				 struct lr_grant *g, struct lr_err *err)
+{
+	enum lr_status s;
 
 	if (!st->m || st->gone) {
 		/* Not holding anything: a new session loses nothing. */
@@ -719,42 +1216,15 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 		if (s != LR_OK)
 			return s;
 	}
-	/* Ours already (a late answer to an acquire that ran out of time):
-	 * GET_LOCK again would count it twice. */
-	snprintf(sql, sizeof(sql),
-		 "SELECT IF(IS_USED_LOCK(%s) <=> CONNECTION_ID(), 1, "
-		 "GET_LOCK(%s, 0))",
-		 st->lock, st->lock);
-	s = q_run(st, sql, "GET_LOCK", deadline, &res, err);
-	if (s == LR_ERROR && (st->gone || broken(mysql_errno(st->m))))
-		/* Holding nothing: the next attempt connects again (a
-		 * restart or a failover ends every session). */
-		disconnect(st);
+	s = multi(st) ? multi_acquire(st, deadline, err)
+		      : plain_acquire(st, deadline, err);
+	if (s == LR_BUSY)
+		st->want_wait = 1;
 	if (s != LR_OK)
 		return s;
-	r = row_of(res, 1);
-	if (!r || !r[0] || strcmp(r[0], "1") != 0) {
-		mysql_free_result(res);
-		return LR_BUSY;
-	}
-	mysql_free_result(res);
-	st->held = 1;
-	s = fence_bump(st, deadline, err);
-	if (s != LR_OK) {
-		/* Not granted: give it back (closing the session would too). */
-		snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->lock);
-		if (s == LR_ERROR && !st->gone &&
-		    q_run(st, sql, "RELEASE_LOCK", deadline, &res,
-			  &ignored) == LR_OK)
-			st->held = 0;
-		mysql_free_result(res);
-		if (st->held)
-			disconnect(st);
-		return s;
-	}
 	g->fence = st->fence;
 	g->ttl_ms = 0;
-	g->slot = 0;
+	g->slot = st->req->limit > 1 ? st->slot : 0;
 	return LR_OK;
 }
 
@@ -762,6 +1232,8 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
  * shows.  While waiting: nothing (the core asks acquire() again). */
 static int my_wait_fd(struct lr_store *st, short *events)
 {
+	if (!st->held && st->want_wait)
+		st->queued = 1; /* the core waits: not a "-n" run */
 	if (!st->m || !st->held || st->gone)
 		return -1;
 	*events = POLLIN;
@@ -846,7 +1318,7 @@ static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
 	}
 	snprintf(sql, sizeof(sql),
 		 "SELECT IS_USED_LOCK(%s) <=> CONNECTION_ID(), CONNECTION_ID()",
-		 st->lock);
+		 st->mine);
 	s = q_run(st, sql, "IS_USED_LOCK", deadline, &res, err);
 	if (st->gone)
 		s = lost(st, err);
@@ -880,10 +1352,27 @@ out:
 	return s;
 }
 
+/* After a release: our row goes, with the rows of holders whose
+ * sessions are gone (a row counts only while its lock is held, so a
+ * holder between its lock and its row loses nothing). */
+static void forget(struct lr_store *st, int64_t deadline)
+{
+	char sql[1200];
+	MYSQL_RES *res = NULL;
+	struct lr_err ignored;
+
+	snprintf(sql, sizeof(sql),
+		 "DELETE FROM " HOLDERS_TABLE " WHERE name = %s AND "
+		 "(lock_name = %s OR NOT IS_USED_LOCK(lock_name) <=> conn)",
+		 st->lock, st->mine);
+	q_run(st, sql, "forgetting our row", deadline, &res, &ignored);
+	mysql_free_result(res);
+}
+
 static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
-	char sql[800];
+	char sql[1200];
 	MYSQL_RES *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
@@ -903,7 +1392,7 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 	}
 	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
 	 * 0 someone else's, NULL nobody's. */
-	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->lock);
+	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);
 	s = q_run(st, sql, "RELEASE_LOCK", deadline, &res, err);
 	if (st->gone)
 		s = lost(st, err);
@@ -917,6 +1406,8 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 		s = LR_LOST;
 	}
 	st->held = 0;
+	if (multi(st))
+		forget(st, deadline);
 out:
 	mysql_free_result(res);
 	return s;
@@ -940,24 +1431,47 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
-				 struct lr_info *info, struct lr_err *err)
+/* The live rows of the holders of our name (slot: only that slot's; -1
+ * every one), in slot and fence order: conn, slot, shared, host, pid,
+ * since_ms, fence, lim.  *out NULL when there is no table (or this
+ * user may not read it). */
+static enum lr_status live_rows(struct lr_store *st, int slot,
+				int64_t deadline, MYSQL_RES **out,
+				struct lr_err *err)
+{
+	char sql[1200], only[48] = "";
+	enum lr_status s;
+
+	if (slot >= 0)
+		snprintf(only, sizeof(only), " AND slot = %d", slot);
+	snprintf(sql, sizeof(sql),
+		 "SELECT conn, slot, shared, host, pid, since_ms, fence, lim "
+		 "FROM " HOLDERS_TABLE " WHERE " LIVE_SQL "%s ORDER BY slot, "
+		 "fence",
+		 st->lock, only);
+	s = q_run(st, sql, "reading the holders", deadline, out, err);
+	if (s == LR_ERROR && !st->gone &&
+	    (mysql_errno(st->m) == ER_NO_SUCH_TABLE ||
+	     mysql_errno(st->m) == ER_TABLEACCESS_DENIED_ERROR))
+		return LR_OK;
+	return s;
+}
+
+/* The holder of the plain lock, with what the fence row says of it. */
+static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
+				   int64_t deadline, struct lr_info *info,
+				   struct lr_err *err)
 {
 	char sql[800];
 	MYSQL_RES *res = NULL;
 	MYSQL_ROW r;
 	struct lr_holder *h = NULL;
-	unsigned long id;
 	enum lr_status s;
 
-	s = holder_id(st, deadline, &id, err);
-	if (s != LR_OK)
-		return s;
 	if (id && !(h = lr_info_add(info))) {
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	info->limit = 1;
 	snprintf(sql, sizeof(sql),
 		 "SELECT fence, host, pid, since_ms, conn FROM " FENCE_TABLE
 		 " WHERE name = %s",
@@ -984,45 +1498,159 @@ static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* Kills the holder's connection; the server then frees the lock. */
-static enum lr_status my_brk(struct lr_store *st, int slot, int64_t deadline,
-			     struct lr_err *err)
+/* Adds the live rows to info; *shared gets how many are shared. */
+static int add_rows(MYSQL_RES *res, struct lr_info *info, size_t *shared)
+{
+	MYSQL_ROW r;
+
+	*shared = 0;
+	while (res && mysql_num_fields(res) >= 8 &&
+	       (r = mysql_fetch_row(res))) {
+		struct lr_holder *h = lr_info_add(info);
+
+		if (!h)
+			return -1;
+		h->slot = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
+		h->shared = r[2] && strcmp(r[2], "0") != 0;
+		snprintf(h->host, sizeof(h->host), "%s", r[3] ? r[3] : "");
+		h->pid = r[4] ? strtol(r[4], NULL, 10) : 0;
+		h->since_ms = r[5] ? strtoll(r[5], NULL, 10) : 0;
+		h->fence = r[6] ? strtoull(r[6], NULL, 10) : 0;
+		if (r[7] && strtoul(r[7], NULL, 10) > info->limit)
+			info->limit = (unsigned)strtoul(r[7], NULL, 10);
+		*shared += h->shared != 0;
+	}
+	return 0;
+}
+
+/* The plain lock's holder, unless shared holders are there (then it is
+ * an exclusive run waiting for them), and the live rows. */
+static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	unsigned long id;
+	size_t shared;
+	enum lr_status s;
+
+	s = holder_id(st, deadline, &id, err);
+	if (s == LR_OK)
+		s = live_rows(st, -1, deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	if (add_rows(res, info, &shared) < 0) {
+		mysql_free_result(res);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	mysql_free_result(res);
+	if (!info->limit)
+		info->limit = 1;
+	s = plain_holder(st, shared ? 0 : id, deadline, info, err);
+	lr_info_sort(info);
+	return s;
+}
+
+/* The connections holding our name's locks (slot: that slot's; -1
+ * all), into *ids (malloc'd; the caller frees it). */
+static enum lr_status holder_conns(struct lr_store *st, int slot,
+				   int64_t deadline, unsigned long **ids,
+				   size_t *n, struct lr_err *err)
+{
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	unsigned long id = 0;
+	enum lr_status s;
+
+	*ids = NULL;
+	*n = 0;
+	s = slot <= 0 ? holder_id(st, deadline, &id, err) : LR_OK;
+	if (s == LR_OK)
+		s = live_rows(st, slot, deadline, &res, err);
+	if (s != LR_OK)
+		return s;
+	*ids = calloc((res ? mysql_num_rows(res) : 0) + 1, sizeof(**ids));
+	if (!*ids) {
+		mysql_free_result(res);
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	if (id)
+		(*ids)[(*n)++] = id;
+	while (res && (r = mysql_fetch_row(res)))
+		if (r[0])
+			(*ids)[(*n)++] = strtoul(r[0], NULL, 10);
+	mysql_free_result(res);
+	return LR_OK;
+}
+
+/* Kills connection id (one already gone is no error). */
+static enum lr_status kill_conn(struct lr_store *st, unsigned long id,
+				int64_t deadline, struct lr_err *err)
 {
 	char sql[64];
 	MYSQL_RES *res = NULL;
-	unsigned long id, was;
 	enum lr_status s;
 
-	if (slot > 0)
-		return LR_OK; /* one holder, in slot 0 */
-	s = holder_id(st, deadline, &id, err);
-	if (s != LR_OK || !id)
-		return s;
 	snprintf(sql, sizeof(sql), "KILL CONNECTION %lu", id);
 	s = q_run(st, sql, "KILL CONNECTION", deadline, &res, err);
 	mysql_free_result(res);
-	if (s == LR_ERROR && mysql_errno(st->m) == ER_KILL_DENIED_ERROR) {
+	if (s == LR_ERROR && mysql_errno(st->m) == ER_KILL_DENIED_ERROR)
 		lr_err_set(err,
 			   "cannot break the lease on MySQL at %s: killing "
 			   "the holder's connection %lu needs its user, or the "
 			   "CONNECTION ADMIN (SUPER) privilege",
 			   st->where, id);
-		return LR_ERROR;
-	}
-	if (s != LR_OK && !(s == LR_ERROR && mysql_errno(st->m) ==
-						     ER_NO_SUCH_THREAD))
-		return s;
-	/* The killed session lets go of its lock a moment later. */
-	was = id;
-	while ((s = holder_id(st, deadline, &id, err)) == LR_OK && id == was) {
-		if (lr_now_ms() + 20 >= deadline) {
-			lr_err_set(err, "MySQL at %s: the holder's connection "
-					"%lu did not end in time",
-				   st->where, was);
-			return LR_TIMEOUT;
+	else if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_THREAD)
+		s = LR_OK;
+	return s;
+}
+
+/* Is any of ids (n of them) among the holders now?  1 yes, 0 no, -1
+ * the question failed (err says why). */
+static int still_held(struct lr_store *st, int slot, const unsigned long *ids,
+		      size_t n, int64_t deadline, struct lr_err *err)
+{
+	unsigned long *now;
+	size_t m, i, j;
+	int found = 0;
+
+	if (holder_conns(st, slot, deadline, &now, &m, err) != LR_OK)
+		return -1;
+	for (i = 0; i < n && !found; i++)
+		for (j = 0; j < m && !found; j++)
+			found = ids[i] == now[j];
+	free(now);
+	return found;
+}
+
+/* Kills the holders' connections; the server then frees their locks. */
+static enum lr_status my_brk(struct lr_store *st, int slot, int64_t deadline,
+			     struct lr_err *err)
+{
+	unsigned long *ids;
+	size_t n, i;
+	enum lr_status s;
+	int held;
+
+	s = holder_conns(st, slot, deadline, &ids, &n, err);
+	for (i = 0; s == LR_OK && i < n; i++)
+		s = kill_conn(st, ids[i], deadline, err);
+	/* The killed sessions let go of their locks a moment later. */
+	while (s == LR_OK && n &&
+	       (held = still_held(st, slot, ids, n, deadline, err)) != 0) {
+		if (held < 0 || lr_now_ms() + 20 >= deadline) {
+			if (held > 0)
+				lr_err_set(err, "MySQL at %s: the holders' "
+						"connections did not end in "
+						"time",
+					   st->where);
+			s = held < 0 ? LR_ERROR : LR_TIMEOUT;
+			break;
 		}
 		poll(NULL, 0, 20);
 	}
+	free(ids);
 	return s;
 }
 
@@ -1201,6 +1829,7 @@ static void my_close(struct lr_store *st)
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "mysql",
+	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = my_secret_env,
 	.open = my_open,
 	.acquire = my_acquire,
