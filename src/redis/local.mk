@@ -3,7 +3,7 @@ if WITH_REDIS
 pkglib_LTLIBRARIES += redis.la
 redis_la_SOURCES = %reldir%/redis.c %reldir%/redis-conn.c \
 	%reldir%/redis-watch.c %reldir%/redis-runs.c %reldir%/redis-url.c \
-	%reldir%/redis-int.h
+	%reldir%/redis-cluster.c %reldir%/redis-int.h
 	%reldir%/redis-watch.c %reldir%/redis-url.c %reldir%/redis-int.h
 	%reldir%/redis-url.c %reldir%/redis-int.h
 	%reldir%/redis-int.h

@@ -277,9 +277,6 @@ static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
 	return LR_OK;
 }
 
-#define ASK_EVICT 1
-#define ASK_PERSIST 2
-
 /* Appends to cmds[0..n) the INFO that the guards set to mode still want
  * (once a run), noting where in g; returns the new count.  A refusing
  * guard is asked with the first try, for the command must not start on
@@ -292,6 +289,7 @@ int guards_add(const struct lr_store *st, enum guard_mode mode,
 {
 	static const char *mem[2] = { "INFO", "memory" };
 	static const char *per[2] = { "INFO", "persistence" };
+	static const char *slots[2] = { "CLUSTER", "SLOTS" };
 
 	if (st->evict == mode && !(st->asked & ASK_EVICT)) {
 		g->mem = n;
@@ -300,6 +298,12 @@ int guards_add(const struct lr_store *st, enum guard_mode mode,
 	if (st->persist == mode && !(st->asked & ASK_PERSIST)) {
 		g->per = n;
 		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	/* A cluster's nodes, for a failover: with what warns, whose round
+	 * trips are a held lease's or a waiter's. */
+	if (st->cluster && mode == GUARD_WARN && !(st->asked & ASK_MAP)) {
+		g->map = n;
+		cmds[n++] = (struct cmd){ 2, slots, NULL };
 	}
 	return n;
 }
@@ -315,6 +319,10 @@ enum lr_status guards_check(struct lr_store *st,
 		st->asked |= ASK_EVICT;
 		s = guard(st, st->evict, "evict", cmds[g->mem].r, "memory",
 			  "maxmemory_policy", evicts, err);
+	}
+	if (g->map >= 0) {
+		st->asked |= ASK_MAP;
+		cluster_map_read(st, cmds[g->map].r);
 	}
 	if (s == LR_OK && g->per >= 0) {
 		st->asked |= ASK_PERSIST;
@@ -365,6 +373,8 @@ static void r_close(struct lr_store *st)
 	free(st->user);
 	lr_wipe_free(st->pass);
 	lr_url_hosts_free(st->sentinels, st->nsentinels);
+	lr_url_hosts_free(st->nodes, st->nnodes);
+	free(st->ask_host);
 	free(st->sentinel_user);
 	lr_wipe_free(st->sentinel_pass);
 	free(st->key);
@@ -621,7 +631,7 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	struct cmd cmds[4];
+	struct cmd cmds[5];
 	struct guard_cmds gd = GUARDS_NONE;
 	struct lr_err ignored;
 	const redisReply *r;
