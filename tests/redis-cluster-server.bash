@@ -62,7 +62,7 @@ cluster_wait_ok() {
 cluster_node_run() {
 	local p=$1
 	(
-		redis-server "$CL_DIR/$p/redis.conf" </dev/null >/dev/null 2>&1 3>&- &
+		"${LR_REDIS_SERVER:-redis-server}" "$CL_DIR/$p/redis.conf" </dev/null >/dev/null 2>&1 3>&- &
 		echo $! >"$CL_DIR/$p/pid"
 	)
 	for _ in $(seq 1 200); do
