@@ -9,6 +9,8 @@
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
  *   redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER
  *   rediss+sentinel://...              sentinels and data nodes over TLS
+ *   redis+cluster://[user[:password]@]host[:port][,host[:port]...]
+ *   rediss+cluster://...               a Redis Cluster, from its seeds
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
@@ -83,6 +85,21 @@
  * its wait lasts; renew fails and the core retries it as for any store.
  * The watch connection is dropped whenever the command connection lands
  * on another node: a CLIENT ID means nothing on another server.
+ *
+ * Cluster (redis-cluster.c): the first seed is the data node until a
+ * MOVED names another: round_trip() then sends the same round trip there
+ * (so a node that serves the slot costs no extra round trip), and an ASK
+ * has it sent once to the node named, each command behind ASKING, on a
+ * connection of no node (node_gen), which WAIT after a script still
+ * uses and the next round trip drops.  Every key is under the one hash
+ * tag {NAME}: one slot, one master for the scripts, the watch and the
+ * waiters' channels (plain SUBSCRIBE on that master: the scripts' PUBSUB
+ * NUMSUB counts that node's subscribers).  CLUSTER SLOTS travels with the
+ * warning guards (a held lease's or a waiter's round trips), once a run
+ * and after each MOVED; a node that fails sends the next connect to our
+ * slot's master by that map, else to the next node known, with
+ * st->retry set as under Sentinel.  A redis:// URL that meets MOVED or
+ * ASK fails, saying to use redis+cluster://.
  *
  * The watch: while the lease is ours the server must tell us at once of
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
