@@ -36,6 +36,9 @@ keyof() { echo "leaserun:{$1}"; }
 # The node on port $1 has the lease $2's key.
 held_on() { [ -n "$(ccli "$1" get "$(keyof "$2")")" ]; }
 
+# A log line "START END FENCE" per run, for check_intervals.
+job() { echo "s=\$(date +%s%N); sleep $1; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$D/log'"; }
+
 # The seed URL for the node on port $1.
 seed() { echo "redis+cluster://127.0.0.1:$1"; }
 
@@ -125,18 +128,11 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	local pids= i=0 p
 	for i in $(seq 30); do
 		p=$(echo $CL_PORTS | cut -d' ' -f$((i % 6 + 1)))
-		"$LEASERUN" -U "$(seed "$p")" -w 120 "$N" sh -c \
-			"s=\$(date +%s%N); sleep 0.01; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$D/log'" &
+		"$LEASERUN" -U "$(seed "$p")" -w 120 "$N" sh -c "$(job 0.01)" &
 		pids="$pids $!"
 	done
-	BG_PIDS=$pids
-	for p in $pids; do
-		wait_rc "$p"
-		[ "$RC" = 0 ]
-	done
-	[ "$(wc -l <"$D/log")" = 30 ]
-	run check_intervals "$D/log"
-	assert_success
+	# shellcheck disable=SC2086 # pids
+	all_exclusive "$D/log" 30 $pids
 }
 
 @test "--status names the holder and fence, --break frees the lease and the holder sees it at once, 124" {
@@ -167,9 +163,6 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	assert_output --regexp "run: +started .* fence $(cat "$D/runs.fence")"
 	assert_output --partial "next run allowed"
 }
-
-# A log line "START END FENCE" per run, for check_intervals.
-job() { echo "s=\$(date +%s%N); sleep $1; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$D/log'"; }
 
 @test "failover: kill -9 of the slot's master with a holder and waiters: never two at once, fences grow, the waiters ride it out" {
 	own=$(cluster_master_of "$(keyof "$N")")
