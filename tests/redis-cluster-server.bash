@@ -13,12 +13,16 @@
 # cluster_stop         stops every node by its PID, removes the directory.
 # ccli PORT ARGS...    redis-cli to the node on PORT.
 # cluster_master_of KEY  the client port of the master of KEY's slot.
+# cluster_other_master KEY  a live master's port that does not serve it.
 # cluster_kill PORT    kill -9 of the node on PORT.
-# cluster_wait_ok [PORT...]  waits until the nodes (all live ones by
-#                      default) say cluster_state:ok with every slot
-#                      served.
+# cluster_node_run PORT  starts the node on PORT again (after a kill: as
+#                      a replica, if a failover took its slots).
+# cluster_wait_ok      waits until every live node says cluster_state:ok
+#                      with every slot served.
 #
-# Meant to be sourced by bats files from setup_file/teardown_file.
+# The server is $LR_REDIS_SERVER if set (tests/valkey.test sets it to
+# valkey-server), else redis-server.  Meant to be sourced by bats files
+# from setup_file/teardown_file, and by tests/chaos/run.
 
 ccli() {
 	local p=$1
@@ -44,11 +48,10 @@ cluster_node_ok() {
 }
 
 cluster_wait_ok() {
-	local ports=("$@") p ok
-	[ $# -gt 0 ] || ports=($CL_PORTS)
+	local p ok
 	for _ in $(seq 1 300); do
 		ok=1
-		for p in "${ports[@]}"; do
+		for p in $CL_PORTS; do
 			cluster_alive "$p" || continue
 			cluster_node_ok "$p" || { ok=0; break; }
 		done
