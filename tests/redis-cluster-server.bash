@@ -5,11 +5,15 @@
 # directory, appendonly yes with appendfsync always, cluster-node-timeout
 # 1s so that a failover takes a few seconds.
 #
-# cluster_start        makes the cluster (redis-cli --cluster create) and
+# cluster_start [tls]  makes the cluster (redis-cli --cluster create) and
 #                      waits until every node says cluster_state:ok with
 #                      all 16384 slots covered.  Sets CL_DIR, CL_PORTS (the
 #                      six client ports), CL_URL (redis+cluster:// with the
-#                      first node as the only seed).
+#                      first node as the only seed).  With "tls", every
+#                      node speaks TLS alone (clients, bus, replication),
+#                      CL_URL is rediss+cluster:// with cacert=, and
+#                      CL_CLI_TLS holds redis-cli's TLS options
+#                      (make_certs, tests/certs.bash, must be loaded).
 # cluster_stop         stops every node by its PID, removes the directory.
 # ccli PORT ARGS...    redis-cli to the node on PORT.
 # cluster_master_of KEY  the client port of the master of KEY's slot.
@@ -27,7 +31,8 @@
 ccli() {
 	local p=$1
 	shift
-	redis-cli -h 127.0.0.1 -p "$p" "$@"
+	# shellcheck disable=SC2086 # options, in a path without blanks
+	redis-cli ${CL_CLI_TLS:-} -h 127.0.0.1 -p "$p" "$@"
 }
 
 cluster_pid() { cat "$CL_DIR/$1/pid" 2>/dev/null; }
@@ -77,9 +82,34 @@ cluster_node_run() {
 	return 1
 }
 
+# The lines of a node's configuration that make it listen on port $1:
+# plain, or with CL_CLI_TLS set, TLS alone (certificates from make_certs
+# in CL_DIR), the cluster bus and the replication too.
+cluster_listen() {
+	if [ -z "${CL_CLI_TLS:-}" ]; then
+		echo "port $1"
+		return
+	fi
+	cat <<EOF
+port 0
+tls-port $1
+tls-cluster yes
+tls-replication yes
+tls-cert-file $CL_DIR/server.crt
+tls-key-file $CL_DIR/server.key
+tls-ca-cert-file $CL_DIR/ca.crt
+tls-auth-clients no
+EOF
+}
+
 cluster_start() {
 	local ports p bus i=0 hosts=()
 	CL_DIR=$(mktemp -d /tmp/leaserun-cluster.XXXXXX)
+	CL_CLI_TLS=
+	if [ "${1:-}" = tls ]; then
+		make_certs "$CL_DIR"
+		CL_CLI_TLS="--tls --cacert $CL_DIR/ca.crt"
+	fi
 	ports=$("$LR_BUILDDIR/tests/freeport" 12 | paste -sd' ')
 	read -r -a ports <<<"$ports"
 	CL_PORTS="${ports[*]:0:6}"
@@ -89,7 +119,7 @@ cluster_start() {
 		mkdir "$CL_DIR/$p"
 		cat >"$CL_DIR/$p/redis.conf" <<EOF
 bind 127.0.0.1
-port $p
+$(cluster_listen "$p")
 cluster-enabled yes
 cluster-port $bus
 cluster-config-file $CL_DIR/$p/nodes.conf
@@ -104,7 +134,8 @@ EOF
 		cluster_node_run "$p" || return 1
 		hosts+=("127.0.0.1:$p")
 	done
-	redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 \
+	# shellcheck disable=SC2086 # options
+	redis-cli $CL_CLI_TLS --cluster create "${hosts[@]}" --cluster-replicas 1 \
 		--cluster-yes >"$CL_DIR/create.log" 2>&1 ||
 		{ cat "$CL_DIR/create.log" >&2; return 1; }
 	cluster_wait_ok || return 1
@@ -116,7 +147,9 @@ EOF
 		done
 	done
 	CL_URL="redis+cluster://127.0.0.1:${CL_PORTS%% *}"
-	export CL_DIR CL_PORTS CL_URL
+	[ -z "$CL_CLI_TLS" ] ||
+		CL_URL="rediss+cluster://127.0.0.1:${CL_PORTS%% *}?cacert=$CL_DIR/ca.crt"
+	export CL_DIR CL_PORTS CL_URL CL_CLI_TLS
 }
 
 cluster_master_of() {

@@ -6,6 +6,7 @@
 # one (a failover's new master serves the slot; a moved slot stays).
 
 load 'helpers'
+load 'certs'
 load 'sem'
 load 'redis-cluster-server'
 
@@ -28,6 +29,11 @@ setup() {
 
 teardown() {
 	kill_bg
+	# The TLS test's own cluster goes, whatever became of the test.
+	if [ -n "${CL_CLI_TLS:-}" ]; then
+		cluster_stop
+		return
+	fi
 	cluster_wait_ok || true
 }
 
@@ -240,4 +246,26 @@ move_slot() {
 	run lr -n "$N" sh -c 'echo "$LEASERUN_FENCE" > "$0"' "$D/f2"
 	assert_success
 	[ "$(cat "$D/f2")" -gt "$(cat "$D/$N.fence")" ]
+}
+
+@test "rediss+cluster://: a TLS-only cluster, through a seed that is not the slot's master (MOVED over TLS), with a waiter" {
+	[ -e "$LEASERUN_MODULE_DIR/redis-tls.so" ] || skip "no redis-tls.so (configure --with-openssl)"
+	# A cluster of its own for this test (this shell's CL_ variables).
+	cluster_start tls
+	other=$(cluster_other_master "$(keyof "$N")")
+	url="rediss+cluster://127.0.0.1:$other?cacert=$CL_DIR/ca.crt"
+	hold "$N" -U "$url" -t 2s
+	lr -U "$url" -w 20s "$N" sh -c 'echo "$LEASERUN_FENCE" > "$0"' "$D/w.fence" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	sleep 2.5
+	[ ! -e "$D/w.fence" ]
+	release "$N"
+	assert_holder_rc 0
+	wait_rc "$w"
+	[ "$RC" = 0 ]
+	[ "$(cat "$D/w.fence")" -gt "$(cat "$D/$N.fence")" ]
+	# A plain URL to a TLS port is no cluster at all.
+	run lr -U "redis+cluster://127.0.0.1:$other" -n "$N" true
+	assert_failure 125
 }
