@@ -124,6 +124,8 @@ for p in "${cports[@]:0:3}"; do
 		cother=$p
 	fi
 done
+[ -n "${cown:-}" ] && [ -n "${cother:-}" ] ||
+	{ echo "bench: no master of the slot of lease bench" >&2; exit 2; }
 curl_own=redis+cluster://127.0.0.1:$cown
 curl_other=redis+cluster://127.0.0.1:$cother
 cc -O2 -o "$tmp/floor" "$(dirname "$0")/floor.c" -lhiredis ||
