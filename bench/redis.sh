@@ -13,6 +13,11 @@
 #    store's, and so is bench/floor.c, the least a Redis lease costs
 #    here: a C client linked with hiredis that connects, grants with one
 #    EVAL, runs the command and releases with one EVAL (built with cc).
+#    And "leaserun -n" on a Redis Cluster of three masters (no replicas,
+#    no persistence, as the single server), seeded with the master of the
+#    lease's slot (the usual case once a run has learned it) and with
+#    another master (one MOVED).  Target: within 1.15x of the single
+#    server (issue 25), in the same rounds.
 # 2. Hand-over: 20 waiters queue on one name; each holds the lease for
 #    50 ms.  A gap is "previous holder's command ended -> next command
 #    started" (bash's $EPOCHREALTIME, the last and the first thing the
@@ -63,9 +68,12 @@ port=$("$builddir/tests/freeport")
 redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
 	--dir "$tmp" --logfile "$tmp/redis.log" </dev/null >/dev/null 2>&1 &
 rpid=$!
+cpids=
 cleanup() {
-	kill "$rpid" 2>/dev/null || true
-	wait "$rpid" 2>/dev/null || true
+	# shellcheck disable=SC2086 # pids
+	kill "$rpid" $cpids 2>/dev/null || true
+	# shellcheck disable=SC2086
+	wait "$rpid" $cpids 2>/dev/null || true
 	rm -rf "$tmp" "$ftmp"
 }
 trap cleanup EXIT
@@ -77,6 +85,49 @@ done
 [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] ||
 	{ echo "bench: redis-server did not start" >&2; exit 2; }
 url=redis://127.0.0.1:$port
+
+# The cluster: three masters, each with a bus port of its own.
+read -r -a cports <<<"$("$builddir/tests/freeport" 6 | paste -sd' ')"
+for i in 0 1 2; do
+	p=${cports[$i]}
+	mkdir "$tmp/c$p"
+	redis-server --bind 127.0.0.1 --port "$p" --cluster-enabled yes \
+		--cluster-port "${cports[$((i + 3))]}" \
+		--cluster-config-file "$tmp/c$p/nodes.conf" --save '' \
+		--appendonly no --dir "$tmp/c$p" --logfile "$tmp/c$p/redis.log" \
+		</dev/null >/dev/null 2>&1 &
+	cpids="$cpids $!"
+done
+for p in "${cports[@]:0:3}"; do
+	for _ in $(seq 100); do
+		[ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
+		sleep 0.05
+	done
+done
+redis-cli --cluster create "127.0.0.1:${cports[0]}" "127.0.0.1:${cports[1]}" \
+	"127.0.0.1:${cports[2]}" --cluster-yes >"$tmp/cluster.log" 2>&1 ||
+	{ echo "bench: cannot make the cluster" >&2; cat "$tmp/cluster.log" >&2; exit 2; }
+for _ in $(seq 200); do
+	[ "$(redis-cli -p "${cports[0]}" cluster info | tr -d '\r' |
+		grep -c -x -e cluster_state:ok -e cluster_slots_ok:16384)" = 2 ] && break
+	sleep 0.05
+done
+# The master of the slot of lease "bench", and another.
+bslot=$(redis-cli -p "${cports[0]}" cluster keyslot 'leaserun:{bench}')
+for p in "${cports[@]:0:3}"; do
+	if redis-cli -p "$p" cluster nodes | grep myself | awk -v s="$bslot" '
+			{ for (i = 9; i <= NF; i++) { n = split($i, r, "-")
+				if (r[1] <= s && s <= r[n]) f = 1 } }
+			END { exit !f }'; then
+		cown=$p
+	else
+		cother=$p
+	fi
+done
+[ -n "${cown:-}" ] && [ -n "${cother:-}" ] ||
+	{ echo "bench: no master of the slot of lease bench" >&2; exit 2; }
+curl_own=redis+cluster://127.0.0.1:$cown
+curl_other=redis+cluster://127.0.0.1:$cother
 cc -O2 -o "$tmp/floor" "$(dirname "$0")/floor.c" -lhiredis ||
 	{ echo "bench: cannot build bench/floor.c" >&2; exit 2; }
 
@@ -95,6 +146,7 @@ short_run() {
 
 	echo "== one short run (hyperfine, $rounds rounds of $per runs each, no shell)"
 	"$LEASERUN" -n -U "$url" bench true # loads the scripts once
+	"$LEASERUN" -n -U "$curl_own" bench true
 	for r in $(seq "$rounds"); do
 		hyperfine -N --style none --warmup 10 --runs "$per" \
 			--export-csv "$tmp/short.$r.csv" \
@@ -102,7 +154,10 @@ short_run() {
 			-n "flock -n" "flock -n $tmp/flock.lock true" \
 			-n "redis-cli script" "sh $tmp/cli.sh $port" \
 			-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true" \
-			-n "floor (C client)" "$tmp/floor $port true" >/dev/null
+			-n "floor (C client)" "$tmp/floor $port true" \
+			-n "leaserun -n (cluster)" "$LEASERUN -n -U $curl_own bench true" \
+			-n "leaserun -n (cluster, MOVED)" "$LEASERUN -n -U $curl_other bench true" \
+			>/dev/null
 	done
 
 	# CSV: command,mean,stddev,median,user,system,min,max (seconds).  A
@@ -149,6 +204,10 @@ short_run() {
 			printf "floor / flock               = %.2fx (%.2f-%.2f: connect, two round trips, nothing else)\n", v, lo, hi
 			v = ratio(1, 5)
 			printf "leaserun / floor            = %.2fx (%.2f-%.2f: what leaserun adds to the least a lease costs)\n", v, lo, hi
+			v = ratio(6, 1)
+			printf "cluster / single server     = %.2fx (%.2f-%.2f; target <= 1.15x)\n", v, lo, hi
+			v = ratio(7, 1)
+			printf "cluster, MOVED / single     = %.2fx (%.2f-%.2f: a seed that is not the slot'"'"'s master)\n", v, lo, hi
 		}' "$tmp"/short.*.csv
 }
 

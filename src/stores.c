@@ -40,6 +40,8 @@ static const struct {
 	{ "redis+unix", "redis", "leaserun-redis", NULL },
 	{ "redis+sentinel", "redis", "leaserun-redis", NULL },
 	{ "rediss+sentinel", "redis", "leaserun-redis", "redis-tls" },
+	{ "redis+cluster", "redis", "leaserun-redis", NULL },
+	{ "rediss+cluster", "redis", "leaserun-redis", "redis-tls" },
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },
 	{ "mysql", "mysql", "leaserun-mysql", NULL },

@@ -152,6 +152,22 @@ check_intervals() {
 		END { if (!bad) printf "%d intervals, no overlap, fences increase\n", n; exit bad }'
 }
 
+# all_exclusive LOG N PID...: the runs PID... (background jobs) all exit
+# 0, and LOG has their N lines "start end fence", which check_intervals
+# passes.
+all_exclusive() {
+	local log=$1 n=$2 p
+	shift 2
+	BG_PIDS="${BG_PIDS:-} $*"
+	for p; do
+		wait_rc "$p"
+		[ "$RC" = 0 ]
+	done
+	[ "$(wc -l <"$log")" = "$n" ]
+	run check_intervals "$log"
+	assert_success
+}
+
 # ops_check NAME TTL FENCE: what operations see of a holder on the store in
 # LEASERUN_URL, the same shape for every store.  TTL is "ttl" when the
 # store's lease expires by itself (ttl_left_ms is a number) or "none";

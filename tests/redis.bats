@@ -839,14 +839,8 @@ info_calls() {
 		"$LEASERUN" -w 120 "$n" sh -c "s=\$(date +%s%N); sleep 0.01; echo \"\$s \$(date +%s%N) \$LEASERUN_FENCE\" >> '$log'" &
 		pids="$pids $!"
 	done
-	BG_PIDS=$pids
-	for p in $pids; do
-		wait_rc "$p"
-	[ "$RC" = 0 ]
-	done
-	[ "$(wc -l < "$log")" = 50 ]
-	run check_intervals "$log"
-	assert_success
+	# shellcheck disable=SC2086 # pids
+	all_exclusive "$log" 50 $pids
 	is_free "$n"
 }
 

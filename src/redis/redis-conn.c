@@ -189,7 +189,7 @@ static redisReader *reader_new(struct conn *k)
 	return r;
 }
 
-static void conn_free(struct conn *k)
+void conn_free(struct conn *k)
 {
 	if (!k)
 		return;
@@ -204,7 +204,7 @@ static void conn_free(struct conn *k)
 
 /* Queues one command on k.  Out of memory, k is marked broken, and its
  * next exchange fails. */
-static void conn_append(struct conn *k, int argc, const char **argv)
+void conn_append(struct conn *k, int argc, const char **argv)
 {
 	size_t len[16];
 	char *cmd;
@@ -764,6 +764,8 @@ static void node_suspect(struct lr_store *st)
 					  st->nsentinels;
 		st->node_known = 0;
 		st->retry = 1;
+	} else if (st->cluster) {
+		cluster_suspect(st);
 	}
 }
 
@@ -1021,7 +1023,7 @@ enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 			  struct lr_err *err)
 {
 	redisReply *r[MAX_CMDS];
-	int tries = 0, got, i;
+	int tries = 0, hops = 0, got, i;
 	enum lr_status s;
 
 	for (;;) {
@@ -1042,9 +1044,12 @@ enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 		s = exchange(st, st->c, n, r, step_end(st, deadline), &got,
 			     st->who, what, err);
 		if (s == LR_OK) {
-			for (i = 0; i < n; i++)
-				cmds[i].r = r[i];
-			return LR_OK;
+			/* A cluster node's MOVED: again, to the node named. */
+			s = cluster_follow(st, cmds, n, r, &hops, deadline,
+					   what, err);
+			if (s != LR_BUSY)
+				return s;
+			continue;
 		}
 		drop_main(st);
 		node_suspect(st);

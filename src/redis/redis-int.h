@@ -10,6 +10,7 @@
  *   redis-watch.c  the second connection: waiting and the watch
  *   redis-runs.c   --once-per
  *   redis-url.c    the URL
+ *   redis-cluster.c  Redis Cluster: the nodes, MOVED and ASK
  */
 #ifndef LEASERUN_REDIS_INT_H
 #define LEASERUN_REDIS_INT_H
@@ -70,6 +71,15 @@ struct lr_store {
 	size_t nsentinels, sentinel_at; /* sentinel_at answered last */
 	char *sentinel_user, *sentinel_pass; /* pass wiped on close */
 	int node_known;   /* host:port is the master, as far as we know */
+	/* Cluster (redis+cluster://): the seeds, then the nodes learned
+	 * from MOVED and CLUSTER SLOTS; the master of our slot among them
+	 * by the last map (-1: none known); the node an ASK named. */
+	int cluster;
+	struct lr_url_host *nodes;
+	size_t nnodes;
+	int map_owner;
+	char *ask_host;
+	int ask_port;
 	/* Durable grants */
 	int replicas_opt; /* replicas=N, REPLICAS_AUTO or REPLICAS_ALL */
 	int replicas;     /* online replicas, as INFO said last */
@@ -123,10 +133,16 @@ struct script {
 /* Where a round trip asks the guards: the index of INFO memory and of
  * INFO persistence in it, or -1 (GUARDS_NONE). */
 struct guard_cmds {
-	int mem, per;
+	int mem, per, map;
 };
 
-#define GUARDS_NONE { -1, -1 }
+#define GUARDS_NONE { -1, -1, -1 }
+
+/* What the guards asked this run (st->asked); ASK_MAP: the cluster's
+ * slot map, asked again after a MOVED. */
+#define ASK_EVICT 1
+#define ASK_PERSIST 2
+#define ASK_MAP 4
 
 /* The commands that arm the watch behind a script that found the lease
  * ours, in one round trip on the command connection: CLIENT TRACKING off
@@ -148,6 +164,8 @@ int64_t step_end(const struct lr_store *st, int64_t deadline);
 void replies_free(redisReply **r, int n);
 int is_error(const redisReply *r, const char *word);
 int reply_heals(const redisReply *r);
+void conn_append(struct conn *k, int argc, const char **argv);
+void conn_free(struct conn *k);
 int conn_fill(struct conn *k, short *want, struct lr_err *err);
 int conn_reply(struct conn *k, redisReply **r, struct lr_err *err);
 enum lr_status exchange(const struct lr_store *st, struct conn *k, int n,
@@ -180,6 +198,22 @@ enum lr_status run_script(struct lr_store *st, const struct script *sc,
 enum lr_status durable(struct lr_store *st, int need, int64_t deadline,
 		       const char *what, struct lr_err *err);
 int replicas_needed(const struct lr_store *st);
+
+/* ---- redis-cluster.c ----------------------------------------------------- */
+
+/* What cluster_redirect() found. */
+#define REDIRECT_NONE 0
+#define REDIRECT_MOVED 1
+#define REDIRECT_ASK 2
+
+unsigned cluster_slot(const char *key);
+void cluster_suspect(struct lr_store *st);
+void cluster_map_read(struct lr_store *st, const redisReply *r);
+int cluster_redirect(struct lr_store *st, redisReply **r, int n,
+		     struct lr_err *err);
+enum lr_status cluster_follow(struct lr_store *st, struct cmd *cmds, int n,
+			      redisReply **r, int *hops, int64_t deadline,
+			      const char *what, struct lr_err *err);
 
 /* ---- redis-url.c --------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #define DEFAULT_PORT 6379
 #define DEFAULT_SENTINEL_PORT 26379
 #define MAX_SENTINELS 16
+#define MAX_SEEDS 16
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 {
@@ -135,6 +136,35 @@ static enum lr_status parse_sentinel(struct lr_store *st,
 	st->master = u->path + 1;
 	snprintf(st->where, sizeof(st->where), "master %s", st->master);
 	snprintf(st->who, sizeof(st->who), "redis %s", st->where);
+	return LR_OK;
+}
+
+/* redis+cluster://host[:port][,host[:port]...]: the seeds (port 6379
+ * unless given), of which the first is asked first.  A cluster has one
+ * database: a path names none. */
+static enum lr_status parse_cluster(struct lr_store *st,
+				    const struct lr_url *u,
+				    struct lr_err *err)
+{
+	char *h;
+
+	if (lr_url_hosts(u, "redis+cluster", NULL, DEFAULT_PORT, MAX_SEEDS,
+			 &st->nodes, &st->nnodes, err->msg,
+			 sizeof(err->msg)) < 0)
+		return LR_ERROR;
+	if (*u->path && strcmp(u->path, "/") != 0) {
+		lr_err_set(err, "redis+cluster URL: a cluster has one "
+				"database (0): expected "
+				"redis+cluster://HOST:PORT[,HOST:PORT...]");
+		return LR_ERROR;
+	}
+	st->cluster = 1;
+	h = strdup(st->nodes[0].host);
+	if (!h) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	node_set(st, h, st->nodes[0].port);
 	return LR_OK;
 }
 
@@ -295,6 +325,7 @@ enum lr_status parse_url(struct lr_store *st,
 	unsigned given;
 	enum lr_status s;
 
+	st->map_owner = -1;
 	if (lr_url_opts(u, "redis", url_opts, NOPTS, val, &given, err->msg,
 			sizeof(err->msg)) < 0)
 		return LR_ERROR;
@@ -304,6 +335,8 @@ enum lr_status parse_url(struct lr_store *st,
 		s = parse_unix(st, u, err);
 	else if (strstr(u->scheme, "+sentinel"))
 		s = parse_sentinel(st, u, err);
+	else if (strstr(u->scheme, "+cluster"))
+		s = parse_cluster(st, u, err);
 	else
 		s = parse_tcp(st, u, GIVEN(OPT_DB) ? NULL : &val[OPT_DB], err);
 	if (s == LR_OK)
@@ -311,6 +344,12 @@ enum lr_status parse_url(struct lr_store *st,
 	if (s != LR_OK)
 		return s;
 	take_opts(st, req, val, given);
+	if (st->cluster && st->db) {
+		lr_err_set(err, "redis+cluster URL: a cluster has one "
+				"database (0): drop db=%ld",
+			   st->db);
+		return LR_ERROR;
+	}
 	s = take_secrets(st, u, val, err);
 	if (s != LR_OK)
 		return s;

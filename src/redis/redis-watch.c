@@ -174,7 +174,7 @@ enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 			   struct lr_err *err)
 {
 	struct lr_err ignored;
-	struct cmd cmds[5];
+	struct cmd cmds[6];
 	struct watch_cmds w;
 	struct guard_cmds gd = GUARDS_NONE;
 	int g, n, ours;

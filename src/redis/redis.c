@@ -9,6 +9,8 @@
  *   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&...]
  *   redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER
  *   rediss+sentinel://...              sentinels and data nodes over TLS
+ *   redis+cluster://[user[:password]@]host[:port][,host[:port]...]
+ *   rediss+cluster://...               a Redis Cluster, from its seeds
  * Options: prefix=STR (default "leaserun:"), db=N, timeout=DURATION (cap
  * on every connect and command; default TTL/3 within [100ms, 2s]),
  * evict=warn|refuse|ignore (the maxmemory-policy guard),
@@ -83,6 +85,21 @@
  * its wait lasts; renew fails and the core retries it as for any store.
  * The watch connection is dropped whenever the command connection lands
  * on another node: a CLIENT ID means nothing on another server.
+ *
+ * Cluster (redis-cluster.c): the first seed is the data node until a
+ * MOVED names another: round_trip() then sends the same round trip there
+ * (so a node that serves the slot costs no extra round trip), and an ASK
+ * has it sent once to the node named, each command behind ASKING, on a
+ * connection of no node (node_gen), which WAIT after a script still
+ * uses and the next round trip drops.  Every key is under the one hash
+ * tag {NAME}: one slot, one master for the scripts, the watch and the
+ * waiters' channels (plain SUBSCRIBE on that master: the scripts' PUBSUB
+ * NUMSUB counts that node's subscribers).  CLUSTER SLOTS travels with the
+ * warning guards (a held lease's or a waiter's round trips), once a run
+ * and after each MOVED; a node that fails sends the next connect to our
+ * slot's master by that map, else to the next node known, with
+ * st->retry set as under Sentinel.  A redis:// URL that meets MOVED or
+ * ASK fails, saying to use redis+cluster://.
  *
  * The watch: while the lease is ours the server must tell us at once of
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
@@ -277,9 +294,6 @@ static enum lr_status guard(const struct lr_store *st, enum guard_mode mode,
 	return LR_OK;
 }
 
-#define ASK_EVICT 1
-#define ASK_PERSIST 2
-
 /* Appends to cmds[0..n) the INFO that the guards set to mode still want
  * (once a run), noting where in g; returns the new count.  A refusing
  * guard is asked with the first try, for the command must not start on
@@ -292,6 +306,7 @@ int guards_add(const struct lr_store *st, enum guard_mode mode,
 {
 	static const char *mem[2] = { "INFO", "memory" };
 	static const char *per[2] = { "INFO", "persistence" };
+	static const char *slots[2] = { "CLUSTER", "SLOTS" };
 
 	if (st->evict == mode && !(st->asked & ASK_EVICT)) {
 		g->mem = n;
@@ -300,6 +315,12 @@ int guards_add(const struct lr_store *st, enum guard_mode mode,
 	if (st->persist == mode && !(st->asked & ASK_PERSIST)) {
 		g->per = n;
 		cmds[n++] = (struct cmd){ 2, per, NULL };
+	}
+	/* A cluster's nodes, for a failover: with what warns, whose round
+	 * trips are a held lease's or a waiter's. */
+	if (st->cluster && mode == GUARD_WARN && !(st->asked & ASK_MAP)) {
+		g->map = n;
+		cmds[n++] = (struct cmd){ 2, slots, NULL };
 	}
 	return n;
 }
@@ -315,6 +336,10 @@ enum lr_status guards_check(struct lr_store *st,
 		st->asked |= ASK_EVICT;
 		s = guard(st, st->evict, "evict", cmds[g->mem].r, "memory",
 			  "maxmemory_policy", evicts, err);
+	}
+	if (g->map >= 0) {
+		st->asked |= ASK_MAP;
+		cluster_map_read(st, cmds[g->map].r);
 	}
 	if (s == LR_OK && g->per >= 0) {
 		st->asked |= ASK_PERSIST;
@@ -365,6 +390,8 @@ static void r_close(struct lr_store *st)
 	free(st->user);
 	lr_wipe_free(st->pass);
 	lr_url_hosts_free(st->sentinels, st->nsentinels);
+	lr_url_hosts_free(st->nodes, st->nnodes);
+	free(st->ask_host);
 	free(st->sentinel_user);
 	lr_wipe_free(st->sentinel_pass);
 	free(st->key);
@@ -621,7 +648,7 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
 	const char *kv[3] = { st->key, st->req->token, ttl };
-	struct cmd cmds[4];
+	struct cmd cmds[5];
 	struct guard_cmds gd = GUARDS_NONE;
 	struct lr_err ignored;
 	const redisReply *r;
