@@ -1547,7 +1547,6 @@ static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 	if (!info->limit)
 		info->limit = 1;
 	s = plain_holder(st, shared ? 0 : id, deadline, info, err);
-	lr_info_sort(info);
 	return s;
 }
 
