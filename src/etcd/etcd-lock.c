@@ -221,9 +221,8 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 
 	if (!end)
 		return -1;
-	snprintf(value, sizeof(value), "%s %ld %" PRId64,
-		 st->req->host ? st->req->host : "?", st->req->pid,
-		 st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
+			 sizeof(value));
 	crev_is(&cmp, st->mykey, 0);
 	put_op(&op_put, &put, st->mykey, value, st->lease);
 	rr.key = bytes(st->dir);
@@ -430,9 +429,8 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	snprintf(value, sizeof(value), "%s %ld %" PRId64,
-		 st->req->host ? st->req->host : "?", st->req->pid,
-		 st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
+			 sizeof(value));
 	crev_is(&c1, key, 0);
 	crev_is(&c2, st->mykey, st->my_crev);
 	put_op(&op_put, &put, key, value, st->lease);
@@ -1039,10 +1037,8 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 	for (i = 0; s == LR_OK && i < n; i++) {
 		const LrEtcd__KeyValue *kv = kvs[i];
 		struct lr_holder *h = lr_info_add(info);
-		char *v = bytes_dup(kv->value), host[256];
+		char *v = bytes_dup(kv->value);
 		unsigned lim, slot;
-		long pid;
-		long long since;
 
 		if (!h || !v) {
 			free(v);
@@ -1053,11 +1049,7 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 		h->fence = (uint64_t)kv->create_revision;
 		h->shared = key_kind(st->dir, kv->key, &lim, &slot) == K_SHARED;
 		h->slot = slot;
-		if (sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
-			snprintf(h->host, sizeof(h->host), "%s", host);
-			h->pid = pid;
-			h->since_ms = since;
-		}
+		lr_holder_parse(v, h);
 		free(v);
 		if (kv->lease)
 			s = lease_left(st, kv->lease, deadline,

@@ -612,9 +612,8 @@ static enum lr_status send_create(struct lr_store *st, struct lr_zk_op **ops,
 		free(path);
 		return oom(err);
 	}
-	snprintf(data, sizeof(data), "%s %ld %lld",
-		 st->req->host && *st->req->host ? st->req->host : "-",
-		 st->req->pid, (long long)st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, data,
+			 sizeof(data));
 	rc = lr_zk_send_create(zs, ops[0], path, data, lr_zk_acl(zs, 0, buf),
 			       ZOO_EPHEMERAL_SEQUENTIAL);
 	free(path);
@@ -992,9 +991,8 @@ static int claim_slot(struct lr_store *st, const struct place *pl,
 	if (k == st->req->limit)
 		return watch_slots(st, pl, deadline, err);
 	snprintf(num, sizeof(num), "%u", k);
-	snprintf(data, sizeof(data), "%s %ld %lld",
-		 st->req->host && *st->req->host ? st->req->host : "-",
-		 st->req->pid, (long long)st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, data,
+			 sizeof(data));
 	path = join3(st->slotpfx, num, "");
 	op = lr_zk_op_new();
 	if (!path || !op) {
@@ -1479,21 +1477,6 @@ static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 	return LR_OK;
 }
 
-/* The holder's node data, "host pid since", into info. */
-static void read_holder(const char *data, struct lr_holder *info)
-{
-	char host[256];
-	long pid;
-	long long since;
-
-	if (!data || sscanf(data, "%255s %ld %lld", host, &pid, &since) != 3)
-		return;
-	if (strcmp(host, "-") != 0)
-		snprintf(info->host, sizeof(info->host), "%s", host);
-	info->pid = pid;
-	info->since_ms = since;
-}
-
 /* One request of --status or --break on path, sent by send and answered
  * by deadline: LR_OK with *opp the answered op (the caller frees it),
  * else *opp is NULL and err says why. */
@@ -1552,7 +1535,7 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		h->fence = (uint64_t)op->stat.czxid;
 		h->shared = kd == K_SHARED;
 		h->slot = kd == K_SLOT ? slot : 0;
-		read_holder(op->value, h);
+		lr_holder_parse(op->value, h);
 	} else if (rc != ZNONODE && !lr_zk_retryable(rc)) {
 		lr_err_set(err, "ZooKeeper at %s: get %s: %s", st->zs->where,
 			   path, lr_zk_strerror(rc));
