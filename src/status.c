@@ -16,15 +16,6 @@
 #include "status.h"
 #include "util.h"
 
-static void iso_time(char *buf, size_t len, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* The last recorded run (--once-per), for --status.  A store that cannot
  * read it is a warning: who holds the lease is still worth showing. */
 static void last_run(const struct lr_status_req *q, struct lr_run *run)
@@ -53,7 +44,7 @@ static void json_time(struct lr_json *j, const char *key, int64_t ms)
 		lr_json_null(j, key);
 		return;
 	}
-	iso_time(when, sizeof(when), ms);
+	lr_iso_time(when, sizeof(when), ms);
 	lr_json_str(j, key, when);
 }
 
@@ -113,7 +104,7 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 		return;
 	printf("%-8s started", "run:");
 	if (run->start_ms) {
-		iso_time(when, sizeof(when), run->start_ms);
+		lr_iso_time(when, sizeof(when), run->start_ms);
 		printf(" %s", when);
 	}
 	if (run->ago_ms >= 0) {
@@ -128,7 +119,7 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 		printf(", fence %" PRIu64, run->fence);
 	putchar('\n');
 	if (run->end_ms) {
-		iso_time(when, sizeof(when), run->end_ms);
+		lr_iso_time(when, sizeof(when), run->end_ms);
 		printf("%-8s %s", "ended:", when);
 		if (run->status >= 0)
 			printf(", status %d", run->status);
@@ -214,6 +205,8 @@ static int status_json(const struct lr_status_req *q,
 	holder_json(&j, h0);
 	json_num(&j, "fence", (long long)fence, fence);
 	json_num(&j, "limit", info->limit, info->limit);
+	json_num(&j, "waiters", info->waiters, info->waiters >= 0);
+	lr_json_str(&j, "next", info->next[0] ? info->next : NULL);
 	lr_json_raw(&j, "holders", list);
 	lr_json_raw(&j, "last_run", runbuf);
 	lr_json_close(&j);
@@ -223,16 +216,11 @@ static int status_json(const struct lr_status_req *q,
 	return 0;
 }
 
-/* "web1 pid 12", "web1", "pid 12" or "" into buf. */
+/* "web1 pid 12", "web1", "pid 12" or "unknown" into buf. */
 static void holder_who(const struct lr_holder *h, char *buf, size_t len)
 {
-	if (h->host[0] && h->pid)
-		snprintf(buf, len, "%s pid %ld", h->host, h->pid);
-	else if (h->host[0])
-		snprintf(buf, len, "%s", h->host);
-	else if (h->pid)
-		snprintf(buf, len, "pid %ld", h->pid);
-	else
+	lr_holder_who(h, buf, len);
+	if (!buf[0])
 		snprintf(buf, len, "unknown");
 }
 
@@ -246,7 +234,7 @@ static void status_one(const struct lr_holder *h)
 	if (h->host[0] || h->pid)
 		printf("%-8s %s\n", "holder:", who);
 	if (h->since_ms) {
-		iso_time(when, sizeof(when), h->since_ms);
+		lr_iso_time(when, sizeof(when), h->since_ms);
 		printf("%-8s %s (%llds ago)\n", "since:", when,
 		       (long long)((lr_wall_ms() - h->since_ms) / 1000));
 	}
@@ -275,7 +263,7 @@ static void status_many(const struct lr_info *info)
 		holder_who(h, who, sizeof(who));
 		printf("%-8s %s", label, who);
 		if (h->since_ms) {
-			iso_time(when, sizeof(when), h->since_ms);
+			lr_iso_time(when, sizeof(when), h->since_ms);
 			printf(", since %s (%llds ago)", when,
 			       (long long)((lr_wall_ms() - h->since_ms) /
 					   1000));
@@ -286,6 +274,17 @@ static void status_many(const struct lr_info *info)
 			printf(", fence %" PRIu64, h->fence);
 		putchar('\n');
 	}
+}
+
+/* "waiters: 2 (first: web3 pid 9)", when the store can tell. */
+static void waiters_text(const struct lr_info *info)
+{
+	if (info->waiters < 0)
+		return;
+	printf("%-8s %ld", "waiters:", info->waiters);
+	if (info->waiters > 0 && info->next[0])
+		printf(" (first: %s)", info->next);
+	putchar('\n');
 }
 
 int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
@@ -305,6 +304,7 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 		return -1;
 	}
 	lr_info_sort(&info);
+	lr_printable(info.next);
 	for (i = 0; i < info.n; i++) {
 		lr_printable(info.h[i].host);
 		shared += info.h[i].shared != 0;
@@ -337,6 +337,7 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 		if (!info.n && info.fence)
 			printf("%-8s %" PRIu64 " (last granted)\n", "fence:",
 			       info.fence);
+		waiters_text(&info);
 		run_text(&info, &run);
 	}
 	shared = info.n; /* held or not, once the list is gone */
