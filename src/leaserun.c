@@ -601,7 +601,10 @@ static void list_operands(struct opts *o, int argc, char **argv)
 {
 	o->name = "";
 	o->pattern = "*";
-	if (optind < argc && strcmp(argv[optind], "--") != 0)
+	/* getopt took "--" for the end of the options. */
+	if (optind > 1 && strcmp(argv[optind - 1], "--") == 0)
+		usage_error("--list takes one pattern and no command ('--')");
+	if (optind < argc)
 		o->pattern = argv[optind++];
 	if (optind < argc)
 		usage_error("--list takes one pattern and no command ('%s')",

@@ -1,0 +1,59 @@
+#!/usr/bin/env bats
+# The scenarios of list.bash (--list, and the waiters --status counts) on
+# every network store built, against its real server; each server is
+# started once for the file.  A store this leaserun was built without is
+# skipped, saying so.
+
+load 'helpers'
+load 'sem'
+load 'list'
+load 'redis-server'
+load 'pg-server'
+
+setup_file() {
+	if built redis; then
+		redis_server_start
+	fi
+	if built pg; then
+		pg_server_start
+	fi
+}
+
+teardown_file() {
+	if built redis && [ -n "${REDIS_DIR:-}" ]; then
+		redis_server_stop
+	fi
+	if built pg && [ -n "${PG_DIR:-}" ]; then
+		pg_server_stop
+	fi
+}
+
+# A loopback port that nothing listens on.
+closed_port() { "$LR_BUILDDIR/tests/freeport"; }
+
+@test "redis: nothing held: the header only, or [] (exit 0)" { use redis; list_nothing_held; }
+@test "redis: an exclusive holder: name, host, pid, since, TTL left, fence, no waiters" { use redis; list_exclusive; }
+@test "redis: two shared holders and 2 of 3 slots: a line per holder" { use redis; list_shared_and_slots; }
+@test "redis: PATTERN is a glob over names, all by default" { use redis; list_pattern; }
+@test "redis: a waiting run counts in WAITERS and in --status" { use redis; list_waiters; }
+@test "redis: a server that does not answer: 125, one line" { use redis; list_unreachable "redis://127.0.0.1:$(closed_port)"; }
+
+@test "redis: 1000 leases list in pages (SCAN), each once" {
+	use redis
+	local i
+	for i in $(seq 1000); do
+		echo "SET leaserun:{$N-$i} \"tok $i 1 1 h\" PX 60000"
+		echo "SET leaserun:fence:{$N-$i} $i"
+	done | rcli >/dev/null
+	run -0 rows "$N-*"
+	assert_equal "${#lines[@]}" 1000
+	assert_equal "$(rows "$N-*" | awk '{ print $1 }' | sort -u | wc -l)" 1000
+	assert_equal "$(rows "$N-77" | awk '{ print $4, $8 }')" "1 77"
+}
+
+@test "pg: nothing held: the header only, or [] (exit 0)" { use pg; list_nothing_held; }
+@test "pg: an exclusive holder: name, host, pid, since, no TTL, fence, no waiters" { use pg; list_exclusive; }
+@test "pg: two shared holders and 2 of 3 slots: a line per holder" { use pg; list_shared_and_slots; }
+@test "pg: PATTERN is a glob over names, all by default" { use pg; list_pattern; }
+@test "pg: a waiting run counts in WAITERS and in --status" { use pg; list_waiters; }
+@test "pg: a server that does not answer: 125, one line" { use pg; list_unreachable "postgresql://u@127.0.0.1:$(closed_port)/db?connect_timeout=2"; }
