@@ -131,7 +131,7 @@ static void line_json(struct listing *l, const char *name,
 	json_num(&j, "waiters", info->waiters, info->waiters >= 0);
 	lr_json_str(&j, "next", info->next[0] ? next : NULL);
 	lr_json_close(&j);
-	printf("%s%s", l->lines ? ",\n" : "\n", buf);
+	printf("%s%s", l->lines ? ",\n" : "[\n", buf);
 }
 
 /* list()'s callback: the lines of one lease, if it is held and its name
@@ -146,6 +146,8 @@ static int one_lease(void *arg, const char *name, const struct lr_info *info)
 		return 0;
 	snprintf(printable, sizeof(printable), "%s", name);
 	lr_printable(printable);
+	if (!l->lines && !l->q->json)
+		header();
 	for (i = 0; i < info->n; i++) {
 		struct lr_holder h = info->h[i];
 
@@ -170,14 +172,14 @@ int lr_list_show(const struct lr_list_req *q, char *why, size_t len)
 			 q->ops->name);
 		return -1;
 	}
-	if (q->json)
-		putchar('[');
-	else
-		header();
 	rc = q->ops->list(q->st, q->pattern, one_lease, &l, q->deadline,
 			  &err);
-	if (q->json)
-		printf("%s]\n", l.lines ? "\n" : "");
+	/* The header (or "[") came with the first line; with none, it
+	 * comes only if the store could be read. */
+	if (q->json && (l.lines || rc == LR_OK))
+		printf("%s]\n", l.lines ? "\n" : "[");
+	else if (!l.lines && rc == LR_OK)
+		header();
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		snprintf(why, len, "cannot write the listing");
 		return -1;

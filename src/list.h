@@ -25,7 +25,8 @@ struct lr_list_req {
 /* Prints every holder of every lease whose name matches, as the store
  * hands them over (a page at a time).  Returns 0 once the store could
  * be read to the end (nothing held too), -1 if not (why filled; what
- * was printed stays, and a JSON array is closed). */
+ * was printed stays, and a JSON array begun is closed; with nothing
+ * printed, not even the header). */
 int lr_list_show(const struct lr_list_req *q, char *why, size_t len);
 
 #endif

@@ -9,6 +9,9 @@ load 'sem'
 load 'list'
 load 'redis-server'
 load 'pg-server'
+load 'etcd-server'
+load 'zk-server'
+load 'mysql-server'
 
 setup_file() {
 	if built redis; then
@@ -16,6 +19,20 @@ setup_file() {
 	fi
 	if built pg; then
 		pg_server_start
+	fi
+	if built etcd; then
+		LRE_DIR=$(etcd_tmpdir)
+		export LRE_DIR
+		etcd_single "$LRE_DIR"
+		export LRE_EP
+	fi
+	if built zk; then
+		ZK_DIR=$(mktemp -d)
+		export ZK_DIR
+		zk_standalone "$ZK_DIR"
+	fi
+	if built mysql; then
+		mysql_server_start
 	fi
 }
 
@@ -25,6 +42,17 @@ teardown_file() {
 	fi
 	if built pg && [ -n "${PG_DIR:-}" ]; then
 		pg_server_stop
+	fi
+	if built etcd && [ -n "${LRE_DIR:-}" ]; then
+		etcd_stop_all "$LRE_DIR"
+		rm -rf "$LRE_DIR"
+	fi
+	if built zk && [ -n "${ZK_DIR:-}" ]; then
+		zk_stop_all "$ZK_DIR"
+		rm -rf "$ZK_DIR"
+	fi
+	if built mysql && [ -n "${MY_DIR:-}" ]; then
+		mysql_server_stop
 	fi
 }
 
@@ -57,3 +85,23 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "pg: PATTERN is a glob over names, all by default" { use pg; list_pattern; }
 @test "pg: a waiting run counts in WAITERS and in --status" { use pg; list_waiters; }
 @test "pg: a server that does not answer: 125, one line" { use pg; list_unreachable "postgresql://u@127.0.0.1:$(closed_port)/db?connect_timeout=2"; }
+
+@test "etcd: nothing held: the header only, or [] (exit 0)" { use etcd; list_nothing_held; }
+@test "etcd: an exclusive holder: name, host, pid, since, TTL left, fence, no waiters" { use etcd; list_exclusive; }
+@test "etcd: two shared holders and 2 of 3 slots: a line per holder" { use etcd; list_shared_and_slots; }
+@test "etcd: PATTERN is a glob over names, all by default" { use etcd; list_pattern; }
+@test "etcd: a waiting run counts in WAITERS and in --status" { use etcd; list_waiters; }
+@test "etcd: a server that does not answer: 125, one line" { use etcd; list_unreachable "etcd://127.0.0.1:$(closed_port)"; }
+
+@test "zk: nothing held: the header only, or [] (exit 0)" { use zk; list_nothing_held; }
+@test "zk: an exclusive holder: name, host, pid, since, session timeout left, fence, no waiters" { use zk; list_exclusive; }
+@test "zk: two shared holders and 2 of 3 slots: a line per holder" { use zk; list_shared_and_slots; }
+@test "zk: PATTERN is a glob over names, all by default" { use zk; list_pattern; }
+@test "zk: a waiting run counts in WAITERS and in --status" { use zk; list_waiters; }
+@test "zk: a server that does not answer: 125, one line" { use zk; list_unreachable "zk://127.0.0.1:$(closed_port)"; }
+
+@test "mysql: nothing held: the header only, or [] (exit 0)" { use mysql; list_nothing_held; }
+@test "mysql: an exclusive holder: name, host, pid, since, no TTL, fence, no waiters" { use mysql; list_exclusive; }
+@test "mysql: PATTERN is a glob over names, all by default" { use mysql; list_pattern; }
+@test "mysql: a waiting run counts in WAITERS and in --status" { use mysql; list_waiters; }
+@test "mysql: a server that does not answer: 125, one line" { use mysql; list_unreachable "mysql://u@127.0.0.1:$(closed_port)/db"; }

@@ -1025,6 +1025,34 @@ static enum lr_status lease_left(struct lr_store *st, int64_t id,
 	return s;
 }
 
+/* The keys of the listing rr that do not hold (the n of kvs do) wait:
+ * their count, and the first of them by create revision, into info. */
+static void waiters(const ProtobufCMessage *reply,
+		    const LrEtcd__KeyValue *const *kvs, size_t n,
+		    struct lr_info *info)
+{
+	const LrEtcd__RangeResponse *rr = (const LrEtcd__RangeResponse *)reply;
+	const LrEtcd__KeyValue *first = NULL;
+	struct lr_holder w;
+	size_t i, j;
+	char *v;
+
+	info->waiters = (long)(rr->n_kvs - n);
+	for (i = 0; i < rr->n_kvs; i++) {
+		for (j = 0; j < n && kvs[j] != rr->kvs[i]; j++)
+			;
+		if (j == n && (!first || rr->kvs[i]->create_revision <
+						 first->create_revision))
+			first = rr->kvs[i];
+	}
+	if (!first || !(v = bytes_dup(first->value)))
+		return;
+	memset(&w, 0, sizeof(w));
+	if (lr_holder_parse(v, &w) == 0)
+		lr_holder_who(&w, info->next, sizeof(info->next));
+	free(v);
+}
+
 enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 			  struct lr_info *info, struct lr_err *err)
 {
@@ -1034,6 +1062,8 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 	size_t i, n;
 
 	s = list_holders(st, deadline, &r, &kvs, &n, &info->limit, err);
+	if (s == LR_OK)
+		waiters(r.reply, kvs, n, info);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		const LrEtcd__KeyValue *kv = kvs[i];
 		struct lr_holder *h = lr_info_add(info);
