@@ -94,7 +94,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "etcd: a server that does not answer: 125, one line" { use etcd; list_unreachable "etcd://127.0.0.1:$(closed_port)"; }
 
 @test "zk: nothing held: the header only, or [] (exit 0)" { use zk; list_nothing_held; }
-@test "zk: an exclusive holder: name, host, pid, since, session timeout left, fence, no waiters" { use zk; list_exclusive; }
+@test "zk: an exclusive holder: name, host, pid, since, no TTL (a session), fence, no waiters" { use zk; list_exclusive; }
 @test "zk: two shared holders and 2 of 3 slots: a line per holder" { use zk; list_shared_and_slots; }
 @test "zk: PATTERN is a glob over names, all by default" { use zk; list_pattern; }
 @test "zk: a waiting run counts in WAITERS and in --status" { use zk; list_waiters; }

@@ -8,7 +8,7 @@
 # column; WAITS, whether it counts waiters.
 list_store() {
 	case ${LEASERUN_URL%%:*} in
-	file | postgres* | mysql | mariadb) TTL_RE='-' ;;
+	file | postgres* | mysql | mariadb | zk) TTL_RE='-' ;;
 	*) TTL_RE='[0-9][0-9.]*(ms|s)' ;;
 	esac
 }

@@ -74,6 +74,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1430,10 +1431,13 @@ static enum lr_status z_release(struct lr_store *st, int64_t deadline,
  * slot nodes; else, in sequence order, the first node if it is a lock-
  * one, or the read- ones before the first lock- one.  *names (n of them,
  * pointing into *kids, which the caller frees with the array) and the
- * name's *limit (0: nothing there). */
+ * name's *limit (0: nothing there).  w (unless NULL) gets the waiters:
+ * every other sequential node; *first the first of them in sequence
+ * order (NULL: none), pointing into *kids. */
 static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 				   struct lr_zk_op **kids, const char ***names,
-				   int *n, unsigned *limit, struct lr_err *err)
+				   int *n, unsigned *limit, struct lr_info *w,
+				   const char **first, struct lr_err *err)
 {
 	unsigned lim, slot;
 	enum lr_status s;
@@ -1472,6 +1476,12 @@ static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 		if (kd == K_EXCL)
 			open = 0; /* no shared run behind it holds */
 	}
+	/* The holders of a plain or shared lease are the first m. */
+	i = *limit > 1 ? 0 : m;
+	if (w)
+		w->waiters = nk - i;
+	if (first)
+		*first = i < nk ? k[i].name : NULL;
 	free(k);
 	*n = m;
 	return LR_OK;
@@ -1547,6 +1557,28 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 	return rc == ZNONODE || lr_zk_retryable(rc) ? AGAIN : LR_ERROR;
 }
 
+/* The first waiter's node name (its data "host pid since") as info's
+ * next; a node gone meanwhile is left out. */
+static enum lr_status first_waiter(struct lr_store *st, const char *name,
+				   int64_t deadline, struct lr_info *info,
+				   struct lr_err *err)
+{
+	char *path = join3(st->dir, "/", name);
+	struct lr_holder w;
+	struct lr_zk_op *op;
+	enum lr_status s;
+
+	if (!path)
+		return oom(err);
+	s = ask(st, lr_zk_send_get, path, deadline, "status", &op, err);
+	free(path);
+	memset(&w, 0, sizeof(w));
+	if (s == LR_OK && op->rc == ZOK && lr_holder_parse(op->value, &w) == 0)
+		lr_holder_who(&w, info->next, sizeof(info->next));
+	lr_zk_op_free(op);
+	return s;
+}
+
 /* (A holder gone between the listing and its read has released: it is
  * left out.) */
 static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
@@ -1557,13 +1589,63 @@ static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
 	enum lr_status s;
 	int i, n, r = LR_OK;
 
-	s = list_holders(st, deadline, &kids, &names, &n, &info->limit, err);
+	const char *first = NULL;
+
+	s = list_holders(st, deadline, &kids, &names, &n, &info->limit, info,
+			 &first, err);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		r = read_node(st, names[i], deadline, info, err);
 		if (r != AGAIN && r != LR_OK)
 			s = (enum lr_status)r;
 	}
+	if (s == LR_OK && first)
+		s = first_waiter(st, first, deadline, info, err);
 	free(names);
+	lr_zk_op_free(kids);
+	return s;
+}
+
+/* --list: the children of the root directory are the leases' own; each
+ * is read as --status reads it (z_inspect()), one at a time.  ZooKeeper
+ * lists children in one reply, which its own limit (jute.maxbuffer)
+ * bounds; the holders are never all in memory at once. */
+static enum lr_status z_list(struct lr_store *st, const char *pattern,
+			     lr_list_fn fn, void *arg, int64_t deadline,
+			     struct lr_err *err)
+{
+	const struct lr_store_req *own = st->req;
+	struct lr_store_req req = *own;
+	char *root = st->dir, *dir;
+	struct lr_zk_op *kids = NULL;
+	struct lr_info info;
+	enum lr_status s;
+	int i, stop = 0;
+
+	root[strlen(root) - 1] = '\0'; /* opened with the name "": ROOT/ */
+	s = lr_zk_list(st->zs, root, deadline, &kids, err);
+	if (s == LR_LOST)
+		s = LR_ERROR;
+	st->req = &req;
+	for (i = 0; s == LR_OK && kids->rc == ZOK && i < kids->nnames && !stop;
+	     i++) {
+		if (fnmatch(pattern, kids->names[i], 0) != 0)
+			continue;
+		if (!(st->dir = dir = join3(root, "/", kids->names[i]))) {
+			s = oom(err);
+			break;
+		}
+		req.name = kids->names[i];
+		lr_info_init(&info);
+		s = z_inspect(st, deadline, &info, err);
+		lr_info_sort(&info);
+		if (s == LR_OK)
+			stop = fn(arg, kids->names[i], &info) != 0;
+		lr_info_free(&info);
+		free(dir);
+	}
+	st->req = own;
+	st->dir = root;
+	strcat(root, "/");
 	lr_zk_op_free(kids);
 	return s;
 }
@@ -1601,7 +1683,8 @@ static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 	unsigned limit, lim, k;
 	int i, n;
 
-	s = list_holders(st, deadline, &kids, &names, &n, &limit, err);
+	s = list_holders(st, deadline, &kids, &names, &n, &limit, NULL, NULL,
+			 err);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		char *path;
 
@@ -1904,6 +1987,7 @@ const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
     .caps = LR_CAP_BREAK | LR_CAP_LIMIT | LR_CAP_SHARED,
+    .list = z_list,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,
