@@ -101,7 +101,6 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "zk: a server that does not answer: 125, one line" { use zk; list_unreachable "zk://127.0.0.1:$(closed_port)"; }
 
 @test "mysql: nothing held: the header only, or [] (exit 0)" { use mysql; list_nothing_held; }
-@test "mysql: an exclusive holder: name, host, pid, since, no TTL, fence, no waiters" { use mysql; list_exclusive; }
+@test "mysql: an exclusive holder: name, host, pid, since, no TTL, fence, waiters unknown" { use mysql; list_exclusive; }
 @test "mysql: PATTERN is a glob over names, all by default" { use mysql; list_pattern; }
-@test "mysql: a waiting run counts in WAITERS and in --status" { use mysql; list_waiters; }
 @test "mysql: a server that does not answer: 125, one line" { use mysql; list_unreachable "mysql://u@127.0.0.1:$(closed_port)/db"; }
