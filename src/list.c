@@ -93,16 +93,6 @@ static void line_text(struct listing *l, const char *name,
 	       host, pid, since, age, ttl, fence, waiters);
 }
 
-/* A number, or null when unknown. */
-static void json_num(struct lr_json *j, const char *key, long long v,
-		     int known)
-{
-	if (known)
-		lr_json_int(j, key, v);
-	else
-		lr_json_null(j, key);
-}
-
 static void line_json(struct listing *l, const char *name,
 		      const struct lr_info *info, const struct lr_holder *h)
 {
@@ -117,18 +107,18 @@ static void line_json(struct listing *l, const char *name,
 	lr_json_str(&j, "mode", h->shared ? "shared"
 			: info->limit > 1 || h->slot ? "slot"
 						      : "exclusive");
-	json_num(&j, "slot", h->slot, !h->shared);
-	json_num(&j, "limit", info->limit, info->limit != 0);
+	lr_json_num(&j, "slot", h->slot, !h->shared);
+	lr_json_num(&j, "limit", info->limit, info->limit != 0);
 	lr_json_str(&j, "host", h->host[0] ? h->host : NULL);
-	json_num(&j, "pid", h->pid, h->pid != 0);
+	lr_json_num(&j, "pid", h->pid, h->pid != 0);
 	if (h->since_ms)
 		lr_iso_time(since, sizeof(since), h->since_ms);
 	lr_json_str(&j, "since", h->since_ms ? since : NULL);
-	json_num(&j, "since_ms", h->since_ms, h->since_ms != 0);
-	json_num(&j, "age_ms", l->now - h->since_ms, h->since_ms != 0);
-	json_num(&j, "ttl_left_ms", h->ttl_left_ms, h->ttl_left_ms >= 0);
-	json_num(&j, "fence", (long long)h->fence, h->fence != 0);
-	json_num(&j, "waiters", info->waiters, info->waiters >= 0);
+	lr_json_num(&j, "since_ms", h->since_ms, h->since_ms != 0);
+	lr_json_num(&j, "age_ms", l->now - h->since_ms, h->since_ms != 0);
+	lr_json_num(&j, "ttl_left_ms", h->ttl_left_ms, h->ttl_left_ms >= 0);
+	lr_json_num(&j, "fence", (long long)h->fence, h->fence != 0);
+	lr_json_num(&j, "waiters", info->waiters, info->waiters >= 0);
 	lr_json_str(&j, "next", info->next[0] ? next : NULL);
 	lr_json_close(&j);
 	printf("%s%s", l->lines ? ",\n" : "[\n", buf);

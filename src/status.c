@@ -48,16 +48,6 @@ static void json_time(struct lr_json *j, const char *key, int64_t ms)
 	lr_json_str(j, key, when);
 }
 
-/* A number, or null when not known. */
-static void json_num(struct lr_json *j, const char *key, long long v,
-		     int known)
-{
-	if (known)
-		lr_json_int(j, key, v);
-	else
-		lr_json_null(j, key);
-}
-
 /* The last run as a JSON object (or null) into buf (len bytes: room for
  * 6 * the host's length + 512). */
 static void run_json(char *buf, size_t len, const struct lr_run *run)
@@ -70,16 +60,16 @@ static void run_json(char *buf, size_t len, const struct lr_run *run)
 	}
 	lr_json_open(&j, buf, len);
 	lr_json_str(&j, "host", run->host[0] ? run->host : NULL);
-	json_num(&j, "pid", run->pid, run->pid);
-	json_num(&j, "fence", (long long)run->fence, run->fence);
+	lr_json_num(&j, "pid", run->pid, run->pid);
+	lr_json_num(&j, "fence", (long long)run->fence, run->fence);
 	json_time(&j, "started", run->start_ms);
-	json_num(&j, "started_ms", run->start_ms, run->start_ms);
-	json_num(&j, "ago_ms", run->ago_ms, run->ago_ms >= 0);
+	lr_json_num(&j, "started_ms", run->start_ms, run->start_ms);
+	lr_json_num(&j, "ago_ms", run->ago_ms, run->ago_ms >= 0);
 	json_time(&j, "ended", run->end_ms);
-	json_num(&j, "ended_ms", run->end_ms, run->end_ms);
-	json_num(&j, "status", run->status, run->end_ms && run->status >= 0);
-	json_num(&j, "period_ms", run->period_ms, run->period_ms);
-	json_num(&j, "next_in_ms", run->next_ms, run->next_ms >= 0);
+	lr_json_num(&j, "ended_ms", run->end_ms, run->end_ms);
+	lr_json_num(&j, "status", run->status, run->end_ms && run->status >= 0);
+	lr_json_num(&j, "period_ms", run->period_ms, run->period_ms);
+	lr_json_num(&j, "next_in_ms", run->next_ms, run->next_ms >= 0);
 	lr_json_close(&j);
 }
 
@@ -146,10 +136,10 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 static void holder_json(struct lr_json *j, const struct lr_holder *h)
 {
 	lr_json_str(j, "host", h && h->host[0] ? h->host : NULL);
-	json_num(j, "pid", h ? h->pid : 0, h && h->pid);
+	lr_json_num(j, "pid", h ? h->pid : 0, h && h->pid);
 	json_time(j, "since", h ? h->since_ms : 0);
-	json_num(j, "since_ms", h ? h->since_ms : 0, h && h->since_ms);
-	json_num(j, "ttl_left_ms", h ? h->ttl_left_ms : 0,
+	lr_json_num(j, "since_ms", h ? h->since_ms : 0, h && h->since_ms);
+	lr_json_num(j, "ttl_left_ms", h ? h->ttl_left_ms : 0,
 		 h && h->ttl_left_ms >= 0);
 }
 
@@ -190,7 +180,7 @@ static int status_json(const struct lr_status_req *q,
 		lr_json_uint(&j, "slot", h->slot);
 		lr_json_bool(&j, "shared", h->shared);
 		holder_json(&j, h);
-		json_num(&j, "fence", (long long)h->fence, h->fence);
+		lr_json_num(&j, "fence", (long long)h->fence, h->fence);
 		at += lr_json_close(&j);
 	}
 	list[at++] = ']';
@@ -203,9 +193,9 @@ static int status_json(const struct lr_status_req *q,
 	lr_json_str(&j, "url", q->url);
 	lr_json_bool(&j, "held", h0 != NULL);
 	holder_json(&j, h0);
-	json_num(&j, "fence", (long long)fence, fence);
-	json_num(&j, "limit", info->limit, info->limit);
-	json_num(&j, "waiters", info->waiters, info->waiters >= 0);
+	lr_json_num(&j, "fence", (long long)fence, fence);
+	lr_json_num(&j, "limit", info->limit, info->limit);
+	lr_json_num(&j, "waiters", info->waiters, info->waiters >= 0);
 	lr_json_str(&j, "next", info->next[0] ? info->next : NULL);
 	lr_json_raw(&j, "holders", list);
 	lr_json_raw(&j, "last_run", runbuf);

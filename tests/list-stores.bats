@@ -12,49 +12,10 @@ load 'pg-server'
 load 'etcd-server'
 load 'zk-server'
 load 'mysql-server'
+load 'stores'
 
-setup_file() {
-	if built redis; then
-		redis_server_start
-	fi
-	if built pg; then
-		pg_server_start
-	fi
-	if built etcd; then
-		LRE_DIR=$(etcd_tmpdir)
-		export LRE_DIR
-		etcd_single "$LRE_DIR"
-		export LRE_EP
-	fi
-	if built zk; then
-		ZK_DIR=$(mktemp -d)
-		export ZK_DIR
-		zk_standalone "$ZK_DIR"
-	fi
-	if built mysql; then
-		mysql_server_start
-	fi
-}
-
-teardown_file() {
-	if built redis && [ -n "${REDIS_DIR:-}" ]; then
-		redis_server_stop
-	fi
-	if built pg && [ -n "${PG_DIR:-}" ]; then
-		pg_server_stop
-	fi
-	if built etcd && [ -n "${LRE_DIR:-}" ]; then
-		etcd_stop_all "$LRE_DIR"
-		rm -rf "$LRE_DIR"
-	fi
-	if built zk && [ -n "${ZK_DIR:-}" ]; then
-		zk_stop_all "$ZK_DIR"
-		rm -rf "$ZK_DIR"
-	fi
-	if built mysql && [ -n "${MY_DIR:-}" ]; then
-		mysql_server_stop
-	fi
-}
+setup_file() { STORES='redis pg etcd zk mysql' stores_start; }
+teardown_file() { stores_stop; }
 
 # A loopback port that nothing listens on.
 closed_port() { "$LR_BUILDDIR/tests/freeport"; }
