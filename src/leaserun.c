@@ -120,6 +120,9 @@ struct opts {
 
 struct run {
 	struct opts *o;
+	const struct lr_store_req *req; /* the run's, once the store is open */
+	struct lr_store *obs;  /* -v: a handle of its own for who_holds() */
+	int obs_failed;        /* ... that could not be opened: not again */
 	const struct lr_store_ops *ops;
 	struct lr_url *u;
 	int *keep;
@@ -1267,6 +1270,37 @@ static int admin(struct run *r, struct lr_store *st)
 	return 0;
 }
 
+/* -v, while waiting: who holds the lease, asked of a store handle of
+ * our own (opened at the first question, as --status opens one), so that
+ * the run's handle, which may be in the middle of its wait, is left
+ * alone. */
+static void who_holds(void *ctx, int64_t deadline, char *buf, size_t len)
+{
+	static struct lr_store_req req;
+	struct run *r = ctx;
+	struct lr_err err = { "" };
+	struct lr_info info;
+
+	buf[0] = '\0';
+	if (!r->obs && !r->obs_failed) {
+		req = *r->req;
+		req.token = NULL;
+		if (r->ops->open(&req, deadline, &r->obs, &err) != LR_OK) {
+			r->ops->close(r->obs);
+			r->obs = NULL;
+			r->obs_failed = 1;
+		}
+	}
+	if (!r->obs)
+		return;
+	lr_info_init(&info);
+	if (r->ops->inspect(r->obs, deadline, &info, &err) == LR_OK) {
+		lr_info_sort(&info);
+		lr_holders_who(&info, buf, len);
+	}
+	lr_info_free(&info);
+}
+
 /* The run itself: the loop of supervise.c, fed from the options. */
 static void run(struct run *r, struct lr_store *st, const sigset_t *set,
 		struct lr_sup_result *res)
@@ -1301,9 +1335,13 @@ static void run(struct run *r, struct lr_store *st, const sigset_t *set,
 	cfg.max_time_ms = o->max_time_ms;
 	cfg.splay_ms = o->splay_ms;
 	cfg.spawn = spawn;
+	if (o->verbosity > 0 && r->ops->inspect)
+		cfg.who_holds = who_holds;
 	cfg.ctx = r;
 	lr_supervise(&cfg, res);
 	r->ops->close(st);
+	r->ops->close(r->obs); /* NULL: nothing */
+	r->obs = NULL;
 	close(sigfd);
 }
 
@@ -1428,6 +1466,7 @@ int main(int argc, char **argv)
 	}
 	srandom((unsigned)getpid() ^ (unsigned)t_open);
 	st = open_store(&r, &req, t_open);
+	r.req = &req;
 	sigprocmask(SIG_BLOCK, &fatal, NULL);
 	/* -w counts from our start: the open took its share. */
 	if (o.wait_ms > 0)

@@ -25,6 +25,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "redis: two shared holders and 2 of 3 slots: a line per holder" { use redis; list_shared_and_slots; }
 @test "redis: PATTERN is a glob over names, all by default" { use redis; list_pattern; }
 @test "redis: a waiting run counts in WAITERS and in --status" { use redis; list_waiters; }
+@test "redis: a run waiting with -v says whom it waits behind, and again when the holder changes" { use redis; list_waiting_says; }
 @test "redis: a server that does not answer: 125, one line" { use redis; list_unreachable "redis://127.0.0.1:$(closed_port)"; }
 
 @test "redis: 1000 leases list in pages (SCAN), each once" {
@@ -45,6 +46,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "pg: two shared holders and 2 of 3 slots: a line per holder" { use pg; list_shared_and_slots; }
 @test "pg: PATTERN is a glob over names, all by default" { use pg; list_pattern; }
 @test "pg: a waiting run counts in WAITERS and in --status" { use pg; list_waiters; }
+@test "pg: a run waiting with -v says whom it waits behind, and again when the holder changes" { use pg; list_waiting_says; }
 @test "pg: a server that does not answer: 125, one line" { use pg; list_unreachable "postgresql://u@127.0.0.1:$(closed_port)/db?connect_timeout=2"; }
 
 @test "etcd: nothing held: the header only, or [] (exit 0)" { use etcd; list_nothing_held; }
@@ -52,6 +54,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "etcd: two shared holders and 2 of 3 slots: a line per holder" { use etcd; list_shared_and_slots; }
 @test "etcd: PATTERN is a glob over names, all by default" { use etcd; list_pattern; }
 @test "etcd: a waiting run counts in WAITERS and in --status" { use etcd; list_waiters; }
+@test "etcd: a run waiting with -v says whom it waits behind, and again when the holder changes" { use etcd; list_waiting_says; }
 @test "etcd: a server that does not answer: 125, one line" { use etcd; list_unreachable "etcd://127.0.0.1:$(closed_port)"; }
 
 @test "zk: nothing held: the header only, or [] (exit 0)" { use zk; list_nothing_held; }
@@ -59,6 +62,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "zk: two shared holders and 2 of 3 slots: a line per holder" { use zk; list_shared_and_slots; }
 @test "zk: PATTERN is a glob over names, all by default" { use zk; list_pattern; }
 @test "zk: a waiting run counts in WAITERS and in --status" { use zk; list_waiters; }
+@test "zk: a run waiting with -v says whom it waits behind, and again when the holder changes" { use zk; list_waiting_says; }
 @test "zk: a server that does not answer: 125, one line" { use zk; list_unreachable "zk://127.0.0.1:$(closed_port)"; }
 
 @test "mysql: nothing held: the header only, or [] (exit 0)" { use mysql; list_nothing_held; }

@@ -106,3 +106,21 @@ list_unreachable() {
 	assert_equal "${#stderr_lines[@]}" 1
 	assert_equal "$(grep -c . <<<"$output")" 0
 }
+
+# A run waiting with -v says whom it waits behind when it starts to wait,
+# and again as soon as the holder changes: B, queued before it, takes the
+# lease when A lets it go (a store that serves waiters in order).
+list_waiting_says() {
+	local b
+	holds a "$N-v"
+	"$LEASERUN" -w 60s "$N-v" sleep 30 2>/dev/null &
+	b=$!
+	BG_PIDS="$BG_PIDS $b"
+	wait_until 15 waiting "$N-v" 1
+	"$LEASERUN" -v -w 60s "$N-v" true 2>"$D/w.err" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 15 grep -q "held by $(hostname) pid ${HP[a]}; waiting" "$D/w.err"
+	kill "${HP[a]}"
+	wait_until 15 grep -q "held by $(hostname) pid $b now; still waiting" "$D/w.err"
+	assert_equal "$(grep -c waiting "$D/w.err")" 2
+}

@@ -315,6 +315,19 @@ void lr_holder_who(const struct lr_holder *h, char *buf, size_t len)
 		buf[0] = '\0';
 }
 
+void lr_holders_who(const struct lr_info *info, char *buf, size_t len)
+{
+	size_t n;
+
+	buf[0] = '\0';
+	if (!info->n)
+		return;
+	lr_holder_who(&info->h[0], buf, len);
+	n = strlen(buf);
+	if (n && info->n > 1)
+		snprintf(buf + n, len - n, " and %zu more", info->n - 1);
+}
+
 int lr_host_is_local(const char *host)
 {
 	if (!host || !*host || host[0] == '/' || host[0] == '@')

@@ -311,6 +311,9 @@ int lr_holder_parse(const char *s, struct lr_holder *h);
 /* "host pid N" of h into buf ("" when both are unknown), as --status
  * and --list name a holder or a waiter. */
 void lr_holder_who(const struct lr_holder *h, char *buf, size_t len);
+/* The same of the first holder of info (in slot order), and of several,
+ * how many more: "web1 pid 12 and 2 more"; "" when nobody is known. */
+void lr_holders_who(const struct lr_info *info, char *buf, size_t len);
 /* Sets every field of *run to "unknown". */
 void lr_run_init(struct lr_run *run);
 /* Sets run->ago_ms and next_ms at now, by the store's clock, for period
