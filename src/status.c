@@ -320,6 +320,7 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 			printf("%-8s held\n", "state:");
 		if (info.limit > 1)
 			printf("%-8s %u\n", "limit:", info.limit);
+		waiters_text(&info);
 		if (info.n == 1 && !shared && info.limit <= 1)
 			status_one(&info.h[0]);
 		else
@@ -327,7 +328,6 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 		if (!info.n && info.fence)
 			printf("%-8s %" PRIu64 " (last granted)\n", "fence:",
 			       info.fence);
-		waiters_text(&info);
 		run_text(&info, &run);
 	}
 	shared = info.n; /* held or not, once the list is gone */
