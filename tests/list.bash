@@ -80,6 +80,8 @@ list_pattern() {
 	assert_equal "$(rows "$N-a*" | awk '{ print $1 }' | sort | xargs)" "$N-a1 $N-a2"
 	assert_equal "$(rows "$N-b?" | awk '{ print $1 }' | xargs)" "$N-b1"
 	assert_equal "$(rows "$N-[b]1" | awk '{ print $1 }' | xargs)" "$N-b1"
+	# fnmatch's negation, which Redis's MATCH reads otherwise.
+	assert_equal "$(rows "$N-[!a]1" | awk '{ print $1 }' | xargs)" "$N-b1"
 	assert_equal "$(rows "$N" | wc -l)" 0
 	# All by default.
 	assert_equal "$(rows | awk -v n="$N-" 'index($1, n) == 1' | wc -l)" 3

@@ -8,8 +8,9 @@
  * LIST_CHUNK at a time, to list.lua, a short script that reads their
  * holders as inspect.lua reads one lease's, and their waiters' queue.
  * Memory holds one page; the callback gets each lease as it comes.
- * (The pattern is Redis's glob, close to fnmatch(3); the core filters
- * again with fnmatch.)
+ * (MATCH takes the pattern's * and ? as fnmatch(3) does; a bracket
+ * expression, which the two read differently ("[!a]"), or a backslash
+ * goes as *, and the core's fnmatch does the filtering.)
  */
 #include "config.h"
 
@@ -49,7 +50,7 @@ static char *scan_match(const char *prefix, const char *pattern)
 			*p++ = '\\';
 		*p++ = *s;
 	}
-	sprintf(p, "fence:{%s}", pattern);
+	sprintf(p, "fence:{%s}", strpbrk(pattern, "[\\") ? "*" : pattern);
 	return m;
 }
 
