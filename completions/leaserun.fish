@@ -8,7 +8,7 @@ function __fish_leaserun_rest
         c/command= U/url= url-file= t/ttl= renew= signal= warn-signal= \
         k/kill-after= once-per= max-time= splay= foreground \
         l/limit= s/shared x/exclusive v/verbose q/quiet log-format= syslog \
-        metrics-file= status break slot= check json \
+        metrics-file= status break slot= list check json \
         V/version h/help -- $tokens 2>/dev/null
     or return 1
     string join0 -- $argv
@@ -34,6 +34,7 @@ function __fish_leaserun_after_name
     test (count $rest) -ge 2
     and not contains -- --status (commandline -opc)
     and not contains -- --break (commandline -opc)
+    and not contains -- --list (commandline -opc)
     and not contains -- --check (commandline -opc)
 end
 
@@ -118,7 +119,8 @@ complete -c leaserun -n __fish_leaserun_before_name -l metrics-file -r -F -d 'ke
 complete -c leaserun -n __fish_leaserun_before_name -l status -d 'show who holds NAME'
 complete -c leaserun -n __fish_leaserun_before_name -l break -d "remove the current holders' leases"
 complete -c leaserun -n __fish_leaserun_before_name -l slot -x -d 'with --break: only the holder of slot K'
+complete -c leaserun -n __fish_leaserun_before_name -l list -d 'list the held leases whose names match PATTERN'
 complete -c leaserun -n __fish_leaserun_before_name -l check -d 'from the command: is our lease still held?'
-complete -c leaserun -n __fish_leaserun_before_name -l json -d '--status and --check print JSON'
+complete -c leaserun -n __fish_leaserun_before_name -l json -d '--status, --list and --check print JSON'
 complete -c leaserun -n __fish_leaserun_before_name -s V -l version -d 'show the version and stores'
 complete -c leaserun -n __fish_leaserun_before_name -s h -l help -d 'show the help'

@@ -171,6 +171,14 @@ void lr_json_null(struct lr_json *j, const char *k)
 	member(j, k, "null", 4);
 }
 
+void lr_json_num(struct lr_json *j, const char *k, long long v, int known)
+{
+	if (known)
+		lr_json_int(j, k, v);
+	else
+		lr_json_null(j, k);
+}
+
 void lr_json_raw(struct lr_json *j, const char *k, const char *v)
 {
 	member(j, k, v, strlen(v));

@@ -25,6 +25,9 @@ void lr_json_int(struct lr_json *j, const char *key, long long v);
 void lr_json_uint(struct lr_json *j, const char *key, uint64_t v);
 void lr_json_bool(struct lr_json *j, const char *key, int v);
 void lr_json_null(struct lr_json *j, const char *key);
+/* v, or null when not known (known 0), as --status and --list write
+ * what a store does not know. */
+void lr_json_num(struct lr_json *j, const char *key, long long v, int known);
 /* A value that is JSON already (an object or array made by the caller). */
 void lr_json_raw(struct lr_json *j, const char *key, const char *v);
 /* Closes the object; returns its length. */

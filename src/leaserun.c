@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "state.h"
+#include "list.h"
 #include "status.h"
 #include "supervise.h"
 #include "store/url.h"
@@ -46,7 +47,10 @@ static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 enum { OPT_URL_FILE = 256, OPT_RENEW, OPT_SIGNAL, OPT_WARN_SIGNAL,
        OPT_FOREGROUND, OPT_LOG_FORMAT, OPT_SYSLOG, OPT_METRICS_FILE,
        OPT_STATUS, OPT_BREAK, OPT_CHECK, OPT_JSON, OPT_SLOT,
-       OPT_ONCE_PER, OPT_MAX_TIME, OPT_SPLAY };
+       OPT_ONCE_PER, OPT_MAX_TIME, OPT_SPLAY, OPT_LIST };
+
+/* How long --list may take, the whole listing. */
+#define LIST_BUDGET_MS 60000
 
 static const struct option longopts[] = {
 	{ "nonblock", no_argument, NULL, 'n' },
@@ -73,6 +77,7 @@ static const struct option longopts[] = {
 	{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
 	{ "status", no_argument, NULL, OPT_STATUS },
 	{ "break", no_argument, NULL, OPT_BREAK },
+	{ "list", no_argument, NULL, OPT_LIST },
 	{ "slot", required_argument, NULL, OPT_SLOT },
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -105,7 +110,9 @@ struct opts {
 	int use_syslog;
 	const char *metrics_file;
 	int json_out;    /* --json */
-	int mode; /* 0 run, OPT_STATUS, OPT_BREAK, OPT_CHECK */
+	int mode; /* 0 run, OPT_STATUS, OPT_BREAK, OPT_LIST, OPT_CHECK */
+	int run_opt;     /* an option given that only a run takes, or 0 */
+	const char *pattern; /* --list: the glob over names */
 	int64_t once_per_ms, max_time_ms, splay_ms; /* 0: off */
 	const char *name;
 	char **argv;
@@ -113,6 +120,9 @@ struct opts {
 
 struct run {
 	struct opts *o;
+	const struct lr_store_req *req; /* the run's, once the store is open */
+	struct lr_store *obs;  /* -v: a handle of its own for who_holds() */
+	int obs_failed;        /* ... that could not be opened: not again */
 	const struct lr_store_ops *ops;
 	struct lr_url *u;
 	int *keep;
@@ -127,6 +137,7 @@ static void usage(void)
 	      " leaserun [options] NAME -c 'shell command'\n"
 	      " leaserun [options] --status NAME\n"
 	      " leaserun [options] --break [--slot K] NAME\n"
+	      " leaserun [-U URL] --list [--json] [PATTERN]\n"
 	      " leaserun --check [--json]\n"
 	      "\n"
 	      "Run a command while holding the named lease in a shared store;\n"
@@ -177,9 +188,12 @@ static void usage(void)
 	      "                               exit 0 if held, 1 if free\n"
 	      "     --break                   remove the current holders' leases\n"
 	      "     --slot K                  with --break: only the holder of slot K\n"
+	      "     --list                    list the held leases whose names match\n"
+	      "                               PATTERN (a glob; default all): holders,\n"
+	      "                               fences, waiters\n"
 	      "     --check                   from the command: is our lease still\n"
 	      "                               held? exit 0 if so, 1 if not\n"
-	      "     --json                    --status and --check print JSON\n"
+	      "     --json                    --status, --list and --check print JSON\n"
 	      " -V, --version                 show the version and stores\n"
 	      " -h, --help                    show this help\n"
 	      "\n"
@@ -521,9 +535,10 @@ static void mode_option(struct opts *o, int c, char **argv)
 		break;
 	case OPT_STATUS:
 	case OPT_BREAK:
+	case OPT_LIST:
 	case OPT_CHECK:
 		if (o->mode && o->mode != c)
-			usage_error("--status, --break and --check "
+			usage_error("--status, --break, --list and --check "
 				    "exclude each other");
 		o->mode = c;
 		break;
@@ -546,11 +561,30 @@ static void mode_option(struct opts *o, int c, char **argv)
 	}
 }
 
+/* "--wait" for 'w': an option as its long name says it. */
+static const char *option_name(int c)
+{
+	static char buf[64];
+	size_t i;
+
+	for (i = 0; longopts[i].name; i++)
+		if (longopts[i].val == c) {
+			snprintf(buf, sizeof(buf), "--%s", longopts[i].name);
+			return buf;
+		}
+	snprintf(buf, sizeof(buf), "-%c", c);
+	return buf;
+}
+
 /* The options that go only with a mode, or not with each other. */
 static void check_combinations(const struct opts *o)
 {
-	if (o->json_out && o->mode != OPT_STATUS)
-		usage_error("--json goes with --status or --check");
+	if (o->json_out && o->mode != OPT_STATUS && o->mode != OPT_LIST)
+		usage_error("--json goes with --status, --list or --check");
+	if (o->mode == OPT_LIST && o->run_opt)
+		usage_error("--list takes no %s: it holds nothing and runs "
+			    "nothing",
+			    option_name(o->run_opt));
 	if (o->slot >= 0 && o->mode != OPT_BREAK)
 		usage_error("--slot goes with --break");
 	if (o->shared && o->limit > 1)
@@ -565,10 +599,31 @@ static void check_combinations(const struct opts *o)
 			    o->shared ? "--shared" : "--limit");
 }
 
+/* --list [PATTERN]: a glob, and nothing after it. */
+static void list_operands(struct opts *o, int argc, char **argv)
+{
+	o->name = "";
+	o->pattern = "*";
+	/* getopt took "--" for the end of the options. */
+	if (optind > 1 && strcmp(argv[optind - 1], "--") == 0)
+		usage_error("--list takes one pattern and no command ('--')");
+	if (optind < argc)
+		o->pattern = argv[optind++];
+	if (optind < argc)
+		usage_error("--list takes one pattern and no command ('%s')",
+			    argv[optind]);
+	if (!*o->pattern)
+		usage_error("--list: empty pattern");
+}
+
 /* The words after the options: NAME, then the command (or none, for
  * --status and --break). */
 static void operands(struct opts *o, int argc, char **argv)
 {
+	if (o->mode == OPT_LIST) {
+		list_operands(o, argc, argv);
+		return;
+	}
 	if (optind >= argc)
 		usage_error("no lease name given");
 	o->name = argv[optind++];
@@ -603,6 +658,32 @@ static void operands(struct opts *o, int argc, char **argv)
 	}
 }
 
+/* Does --list take option c?  Only what says where the store is and
+ * how to print: nothing of a run (-c, -w, -t, -l, ...). */
+static int list_takes(int c)
+{
+	switch (c) {
+	case 'U':
+	case OPT_URL_FILE:
+	case 'v':
+	case 'q':
+	case OPT_LOG_FORMAT:
+	case OPT_SYSLOG:
+	case OPT_JSON:
+	case OPT_STATUS:
+	case OPT_BREAK:
+	case OPT_LIST:
+	case OPT_CHECK:
+	case 'V':
+	case 'h':
+	case ':':
+	case '?':
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static void parse(int argc, char **argv, struct opts *o)
 {
 	int c;
@@ -616,10 +697,13 @@ static void parse(int argc, char **argv, struct opts *o)
 	env_defaults(o);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:nw:E:c:U:t:k:l:sxvqVh",
-				longopts, NULL)) != -1)
+				longopts, NULL)) != -1) {
+		if (!list_takes(c))
+			o->run_opt = c;
 		if (!timing_option(o, c) && !run_option(o, c) &&
 		    !output_option(o, c))
 			mode_option(o, c, argv);
+	}
 	if (o->mode == OPT_CHECK) {
 		if (optind < argc)
 			usage_error("--check takes no arguments: it reads "
@@ -1138,6 +1222,22 @@ static int admin(struct run *r, struct lr_store *st)
 	char why[1024];
 	int code = 0;
 
+	if (o->mode == OPT_LIST) {
+		const struct lr_list_req q = {
+			.ops = r->ops,
+			.st = st,
+			.pattern = o->pattern,
+			.url = r->u->redacted,
+			.deadline = lr_now_ms() + LIST_BUDGET_MS,
+			.json = o->json_out,
+		};
+
+		code = lr_list_show(&q, why, sizeof(why));
+		r->ops->close(st);
+		if (code < 0)
+			die("%s", why);
+		return 0;
+	}
 	if (o->mode == OPT_STATUS) {
 		const struct lr_status_req q = {
 			.ops = r->ops,
@@ -1168,6 +1268,37 @@ static int admin(struct run *r, struct lr_store *st)
 	else
 		lr_log(LR_LOG_NOTICE, "broken", "lease broken");
 	return 0;
+}
+
+/* -v, while waiting: who holds the lease, asked of a store handle of
+ * our own (opened at the first question, as --status opens one), so that
+ * the run's handle, which may be in the middle of its wait, is left
+ * alone. */
+static void who_holds(void *ctx, int64_t deadline, char *buf, size_t len)
+{
+	static struct lr_store_req req;
+	struct run *r = ctx;
+	struct lr_err err = { "" };
+	struct lr_info info;
+
+	buf[0] = '\0';
+	if (!r->obs && !r->obs_failed) {
+		req = *r->req;
+		req.token = NULL;
+		if (r->ops->open(&req, deadline, &r->obs, &err) != LR_OK) {
+			r->ops->close(r->obs);
+			r->obs = NULL;
+			r->obs_failed = 1;
+		}
+	}
+	if (!r->obs)
+		return;
+	lr_info_init(&info);
+	if (r->ops->inspect(r->obs, deadline, &info, &err) == LR_OK) {
+		lr_info_sort(&info);
+		lr_holders_who(&info, buf, len);
+	}
+	lr_info_free(&info);
 }
 
 /* The run itself: the loop of supervise.c, fed from the options. */
@@ -1204,9 +1335,13 @@ static void run(struct run *r, struct lr_store *st, const sigset_t *set,
 	cfg.max_time_ms = o->max_time_ms;
 	cfg.splay_ms = o->splay_ms;
 	cfg.spawn = spawn;
+	if (o->verbosity > 0 && r->ops->inspect)
+		cfg.who_holds = who_holds;
 	cfg.ctx = r;
 	lr_supervise(&cfg, res);
 	r->ops->close(st);
+	r->ops->close(r->obs); /* NULL: nothing */
+	r->obs = NULL;
 	close(sigfd);
 }
 
@@ -1304,10 +1439,11 @@ int main(int argc, char **argv)
 	if (o.mode == OPT_CHECK)
 		return lr_state_check(o.json_out, o.verbosity < 0);
 	lr_log_setup(o.verbosity, o.json, 0, NULL);
-	if ((reason = lr_name_check(o.name)))
+	if (o.mode != OPT_LIST && (reason = lr_name_check(o.name)))
 		usage_error("invalid lease name: %s", reason);
 	finish_timing(&o);
-	lr_log_setup(o.verbosity, o.json, o.use_syslog, o.name);
+	lr_log_setup(o.verbosity, o.json, o.use_syslog,
+		     o.mode == OPT_LIST ? NULL : o.name);
 
 	/* The group guard (child.h) shares our descriptors, so it can start
 	 * before any is open; its start then overlaps with loading the
@@ -1330,6 +1466,7 @@ int main(int argc, char **argv)
 	}
 	srandom((unsigned)getpid() ^ (unsigned)t_open);
 	st = open_store(&r, &req, t_open);
+	r.req = &req;
 	sigprocmask(SIG_BLOCK, &fatal, NULL);
 	/* -w counts from our start: the open took its share. */
 	if (o.wait_ms > 0)

@@ -98,8 +98,20 @@ static void say_before(const struct lr_reporter *r,
 			(long long)ev->ms);
 		return;
 	case LR_REP_WAITING:
-		lr_logf(LR_LOG_INFO, "waiting", who, 1, "held by %s; waiting",
-			ev->why[0] ? ev->why : "another");
+		if (ev->again)
+			lr_duration_human(ev->ms, took, sizeof(took));
+		if (ev->again == 1)
+			lr_logf(LR_LOG_INFO, "waiting", who, 1,
+				"held by %s now; still waiting (%s so far)",
+				ev->why, took);
+		else if (ev->again)
+			lr_logf(LR_LOG_INFO, "waiting", who, 1,
+				"still held by %s; waiting (%s so far)",
+				ev->why[0] ? ev->why : "another", took);
+		else
+			lr_logf(LR_LOG_INFO, "waiting", who, 1,
+				"held by %s; waiting",
+				ev->why[0] ? ev->why : "another");
 		return;
 	case LR_REP_FAULT:
 		lr_logf(LR_LOG_INFO, "store-fault", why, 1,

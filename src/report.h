@@ -28,7 +28,9 @@
  * in a function of its own. */
 enum lr_rep_kind {
 	LR_REP_SPLAY,          /* ms: the --splay wait before the first try */
-	LR_REP_WAITING,        /* why: the holder ("" unknown) */
+	LR_REP_WAITING,        /* why: the holder ("" unknown); again: 1 the
+				* holder changed, 2 still the same (ms:
+				* waited so far), 0 the wait starts */
 	LR_REP_CONFLICT,       /* ms: waited; not acquired (-n, -w) */
 	LR_REP_FAULT,          /* why: the store failed an attempt with a
 				* fault that may heal; trying again */

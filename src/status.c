@@ -17,15 +17,6 @@
 #include "stores.h"
 #include "util.h"
 
-static void iso_time(char *buf, size_t len, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* The last recorded run (--once-per), for --status.  A store that cannot
  * read it is a warning: who holds the lease is still worth showing. */
 static void last_run(const struct lr_status_req *q, struct lr_run *run)
@@ -54,18 +45,8 @@ static void json_time(struct lr_json *j, const char *key, int64_t ms)
 		lr_json_null(j, key);
 		return;
 	}
-	iso_time(when, sizeof(when), ms);
+	lr_iso_time(when, sizeof(when), ms);
 	lr_json_str(j, key, when);
-}
-
-/* A number, or null when not known. */
-static void json_num(struct lr_json *j, const char *key, long long v,
-		     int known)
-{
-	if (known)
-		lr_json_int(j, key, v);
-	else
-		lr_json_null(j, key);
 }
 
 /* The last run as a JSON object (or null) into buf (len bytes: room for
@@ -80,16 +61,16 @@ static void run_json(char *buf, size_t len, const struct lr_run *run)
 	}
 	lr_json_open(&j, buf, len);
 	lr_json_str(&j, "host", run->host[0] ? run->host : NULL);
-	json_num(&j, "pid", run->pid, run->pid);
-	json_num(&j, "fence", (long long)run->fence, run->fence);
+	lr_json_num(&j, "pid", run->pid, run->pid);
+	lr_json_num(&j, "fence", (long long)run->fence, run->fence);
 	json_time(&j, "started", run->start_ms);
-	json_num(&j, "started_ms", run->start_ms, run->start_ms);
-	json_num(&j, "ago_ms", run->ago_ms, run->ago_ms >= 0);
+	lr_json_num(&j, "started_ms", run->start_ms, run->start_ms);
+	lr_json_num(&j, "ago_ms", run->ago_ms, run->ago_ms >= 0);
 	json_time(&j, "ended", run->end_ms);
-	json_num(&j, "ended_ms", run->end_ms, run->end_ms);
-	json_num(&j, "status", run->status, run->end_ms && run->status >= 0);
-	json_num(&j, "period_ms", run->period_ms, run->period_ms);
-	json_num(&j, "next_in_ms", run->next_ms, run->next_ms >= 0);
+	lr_json_num(&j, "ended_ms", run->end_ms, run->end_ms);
+	lr_json_num(&j, "status", run->status, run->end_ms && run->status >= 0);
+	lr_json_num(&j, "period_ms", run->period_ms, run->period_ms);
+	lr_json_num(&j, "next_in_ms", run->next_ms, run->next_ms >= 0);
 	lr_json_close(&j);
 }
 
@@ -114,7 +95,7 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 		return;
 	printf("%-8s started", "run:");
 	if (run->start_ms) {
-		iso_time(when, sizeof(when), run->start_ms);
+		lr_iso_time(when, sizeof(when), run->start_ms);
 		printf(" %s", when);
 	}
 	if (run->ago_ms >= 0) {
@@ -129,7 +110,7 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 		printf(", fence %" PRIu64, run->fence);
 	putchar('\n');
 	if (run->end_ms) {
-		iso_time(when, sizeof(when), run->end_ms);
+		lr_iso_time(when, sizeof(when), run->end_ms);
 		printf("%-8s %s", "ended:", when);
 		if (run->status >= 0)
 			printf(", status %d", run->status);
@@ -156,10 +137,10 @@ static void run_text(const struct lr_info *info, const struct lr_run *run)
 static void holder_json(struct lr_json *j, const struct lr_holder *h)
 {
 	lr_json_str(j, "host", h && h->host[0] ? h->host : NULL);
-	json_num(j, "pid", h ? h->pid : 0, h && h->pid);
+	lr_json_num(j, "pid", h ? h->pid : 0, h && h->pid);
 	json_time(j, "since", h ? h->since_ms : 0);
-	json_num(j, "since_ms", h ? h->since_ms : 0, h && h->since_ms);
-	json_num(j, "ttl_left_ms", h ? h->ttl_left_ms : 0,
+	lr_json_num(j, "since_ms", h ? h->since_ms : 0, h && h->since_ms);
+	lr_json_num(j, "ttl_left_ms", h ? h->ttl_left_ms : 0,
 		 h && h->ttl_left_ms >= 0);
 }
 
@@ -200,7 +181,7 @@ static int status_json(const struct lr_status_req *q,
 		lr_json_uint(&j, "slot", h->slot);
 		lr_json_bool(&j, "shared", h->shared);
 		holder_json(&j, h);
-		json_num(&j, "fence", (long long)h->fence, h->fence);
+		lr_json_num(&j, "fence", (long long)h->fence, h->fence);
 		at += lr_json_close(&j);
 	}
 	list[at++] = ']';
@@ -213,8 +194,10 @@ static int status_json(const struct lr_status_req *q,
 	lr_json_str(&j, "url", q->url);
 	lr_json_bool(&j, "held", h0 != NULL);
 	holder_json(&j, h0);
-	json_num(&j, "fence", (long long)fence, fence);
-	json_num(&j, "limit", info->limit, info->limit);
+	lr_json_num(&j, "fence", (long long)fence, fence);
+	lr_json_num(&j, "limit", info->limit, info->limit);
+	lr_json_num(&j, "waiters", info->waiters, info->waiters >= 0);
+	lr_json_str(&j, "next", info->next[0] ? info->next : NULL);
 	lr_json_raw(&j, "holders", list);
 	lr_json_raw(&j, "last_run", runbuf);
 	lr_json_close(&j);
@@ -224,16 +207,11 @@ static int status_json(const struct lr_status_req *q,
 	return 0;
 }
 
-/* "web1 pid 12", "web1", "pid 12" or "" into buf. */
+/* "web1 pid 12", "web1", "pid 12" or "unknown" into buf. */
 static void holder_who(const struct lr_holder *h, char *buf, size_t len)
 {
-	if (h->host[0] && h->pid)
-		snprintf(buf, len, "%s pid %ld", h->host, h->pid);
-	else if (h->host[0])
-		snprintf(buf, len, "%s", h->host);
-	else if (h->pid)
-		snprintf(buf, len, "pid %ld", h->pid);
-	else
+	lr_holder_who(h, buf, len);
+	if (!buf[0])
 		snprintf(buf, len, "unknown");
 }
 
@@ -247,7 +225,7 @@ static void status_one(const struct lr_holder *h)
 	if (h->host[0] || h->pid)
 		printf("%-8s %s\n", "holder:", who);
 	if (h->since_ms) {
-		iso_time(when, sizeof(when), h->since_ms);
+		lr_iso_time(when, sizeof(when), h->since_ms);
 		printf("%-8s %s (%llds ago)\n", "since:", when,
 		       (long long)((lr_wall_ms() - h->since_ms) / 1000));
 	}
@@ -276,7 +254,7 @@ static void status_many(const struct lr_info *info)
 		holder_who(h, who, sizeof(who));
 		printf("%-8s %s", label, who);
 		if (h->since_ms) {
-			iso_time(when, sizeof(when), h->since_ms);
+			lr_iso_time(when, sizeof(when), h->since_ms);
 			printf(", since %s (%llds ago)", when,
 			       (long long)((lr_wall_ms() - h->since_ms) /
 					   1000));
@@ -287,6 +265,17 @@ static void status_many(const struct lr_info *info)
 			printf(", fence %" PRIu64, h->fence);
 		putchar('\n');
 	}
+}
+
+/* "waiters: 2 (first: web3 pid 9)", when the store can tell. */
+static void waiters_text(const struct lr_info *info)
+{
+	if (info->waiters < 0)
+		return;
+	printf("%-8s %ld", "waiters:", info->waiters);
+	if (info->waiters > 0 && info->next[0])
+		printf(" (first: %s)", info->next);
+	putchar('\n');
 }
 
 int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
@@ -306,6 +295,7 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 		return -1;
 	}
 	lr_info_sort(&info);
+	lr_printable(info.next);
 	for (i = 0; i < info.n; i++) {
 		lr_printable(info.h[i].host);
 		shared += info.h[i].shared != 0;
@@ -331,6 +321,7 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 			printf("%-8s held\n", "state:");
 		if (info.limit > 1)
 			printf("%-8s %u\n", "limit:", info.limit);
+		waiters_text(&info);
 		if (info.n == 1 && !shared && info.limit <= 1)
 			status_one(&info.h[0]);
 		else

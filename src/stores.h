@@ -33,11 +33,9 @@ void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
 
 /* "OK", "BUSY", ... for a status no error message explains. */
 const char *lr_status_name(enum lr_status s);
-/* inspect()'s list: init empties it; sort puts it in slot order, then
- * fence order; free frees the holders (and accepts an empty list). */
-void lr_info_init(struct lr_info *info);
-void lr_info_sort(struct lr_info *info);
-void lr_info_free(struct lr_info *info);
+/* The first holder of info (in slot order), and of several, how many
+ * more: "web1 pid 12 and 2 more"; "" when nobody is known. */
+void lr_holders_who(const struct lr_info *info, char *buf, size_t len);
 /* Fills fds with the fds >= 3 open now (sorted); returns their count, at
  * most max: max itself means the list may be cut short.  Without /proc,
  * asks fcntl() about each fd below RLIMIT_NOFILE (at most 65536). */

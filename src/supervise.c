@@ -110,6 +110,8 @@ struct sup {
 	int64_t t_start;       /* for the wait time */
 	int64_t t_acquired;    /* for the hold time; 0 before */
 	int waiting_logged;
+	int64_t t_who;         /* waiting, with who_holds: next look */
+	int64_t t_said;        /* ... and when the last "waiting" line went */
 	struct lr_reporter rep; /* what the events of this run share */
 	int too_late;          /* acquires in a row answered too late */
 	pid_t pid;             /* the command, 0 before / after */
@@ -200,10 +202,8 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_info info;
-	struct lr_holder *h;
 	struct lr_err err = { "" };
 	int64_t deadline = now + 1000;
-	char more[32] = "";
 
 	buf[0] = '\0';
 	if (!c->ops->inspect)
@@ -216,16 +216,8 @@ static void holder(struct sup *s, int64_t now, char *buf, size_t len)
 	    !info.n)
 		goto out;
 	lr_info_sort(&info);
-	h = &info.h[0];
-	lr_printable(h->host);
-	if (info.n > 1)
-		snprintf(more, sizeof(more), " and %zu more", info.n - 1);
-	if (h->host[0] && h->pid)
-		snprintf(buf, len, "%s pid %ld%s", h->host, h->pid, more);
-	else if (h->host[0])
-		snprintf(buf, len, "%s%s", h->host, more);
-	else if (h->pid)
-		snprintf(buf, len, "pid %ld%s", h->pid, more);
+	lr_holders_who(&info, buf, len);
+	lr_printable(buf);
 out:
 	lr_info_free(&info);
 }
@@ -519,7 +511,41 @@ static void healed(struct sup *s)
 	report(s, (struct lr_report){ .kind = LR_REP_HEALED });
 }
 
-/* Busy: give up (-n), or wait, naming the holder once. */
+/* How often a waiting run with who_holds looks who holds the lease, and
+ * says that it still waits when the holder stays the same. */
+#define WHO_EVERY_MS 2000
+#define SAY_EVERY_MS 30000
+
+/* Still busy: say whom the run waits behind when the holder changed, or
+ * SAY_EVERY_MS after it last said so. */
+static void waiting_again(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	char who[sizeof(s->res->holder)];
+	int64_t deadline = now + 1000;
+	int changed;
+
+	if (!c->who_holds || now < s->t_who)
+		return;
+	s->t_who = now + WHO_EVERY_MS;
+	if (s->t_wait_over < deadline)
+		deadline = s->t_wait_over > now ? s->t_wait_over : now;
+	c->who_holds(c->ctx, deadline, who, sizeof(who));
+	lr_printable(who);
+	changed = who[0] && strcmp(who, s->res->holder) != 0;
+	if (!changed && now < s->t_said + SAY_EVERY_MS)
+		return;
+	if (who[0])
+		snprintf(s->res->holder, sizeof(s->res->holder), "%s", who);
+	report(s, (struct lr_report){ .kind = LR_REP_WAITING,
+				      .why = s->res->holder,
+				      .ms = now - s->t_start,
+				      .again = changed ? 1 : 2 });
+	s->t_said = now;
+}
+
+/* Busy: give up (-n), or wait, naming the holder when the wait starts
+ * (and with who_holds, as waiting_again() says). */
 static void busy(struct sup *s, int64_t now)
 {
 	if (s->cfg->wait_ms == 0) {
@@ -534,6 +560,10 @@ static void busy(struct sup *s, int64_t now)
 		report(s, (struct lr_report){ .kind = LR_REP_WAITING,
 					      .why = s->res->holder });
 		s->waiting_logged = 1;
+		s->t_who = now + WHO_EVERY_MS;
+		s->t_said = now;
+	} else {
+		waiting_again(s, now);
 	}
 	s->t_acquire = now + jitter(s, s->backoff);
 	if (s->backoff < 1000)

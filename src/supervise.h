@@ -34,6 +34,12 @@ struct lr_sup_cfg {
 	/* Called once the lease is held: spawns the command and returns its
 	 * pid, or -1 with *code (125/126/127) after reporting why. */
 	pid_t (*spawn)(void *ctx, const struct lr_grant *g, int *code);
+	/* Optional (-v): who holds the lease now, "host pid N" ("" unknown)
+	 * into buf by deadline, asked while the run waits, from a store
+	 * handle of its own so that the store's own wait is never
+	 * disturbed. */
+	void (*who_holds)(void *ctx, int64_t deadline, char *buf,
+			  size_t len);
 	void *ctx;
 };
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -151,4 +152,13 @@ void lr_scrub(char *s)
 		for (p = strstr(s, secrets[i]); p; p = strstr(p + n, secrets[i]))
 			memset(p, '*', n);
 	}
+}
+
+void lr_iso_time(char *buf, size_t len, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }

@@ -43,5 +43,9 @@ int lr_int_parse(const char *s, int max);
  * not rounded up, past a second). */
 void lr_duration_human(int64_t ms, char *buf, size_t len);
 
+/* A wall-clock time (Unix ms) as ISO 8601 in UTC, "2026-12-03T10:00:00Z",
+ * as --status and --list show it. */
+void lr_iso_time(char *buf, size_t len, int64_t ms);
+
 
 #endif

@@ -10,49 +10,10 @@ load 'pg-server'
 load 'mysql-server'
 load 'etcd-server'
 load 'zk-server'
+load 'stores'
 
-setup_file() {
-	if built redis; then
-		redis_server_start
-	fi
-	if built pg; then
-		pg_server_start
-	fi
-	if built mysql; then
-		mysql_server_start
-	fi
-	if built etcd; then
-		LRE_DIR=$(etcd_tmpdir)
-		export LRE_DIR
-		etcd_single "$LRE_DIR"
-		export LRE_EP
-	fi
-	if built zk; then
-		ZK_DIR=$(mktemp -d)
-		export ZK_DIR
-		zk_standalone "$ZK_DIR"
-	fi
-}
-
-teardown_file() {
-	if built redis && [ -n "${REDIS_DIR:-}" ]; then
-		redis_server_stop
-	fi
-	if built pg && [ -n "${PG_DIR:-}" ]; then
-		pg_server_stop
-	fi
-	if built mysql; then
-		mysql_server_stop
-	fi
-	if built etcd && [ -n "${LRE_DIR:-}" ]; then
-		etcd_stop_all "$LRE_DIR"
-		rm -rf "$LRE_DIR"
-	fi
-	if built zk && [ -n "${ZK_DIR:-}" ]; then
-		zk_stop_all "$ZK_DIR"
-		rm -rf "$ZK_DIR"
-	fi
-}
+setup_file() { STORES='redis pg mysql etcd zk' stores_start; }
+teardown_file() { stores_stop; }
 
 @test "redis: 20 contenders with --limit 3 run at most 3 at once, and 3" { use redis; twenty_contenders; }
 @test "redis: kill -9 of a holder frees its slot within the TTL" { use redis; kill_frees_slot; }

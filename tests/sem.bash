@@ -28,6 +28,7 @@ use() {
 	mysql) LEASERUN_URL=${MY_URL:-} ;;
 	etcd) LEASERUN_URL=etcd://${LRE_EP:-} ;;
 	zk) LEASERUN_URL=zk://${ZK_EP:-} ;;
+	mysql) LEASERUN_URL=${MY_URL:-} ;;
 	esac
 	built "$1" || skip "this leaserun has no $1 store (configure --with-$1)"
 	export LEASERUN_URL

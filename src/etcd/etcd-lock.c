@@ -221,9 +221,8 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 
 	if (!end)
 		return -1;
-	snprintf(value, sizeof(value), "%s %ld %" PRId64,
-		 st->req->host ? st->req->host : "?", st->req->pid,
-		 st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
+			 sizeof(value));
 	crev_is(&cmp, st->mykey, 0);
 	put_op(&op_put, &put, st->mykey, value, st->lease);
 	rr.key = bytes(st->dir);
@@ -430,9 +429,8 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	snprintf(value, sizeof(value), "%s %ld %" PRId64,
-		 st->req->host ? st->req->host : "?", st->req->pid,
-		 st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
+			 sizeof(value));
 	crev_is(&c1, key, 0);
 	crev_is(&c2, st->mykey, st->my_crev);
 	put_op(&op_put, &put, key, value, st->lease);
@@ -1018,6 +1016,34 @@ static enum lr_status lease_left(struct lr_store *st, int64_t id,
 	return s;
 }
 
+/* The keys of the listing rr that do not hold (the n of kvs do) wait:
+ * their count, and the first of them by create revision, into info. */
+static void waiters(const ProtobufCMessage *reply,
+		    const LrEtcd__KeyValue *const *kvs, size_t n,
+		    struct lr_info *info)
+{
+	const LrEtcd__RangeResponse *rr = (const LrEtcd__RangeResponse *)reply;
+	const LrEtcd__KeyValue *first = NULL;
+	struct lr_holder w;
+	size_t i, j;
+	char *v;
+
+	info->waiters = (long)(rr->n_kvs - n);
+	for (i = 0; i < rr->n_kvs; i++) {
+		for (j = 0; j < n && kvs[j] != rr->kvs[i]; j++)
+			;
+		if (j == n && (!first || rr->kvs[i]->create_revision <
+						 first->create_revision))
+			first = rr->kvs[i];
+	}
+	if (!first || !(v = bytes_dup(first->value)))
+		return;
+	memset(&w, 0, sizeof(w));
+	if (lr_holder_parse(v, &w) == 0)
+		lr_holder_who(&w, info->next, sizeof(info->next));
+	free(v);
+}
+
 enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 			  struct lr_info *info, struct lr_err *err)
 {
@@ -1027,13 +1053,13 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 	size_t i, n;
 
 	s = list_holders(st, deadline, &r, &kvs, &n, &info->limit, err);
+	if (s == LR_OK)
+		waiters(r.reply, kvs, n, info);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		const LrEtcd__KeyValue *kv = kvs[i];
 		struct lr_holder *h = lr_info_add(info);
-		char *v = bytes_dup(kv->value), host[256];
+		char *v = bytes_dup(kv->value);
 		unsigned lim, slot;
-		long pid;
-		long long since;
 
 		if (!h || !v) {
 			free(v);
@@ -1044,11 +1070,7 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 		h->fence = (uint64_t)kv->create_revision;
 		h->shared = key_kind(st->dir, kv->key, &lim, &slot) == K_SHARED;
 		h->slot = slot;
-		if (sscanf(v, "%255s %ld %lld", host, &pid, &since) == 3) {
-			snprintf(h->host, sizeof(h->host), "%s", host);
-			h->pid = pid;
-			h->since_ms = since;
-		}
+		lr_holder_parse(v, h);
 		free(v);
 		if (kv->lease)
 			s = lease_left(st, kv->lease, deadline,

@@ -271,4 +271,5 @@ const struct lr_store_ops lr_store_ops = {
     .run_start = st_run_start,
     .run_end = st_run_end,
     .run_last = st_run_last,
+    .list = st_list,
 };

@@ -211,6 +211,12 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
 		      struct lr_err *err);
 
+/* ---- etcd-list.c: --list (see store.h) ----------------------------------- */
+
+enum lr_status st_list(struct lr_store *st, const char *pattern,
+		       lr_list_fn fn, void *arg, int64_t deadline,
+		       struct lr_err *err);
+
 /* ---- etcd-runs.c: the store's calls for --once-per (see store.h) -------- */
 
 enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,

@@ -2,7 +2,8 @@
 if WITH_ETCD
 pkglib_LTLIBRARIES += etcd.la
 etcd_la_SOURCES = %reldir%/etcd.c %reldir%/etcd-rpc.c \
-	%reldir%/etcd-lock.c %reldir%/etcd-runs.c %reldir%/etcd.h $(GRPC_SOURCES)
+	%reldir%/etcd-lock.c %reldir%/etcd-runs.c %reldir%/etcd-list.c \
+	%reldir%/etcd.h $(GRPC_SOURCES)
 nodist_etcd_la_SOURCES = %reldir%/etcd.pb-c.c %reldir%/etcd.pb-c.h
 etcd_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src
 etcd_la_CFLAGS = $(AM_CFLAGS) $(ETCD_CFLAGS)

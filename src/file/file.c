@@ -94,6 +94,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -313,6 +314,25 @@ static int shared_dir(const char *dir, struct lr_err *err)
 	return -1;
 }
 
+/* The files of lease name in st->dir: NAME.lock, .fence and .gate. */
+static enum lr_status set_paths(struct lr_store *st, const char *name,
+				struct lr_err *err)
+{
+	int n = snprintf(st->path, sizeof(st->path), "%s/%s.lock", st->dir,
+			 name);
+
+	/* Room for the longest slot file name, too. */
+	if (n < 0 || (size_t)n + 8 >= sizeof(st->path) ||
+	    snprintf(st->fpath, sizeof(st->fpath), "%s/%s.fence", st->dir,
+		     name) >= (int)sizeof(st->fpath) ||
+	    snprintf(st->gpath, sizeof(st->gpath), "%s/%s.gate", st->dir,
+		     name) >= (int)sizeof(st->gpath)) {
+		lr_err_set(err, "lock file name too long");
+		return LR_ERROR;
+	}
+	return LR_OK;
+}
+
 static enum lr_status file_open(const struct lr_store_req *req,
 				int64_t deadline, struct lr_store **out,
 				struct lr_err *err)
@@ -321,7 +341,6 @@ static enum lr_status file_open(const struct lr_store_req *req,
 	char dir[PATH_MAX];
 	struct statfs sfs;
 	enum lr_status rc;
-	int n;
 
 	*out = st = calloc(1, sizeof(*st));
 	if (!st) {
@@ -373,18 +392,8 @@ static enum lr_status file_open(const struct lr_store_req *req,
 	}
 path:
 	memcpy(st->dir, dir, sizeof(st->dir));
-	n = snprintf(st->path, sizeof(st->path), "%s/%s.lock", dir, req->name);
-	/* Room for the longest slot file name, too. */
-	if (n < 0 || (size_t)n + 8 >= sizeof(st->path) ||
-	    snprintf(st->fpath, sizeof(st->fpath), "%s/%s.fence", dir,
-		     req->name) >= (int)sizeof(st->fpath) ||
-	    snprintf(st->gpath, sizeof(st->gpath), "%s/%s.gate", dir,
-		     req->name) >= (int)sizeof(st->gpath)) {
-		lr_err_set(err, "lock file name too long");
-		return LR_ERROR;
-	}
 	(void)deadline;
-	return LR_OK;
+	return set_paths(st, req->name, err);
 }
 
 /* Reads the lock file into buf (NUL-terminated). */
@@ -1311,31 +1320,39 @@ static dev_t locks_dev(int fd, dev_t st_dev)
 
 /* Who holds a flock on dev:ino?  Reads /proc/locks, which is what lslocks
  * does; it takes no lock, so --status never gets in the way.  2 an
- * exclusive lock, 1 a shared one, 0 none, -1 /proc/locks unreadable. */
-static int flock_held(dev_t dev, ino_t ino)
+ * exclusive lock, 1 a shared one, 0 none, -1 /proc/locks unreadable.
+ * *blocked (unless NULL) gets how many wait for a flock on it: the
+ * kernel lists them below the lock they wait for, as "N: -> FLOCK ...". */
+static int flock_held(dev_t dev, ino_t ino, long *blocked)
 {
 	char line[256];
 	FILE *f = fopen("/proc/locks", "re");
 	int held = 0;
 
+	if (blocked)
+		*blocked = 0;
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned maj, min;
 		unsigned long long i;
 		char type[16], access[16];
+		char *waits = strstr(line, "->"), *p = strchr(line, ':');
 		long pid;
 
-		if (strstr(line, "->"))
-			continue; /* a waiter, not a holder */
-		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", type,
-			   access, &pid, &maj, &min, &i) != 6)
+		if (waits)
+			p = waits + 1;
+		if (!p || sscanf(p + 1, " %15s %*s %15s %ld %x:%x:%llu", type,
+				 access, &pid, &maj, &min, &i) != 6)
 			continue;
-		if (strcmp(type, "FLOCK") == 0 && maj == major(dev) &&
-		    min == minor(dev) && i == (unsigned long long)ino) {
+		if (strcmp(type, "FLOCK") != 0 || maj != major(dev) ||
+		    min != minor(dev) || i != (unsigned long long)ino)
+			continue;
+		if (waits) {
+			if (blocked)
+				(*blocked)++;
+		} else if (held < 2) {
 			held = strcmp(access, "WRITE") == 0 ? 2 : 1;
-			if (held == 2)
-				break;
 		}
 	}
 	fclose(f);
@@ -1343,12 +1360,16 @@ static int flock_held(dev_t dev, ino_t ino)
 }
 
 /* Opens path read-only and says whether it is locked (flock_held()),
- * with its body in buf.  -2 when it does not exist. */
-static int peek(const char *path, char *buf, size_t len, struct lr_err *err)
+ * with its body in buf and how many wait for it in *blocked (unless
+ * NULL; 0 when it does not exist).  -2 when it does not exist. */
+static int peek(const char *path, char *buf, size_t len, long *blocked,
+		struct lr_err *err)
 {
 	struct stat sb;
 	int fd, held;
 
+	if (blocked)
+		*blocked = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -1362,7 +1383,7 @@ static int peek(const char *path, char *buf, size_t len, struct lr_err *err)
 		return -1;
 	}
 	read_body(fd, buf, len);
-	held = flock_held(locks_dev(fd, sb.st_dev), sb.st_ino);
+	held = flock_held(locks_dev(fd, sb.st_dev), sb.st_ino, blocked);
 	close(fd);
 	if (held < 0)
 		lr_err_set(err, "cannot read /proc/locks: %s", strerror(errno));
@@ -1410,9 +1431,11 @@ static long slot_of(const char *file, const char *base)
 	return *end || k > 100000 ? -1 : k;
 }
 
-/* The holders of slot files (and seats): every NAME.lock.K locked now. */
+/* The holders of slot files (and seats): every NAME.lock.K locked now.
+ * *most gets the most runs waiting for one slot file: the first waiter of
+ * a semaphore waits for every slot at once, the others at the gate. */
 static enum lr_status slot_holders(struct lr_store *st, struct lr_info *info,
-				   struct lr_err *err)
+				   long *most, struct lr_err *err)
 {
 	char base[PATH_MAX], path[PATH_MAX], body[512];
 	enum lr_status rc = LR_OK;
@@ -1426,13 +1449,17 @@ static enum lr_status slot_holders(struct lr_store *st, struct lr_info *info,
 		lr_err_set(err, "cannot read %s: %s", st->dir, strerror(errno));
 		return LR_ERROR;
 	}
+	*most = 0;
 	while (rc == LR_OK && (e = readdir(d))) {
+		long blocked;
 		int held;
 
 		if ((k = slot_of(e->d_name, base)) < 0)
 			continue;
 		slot_path(st, (unsigned)k, path, sizeof(path));
-		held = peek(path, body, sizeof(body), err);
+		held = peek(path, body, sizeof(body), &blocked, err);
+		if (blocked > *most)
+			*most = blocked;
 		if (held == -1)
 			rc = LR_ERROR;
 		else if (held > 0)
@@ -1442,28 +1469,50 @@ static enum lr_status slot_holders(struct lr_store *st, struct lr_info *info,
 	return rc;
 }
 
+/* The runs waiting for the name: for NAME.lock (a plain run, or the
+ * first in line behind holders of the other kind), at the gate, and for
+ * the slots (held: NAME.lock is held shared).  The kernel wakes them in
+ * an order of its own, so there is no first in line to name. */
+static enum lr_status waiters(struct lr_store *st, long main, int held,
+			      struct lr_info *info, struct lr_err *err)
+{
+	char body[8];
+	long gate = 0, slots = 0;
+	enum lr_status rc = LR_OK;
+
+	if (peek(st->gpath, body, sizeof(body), &gate, err) == -1)
+		return LR_ERROR;
+	if (held == 1)
+		rc = slot_holders(st, info, &slots, err);
+	info->waiters = main + gate + slots;
+	return rc;
+}
+
 static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 				   struct lr_info *info, struct lr_err *err)
 {
 	char body[512];
 	uint64_t n;
+	long main;
 	int held;
 
 	(void)deadline;
-	held = peek(st->path, body, sizeof(body), err);
+	held = peek(st->path, body, sizeof(body), &main, err);
 	if (held == -1)
 		return LR_ERROR;
 	if (held == -2) {
 		info->fence = counter_peek(st); /* free */
-		return LR_OK;
+		return waiters(st, 0, 0, info, err);
 	}
 	if (held == 2) {
 		info->limit = 1;
-		return add_holder(info, body, 0, err);
+		if (add_holder(info, body, 0, err) != LR_OK)
+			return LR_ERROR;
+		return waiters(st, main, held, info, err);
 	}
 	if (held == 1) {
 		info->limit = body_limit(body);
-		return slot_holders(st, info, err);
+		return waiters(st, main, held, info, err);
 	}
 	/* Free.  The last granted: a holder on a removed lock file may
 	 * have bumped the counter past this file's. */
@@ -1471,7 +1520,63 @@ static enum lr_status file_inspect(struct lr_store *st, int64_t deadline,
 	n = counter_peek(st);
 	if (n > info->fence)
 		info->fence = n;
-	return LR_OK;
+	return waiters(st, main, held, info, err);
+}
+
+/* The lease of a directory entry "NAME.lock": 1 with name filled, else 0
+ * (slot files NAME.lock.K, counters, gates, run records). */
+static int lock_name(const char *file, char *name, size_t len)
+{
+	size_t n = strlen(file);
+
+	if (n <= 5 || n - 5 >= len || strcmp(file + n - 5, ".lock") != 0 ||
+	    file[0] == '.')
+		return 0;
+	memcpy(name, file, n - 5);
+	name[n - 5] = '\0';
+	return 1;
+}
+
+/* --list: every NAME.lock of the directory, inspected as --status
+ * inspects one, a lease at a time (readdir(3) reads the directory a
+ * page at a time).  A directory not made yet holds no lease. */
+static enum lr_status file_list(struct lr_store *st, const char *pattern,
+				lr_list_fn fn, void *arg, int64_t deadline,
+				struct lr_err *err)
+{
+	const struct lr_store_req *own = st->req;
+	struct lr_store_req req = *own;
+	enum lr_status rc = LR_OK;
+	char name[NAME_MAX + 1];
+	struct lr_info info;
+	struct dirent *e;
+	DIR *d = opendir(st->dir);
+	int stop = 0;
+
+	if (!d) {
+		if (errno == ENOENT)
+			return LR_OK;
+		lr_err_set(err, "cannot read %s: %s", st->dir, strerror(errno));
+		return LR_ERROR;
+	}
+	st->req = &req; /* inspect() reads the name there */
+	while (rc == LR_OK && !stop && (e = readdir(d))) {
+		if (!lock_name(e->d_name, name, sizeof(name)) ||
+		    fnmatch(pattern, name, 0) != 0)
+			continue;
+		req.name = name;
+		lr_info_init(&info);
+		rc = set_paths(st, name, err);
+		if (rc == LR_OK)
+			rc = file_inspect(st, deadline, &info, err);
+		lr_info_sort(&info);
+		if (rc == LR_OK)
+			stop = fn(arg, name, &info) != 0;
+		lr_info_free(&info);
+	}
+	closedir(d);
+	st->req = own;
+	return rc;
 }
 
 /* Replaces the lock file path by a fresh one that keeps its fence line:
@@ -1527,7 +1632,7 @@ static enum lr_status file_break(struct lr_store *st, int slot,
 	(void)deadline;
 	if (slot < 0)
 		return replace(st->path, err);
-	held = peek(st->path, body, sizeof(body), err);
+	held = peek(st->path, body, sizeof(body), NULL, err);
 	if (held == -1)
 		return LR_ERROR;
 	if (held == 1 && body_limit(body) > 1) {
@@ -1777,4 +1882,5 @@ const struct lr_store_ops lr_file_ops = {
 	.run_start = file_run_start,
 	.run_end = file_run_end,
 	.run_last = file_run_last,
+	.list = file_list,
 };

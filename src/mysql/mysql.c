@@ -1825,6 +1825,90 @@ static void my_close(struct lr_store *st)
 	free(st);
 }
 
+/* ---- --list -------------------------------------------------------------- */
+
+/*
+ * The table of fences has a row per lock ever granted, with its last
+ * holder; IS_USED_LOCK() says whether the lock is held now, and by which
+ * connection.  The rows are read in pages of LIST_PAGE, by name, from
+ * where the last page ended.  A lease name is its lock name without the
+ * prefix (a long one is cut and hashed: it shows so).  Waiters are not
+ * known: a waiting run asks GET_LOCK(lock, 0) again and again, and never
+ * waits on the server.
+ */
+#define LIST_PAGE 500
+#define LIST_SQL                                                            \
+	"SELECT name, fence, host, pid, since_ms, conn, IS_USED_LOCK(name) "  \
+	"FROM " FENCE_TABLE " WHERE name > %s AND LEFT(name, "                \
+	"CHAR_LENGTH(%s)) = %s ORDER BY name LIMIT %d"
+
+/* A held row r of LIST_SQL to fn, as my_inspect() shows a holder. */
+static int list_row(MYSQL_ROW r, size_t skip, lr_list_fn fn, void *arg)
+{
+	unsigned long id = strtoul(r[6], NULL, 10);
+	struct lr_info info;
+	struct lr_holder *h;
+	int stop = 0;
+
+	lr_info_init(&info);
+	info.limit = 1;
+	if ((h = lr_info_add(&info))) {
+		if (r[5] && strtoul(r[5], NULL, 10) == id) {
+			snprintf(h->host, sizeof(h->host), "%s", r[2] ? r[2] : "");
+			h->pid = r[3] ? strtol(r[3], NULL, 10) : 0;
+			h->since_ms = r[4] ? strtoll(r[4], NULL, 10) : 0;
+			h->fence = r[1] ? strtoull(r[1], NULL, 10) : 0;
+		} else {
+			snprintf(h->host, sizeof(h->host),
+				 "MySQL connection %lu", id);
+		}
+		stop = fn(arg, r[0] + skip, &info);
+	}
+	lr_info_free(&info);
+	return h ? stop : -1;
+}
+
+static enum lr_status my_list(struct lr_store *st, const char *pattern,
+			      lr_list_fn fn, void *arg, int64_t deadline,
+			      struct lr_err *err)
+{
+	const char *prefix = st->o[O_PREFIX].s;
+	char pre[200], last[200] = "''", sql[1000];
+	enum lr_status s = LR_OK;
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW r;
+	int rows = LIST_PAGE, stop = 0;
+
+	(void)pattern; /* the core matches the names */
+	if (literal(st, prefix, pre, sizeof(pre)) < 0) {
+		lr_err_set(err, "MySQL: the prefix is too long");
+		return LR_ERROR;
+	}
+	while (s == LR_OK && !stop && rows == LIST_PAGE) {
+		snprintf(sql, sizeof(sql), LIST_SQL, last, pre, pre, LIST_PAGE);
+		s = q_run(st, sql, "reading the table of fences", deadline,
+			  &res, err);
+		if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+			return LR_OK; /* nothing granted yet */
+		for (rows = 0; s == LR_OK && res && !stop &&
+			       mysql_num_fields(res) >= 7 &&
+			       (r = mysql_fetch_row(res));
+		     rows++) {
+			if (!r[0] || literal(st, r[0], last, sizeof(last)) < 0) {
+				lr_err_set(err, "MySQL: a lock name too long");
+				s = LR_ERROR;
+			} else if (r[6]) {
+				stop = list_row(r, strlen(prefix), fn, arg);
+			}
+		}
+		if (stop < 0)
+			lr_err_set(err, "out of memory");
+		mysql_free_result(res);
+		res = NULL;
+	}
+	return stop < 0 ? LR_ERROR : s;
+}
+
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "mysql",
@@ -1843,4 +1927,5 @@ const struct lr_store_ops lr_store_ops = {
 	.run_start = my_run_start,
 	.run_end = my_run_end,
 	.run_last = my_run_last,
+	.list = my_list,
 };

@@ -1546,9 +1546,10 @@ out:
 }
 
 /* "leaserun:NAME@host:pid": host and pid, read from the right (the name
- * may hold '@' and ':').  Returns 0 if app is not ours. */
+ * may hold '@' and ':'), and the name (as far as it was kept) into name
+ * (nlen bytes); each output may be NULL.  Returns 0 if app is not ours. */
 static int parse_appname(const char *app, char *host, size_t hlen, long *pid,
-			 uint64_t *fence)
+			 uint64_t *fence, char *name, size_t nlen)
 {
 	const char *colon, *at, *hash;
 
@@ -1561,11 +1562,15 @@ static int parse_appname(const char *app, char *host, size_t hlen, long *pid,
 		;
 	if (*at != '@')
 		return 0;
-	*pid = strtol(colon + 1, NULL, 10);
+	if (pid)
+		*pid = strtol(colon + 1, NULL, 10);
 	hash = strchr(colon, '#'); /* "#FENCE" once the lock is held */
-	if (hash)
+	if (hash && fence)
 		*fence = strtoull(hash + 1, NULL, 10);
-	snprintf(host, hlen, "%.*s", (int)(colon - at - 1), at + 1);
+	if (host)
+		snprintf(host, hlen, "%.*s", (int)(colon - at - 1), at + 1);
+	if (name)
+		snprintf(name, nlen, "%.*s", (int)(at - app - 9), app + 9);
 	return 1;
 }
 
@@ -1574,6 +1579,9 @@ static int parse_appname(const char *app, char *host, size_t hlen, long *pid,
  * with who they are from pg_stat_activity.  Columns: pid,
  * application_name, client address, backend start (ms), slot (-1: the
  * bigint key), limit, shared. */
+static enum lr_status pg_waiters(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err);
+
 #define HOLDERS_SQL                                                         \
 	"SELECT l.pid, coalesce(a.application_name, ''), "                  \
 	"coalesce(host(a.client_addr), 'local'), "                          \
@@ -1615,7 +1623,8 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 		info->limit = (unsigned)atoi(PQgetvalue(r, i, 5));
 		h->shared = !strcmp(PQgetvalue(r, i, 6), "t");
 		if (!parse_appname(PQgetvalue(r, i, 1), h->host,
-				   sizeof(h->host), &h->pid, &h->fence)) {
+				   sizeof(h->host), &h->pid, &h->fence, NULL,
+				   0)) {
 			/* Someone took the lock from SQL: say who. */
 			snprintf(h->host, sizeof(h->host),
 				 "%s (backend %s, application_name \"%.64s\")",
@@ -1623,6 +1632,8 @@ static enum lr_status pg_inspect(struct lr_store *st, int64_t deadline,
 				 PQgetvalue(r, i, 1));
 		}
 	}
+	if (s == LR_OK)
+		s = pg_waiters(st, deadline, info, err);
 out:
 	PQclear(r);
 	return s;
@@ -1915,6 +1926,177 @@ static void pg_close(struct lr_store *st)
 	free(st);
 }
 
+/* ---- --list, and the waiters of --status ------------------------------- */
+
+/*
+ * pg_locks knows keys, not names: the name is in the application_name of
+ * the sessions that hold or wait (make_appname(), app_sql()), cut where
+ * the name is long.  LOCKS_SQL reads every advisory lock of leaserun's
+ * sessions in this database, a lease's rows together (a lease's keys
+ * share their high 32 bits, classid), its holders first, then the
+ * sessions that wait: the holder of a semaphore's gate (the first in
+ * line), then the others by when they started to wait (PostgreSQL 14
+ * and later keep it).  Columns: classid, objid, objsubid, granted, pid,
+ * shared, application_name, client address, backend start (ms).  The
+ * answer is as large as the server's lock table, which it bounds.  %s:
+ * a further condition; %s: the wait start column (or NULL).
+ */
+#define LOCKS_SQL                                                           \
+	"SELECT l.classid, l.objid, l.objsubid, l.granted, l.pid, "          \
+	"l.mode = 'ShareLock', a.application_name, "                        \
+	"coalesce(host(a.client_addr), 'local'), "                          \
+	"coalesce((extract(epoch FROM a.backend_start) * 1000)::bigint, 0) " \
+	"FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "         \
+	"WHERE l.locktype = 'advisory' AND a.application_name LIKE "        \
+	"'leaserun:%%' AND l.database = (SELECT oid FROM pg_database "      \
+	"WHERE datname = current_database()) %s "                           \
+	"ORDER BY l.classid, l.granted AND NOT (l.objsubid = 2 AND "         \
+	"l.objid = 0) DESC, l.granted DESC, %s, l.objsubid, l.objid, l.pid"
+
+enum { C_HI, C_OBJ, C_SUB, C_GRANTED, C_PID, C_SHARED, C_APP, C_ADDR,
+       C_START };
+
+/* Does row i hold the lease (a granted lock, not a semaphore's gate)? */
+static int row_holds(const PGresult *r, int i)
+{
+	return !strcmp(PQgetvalue(r, i, C_GRANTED), "t") &&
+	       !(atoi(PQgetvalue(r, i, C_SUB)) == 2 &&
+		 !strcmp(PQgetvalue(r, i, C_OBJ), "0"));
+}
+
+/* Are rows i and j the same run's sessions (a semaphore's first waiter
+ * has one a slot)?  Their application_names up to the fence. */
+static int same_run(const PGresult *r, int i, int j)
+{
+	const char *a = PQgetvalue(r, i, C_APP), *b = PQgetvalue(r, j, C_APP);
+	size_t n = strcspn(a, "#");
+
+	return n == strcspn(b, "#") && !strncmp(a, b, n);
+}
+
+/* Row i as a holder of info. */
+static enum lr_status row_holder(const PGresult *r, int i,
+				 struct lr_info *info, struct lr_err *err)
+{
+	struct lr_holder *h = lr_info_add(info);
+	long obj = atol(PQgetvalue(r, i, C_OBJ));
+
+	if (!h) {
+		lr_err_set(err, "out of memory");
+		return LR_ERROR;
+	}
+	h->since_ms = strtoll(PQgetvalue(r, i, C_START), NULL, 10);
+	h->shared = !strcmp(PQgetvalue(r, i, C_SHARED), "t");
+	info->limit = 1;
+	if (atoi(PQgetvalue(r, i, C_SUB)) == 2) {
+		h->slot = (unsigned)(obj & 65535);
+		info->limit = (unsigned)(obj >> 16);
+	}
+	parse_appname(PQgetvalue(r, i, C_APP), h->host, sizeof(h->host),
+		      &h->pid, &h->fence, NULL, 0);
+	return LR_OK;
+}
+
+/* Rows [b, e), one lease's: its holders (if holders) and its waiters
+ * (each run once, however many sessions it waits with) into info. */
+static enum lr_status rows_lease(const PGresult *r, int b, int e,
+				 int holders, struct lr_info *info,
+				 struct lr_err *err)
+{
+	struct lr_holder w;
+	int i, j;
+
+	info->waiters = 0;
+	for (i = b; i < e; i++) {
+		if (row_holds(r, i)) {
+			if (holders && row_holder(r, i, info, err) != LR_OK)
+				return LR_ERROR;
+			continue;
+		}
+		for (j = b; j < e; j++)
+			if ((j < i || row_holds(r, j)) && j != i &&
+			    same_run(r, i, j))
+				break;
+		if (j < e)
+			continue;
+		memset(&w, 0, sizeof(w));
+		if (!info->waiters++ &&
+		    parse_appname(PQgetvalue(r, i, C_APP), w.host,
+				  sizeof(w.host), &w.pid, NULL, NULL, 0))
+			lr_holder_who(&w, info->next, sizeof(info->next));
+	}
+	return LR_OK;
+}
+
+/* LOCKS_SQL with the further condition where. */
+static enum lr_status locks_query(struct lr_store *st, const char *where,
+				  int64_t deadline, PGresult **r,
+				  struct lr_err *err)
+{
+	char sql[2048];
+	enum lr_status s;
+
+	snprintf(sql, sizeof(sql), LOCKS_SQL, where,
+		 st->version >= 140000 ? "l.waitstart" : "NULL::timestamptz");
+	s = q_run(st, sql, Q_OTHER, deadline, r, err);
+	if (s == LR_OK && (!*r || PQresultStatus(*r) != PGRES_TUPLES_OK ||
+			   PQnfields(*r) < C_START + 1)) {
+		q_fail(st, *r, "reading pg_locks", err);
+		s = LR_ERROR;
+	}
+	return s;
+}
+
+/* --status: the runs waiting for req->name. */
+static enum lr_status pg_waiters(struct lr_store *st, int64_t deadline,
+				 struct lr_info *info, struct lr_err *err)
+{
+	char where[160];
+	PGresult *r = NULL;
+	enum lr_status s;
+
+	snprintf(where, sizeof(where),
+		 "AND l.classid = %" PRIu32 " AND ((l.objsubid = 1 AND "
+		 "l.objid = %" PRIu32 ") OR l.objsubid = 2)",
+		 (uint32_t)st->hi, (uint32_t)st->key);
+	s = locks_query(st, where, deadline, &r, err);
+	if (s == LR_OK)
+		s = rows_lease(r, 0, PQntuples(r), 0, info, err);
+	PQclear(r);
+	return s;
+}
+
+static enum lr_status pg_list(struct lr_store *st, const char *pattern,
+			      lr_list_fn fn, void *arg, int64_t deadline,
+			      struct lr_err *err)
+{
+	char name[64];
+	PGresult *r = NULL;
+	struct lr_info info;
+	enum lr_status s;
+	int b, e, n, stop = 0;
+
+	(void)pattern; /* names are known only from the rows */
+	s = locks_query(st, "", deadline, &r, err);
+	n = s == LR_OK ? PQntuples(r) : 0;
+	for (b = 0; s == LR_OK && !stop && b < n; b = e) {
+		for (e = b + 1; e < n && !strcmp(PQgetvalue(r, e, C_HI),
+						 PQgetvalue(r, b, C_HI));
+		     e++)
+			;
+		lr_info_init(&info);
+		s = rows_lease(r, b, e, 1, &info, err);
+		lr_info_sort(&info);
+		if (s == LR_OK &&
+		    parse_appname(PQgetvalue(r, b, C_APP), NULL, 0, NULL, NULL,
+				  name, sizeof(name)))
+			stop = fn(arg, name, &info) != 0;
+		lr_info_free(&info);
+	}
+	PQclear(r);
+	return s;
+}
+
 const struct lr_store_ops lr_store_ops = {
 	.abi = LR_STORE_ABI,
 	.name = "pg",
@@ -1933,4 +2115,5 @@ const struct lr_store_ops lr_store_ops = {
 	.run_start = pg_run_start,
 	.run_end = pg_run_end,
 	.run_last = pg_run_last,
+	.list = pg_list,
 };

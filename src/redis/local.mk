@@ -3,10 +3,7 @@ if WITH_REDIS
 pkglib_LTLIBRARIES += redis.la
 redis_la_SOURCES = %reldir%/redis.c %reldir%/redis-conn.c \
 	%reldir%/redis-watch.c %reldir%/redis-runs.c %reldir%/redis-url.c \
-	%reldir%/redis-cluster.c %reldir%/redis-int.h
-	%reldir%/redis-watch.c %reldir%/redis-url.c %reldir%/redis-int.h
-	%reldir%/redis-url.c %reldir%/redis-int.h
-	%reldir%/redis-int.h
+	%reldir%/redis-cluster.c %reldir%/redis-list.c %reldir%/redis-int.h
 redis_la_CFLAGS = $(AM_CFLAGS) $(REDIS_CFLAGS)
 redis_la_LIBADD = libstore.la $(REDIS_LIBS)
 redis_la_LDFLAGS = $(MODULE_LDFLAGS)
@@ -32,11 +29,12 @@ dist_man_MANS += man/leaserun-redis.7
 # (lib/); %reldir%/gen-scripts splices them and writes each one's text
 # and SHA-1 into %reldir%/scripts.h, in the build tree.
 REDIS_LUA = %reldir%/acquire.lua %reldir%/acquire-multi.lua \
-	%reldir%/break.lua %reldir%/inspect.lua %reldir%/release.lua \
+	%reldir%/break.lua %reldir%/inspect.lua %reldir%/list.lua \
+	%reldir%/release.lua \
 	%reldir%/release-multi.lua %reldir%/renew.lua \
 	%reldir%/renew-multi.lua %reldir%/run-end.lua \
 	%reldir%/run-start.lua %reldir%/lib/fence.lua \
-	%reldir%/lib/now.lua %reldir%/lib/wake.lua
+	%reldir%/lib/now.lua %reldir%/lib/wake.lua %reldir%/lib/holders.lua
 if WITH_REDIS
 nodist_redis_la_SOURCES = %reldir%/scripts.h
 redis_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src

@@ -11,6 +11,7 @@
  *   redis-runs.c   --once-per
  *   redis-url.c    the URL
  *   redis-cluster.c  Redis Cluster: the nodes, MOVED and ASK
+ *   redis-list.c   --list
  */
 #ifndef LEASERUN_REDIS_INT_H
 #define LEASERUN_REDIS_INT_H
@@ -227,6 +228,11 @@ int guards_add(const struct lr_store *st, enum guard_mode mode,
 enum lr_status guards_check(struct lr_store *st, const struct guard_cmds *g,
 			    const struct cmd *cmds, struct lr_err *err);
 enum lr_status lost(struct lr_store *st, const char *why, struct lr_err *err);
+/* A grant's value, "TOKEN FENCE PID SINCE HOST", and its PTTL, as a
+ * holder in slot (-1: shared) of info; nothing for "" (free). */
+enum lr_status holder_add(struct lr_info *info, const redisReply *v,
+			  const redisReply *pttl, long long slot,
+			  struct lr_err *err);
 
 /* ---- redis-watch.c ------------------------------------------------------- */
 
@@ -255,5 +261,11 @@ enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
 			 int64_t deadline, struct lr_err *err);
 enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
 			  struct lr_run *last, struct lr_err *err);
+
+/* ---- redis-list.c -------------------------------------------------------- */
+
+enum lr_status r_list(struct lr_store *st, const char *pattern,
+		      lr_list_fn fn, void *arg, int64_t deadline,
+		      struct lr_err *err);
 
 #endif

@@ -745,9 +745,9 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 
 /* A grant's value, "TOKEN FENCE PID SINCE HOST", and its PTTL, as a
  * holder in slot (-1: shared) of info. */
-static enum lr_status add_holder(struct lr_info *info, const redisReply *v,
-				 const redisReply *pttl, long long slot,
-				 struct lr_err *err)
+enum lr_status holder_add(struct lr_info *info, const redisReply *v,
+			  const redisReply *pttl, long long slot,
+			  struct lr_err *err)
 {
 	struct lr_holder *h;
 	char tok[128];
@@ -780,30 +780,34 @@ static enum lr_status add_holder(struct lr_info *info, const redisReply *v,
 static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
 				struct lr_info *info, struct lr_err *err)
 {
-	const char *kv[5] = { st->plain, st->holders, st->limit_key,
+	const char *kv[6] = { st->plain,       st->holders,
+			      st->limit_key,   st->waiters,
 			      st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];
 	const redisReply *r;
 	enum lr_status s;
 	size_t i;
 
-	s = run_script(st, &inspect_lua, 3, 2, kv, cmds, 1, 0, deadline, err);
+	s = run_script(st, &inspect_lua, 4, 2, kv, cmds, 1, 0, deadline, err);
 	if (s != LR_OK)
 		return s;
 	r = cmds[0].r;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-	    r->elements % 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
+	/* holders(), then the waiters (inspect.lua). */
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
+	    r->elements % 3 != 1 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[r->elements - 1]->type != REDIS_REPLY_INTEGER) {
 		lr_err_set(err, "redis at %s: inspect: unexpected reply",
 			   st->where);
 		s = LR_ERROR;
 		goto out;
 	}
+	info->waiters = (long)r->element[r->elements - 1]->integer;
 	info->limit = (unsigned)r->element[0]->integer;
-	s = add_holder(info, r->element[1], r->element[2], 0, err);
+	s = holder_add(info, r->element[1], r->element[2], 0, err);
 	if (s == LR_OK && info->n)
 		info->limit = 1;
-	for (i = 3; s == LR_OK && i < r->elements; i += 3)
-		s = add_holder(info, r->element[i], r->element[i + 1],
+	for (i = 3; s == LR_OK && i + 1 < r->elements; i += 3)
+		s = holder_add(info, r->element[i], r->element[i + 1],
 			       r->element[i + 2]->type == REDIS_REPLY_INTEGER
 				       ? r->element[i + 2]->integer
 				       : -1,
@@ -850,4 +854,5 @@ const struct lr_store_ops lr_store_ops = {
 	.run_start = r_run_start,
 	.run_end = r_run_end,
 	.run_last = r_run_last,
+	.list = r_list,
 };

@@ -82,6 +82,7 @@ void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
 void lr_info_init(struct lr_info *info)
 {
 	memset(info, 0, sizeof(*info));
+	info->waiters = -1;
 }
 
 struct lr_holder *lr_info_add(struct lr_info *info)
@@ -276,6 +277,55 @@ void lr_run_parse(const char *s, struct lr_run *run)
 	run->pid = pid;
 	if (strcmp(run->host, "-") == 0)
 		run->host[0] = '\0';
+}
+
+void lr_holder_format(const char *host, long pid, int64_t since_ms,
+		      char *buf, size_t len)
+{
+	snprintf(buf, len, "%s %ld %lld", host && *host ? host : "-", pid,
+		 (long long)since_ms);
+}
+
+int lr_holder_parse(const char *s, struct lr_holder *h)
+{
+	char host[256];
+	long pid;
+	long long since;
+
+	if (!s || sscanf(s, "%255s %ld %lld", host, &pid, &since) != 3)
+		return -1;
+	/* "?": how older versions of the etcd store said "unknown". */
+	if (strcmp(host, "-") == 0 || strcmp(host, "?") == 0)
+		host[0] = '\0';
+	snprintf(h->host, sizeof(h->host), "%s", host);
+	h->pid = pid;
+	h->since_ms = since;
+	return 0;
+}
+
+void lr_holder_who(const struct lr_holder *h, char *buf, size_t len)
+{
+	if (h->host[0] && h->pid)
+		snprintf(buf, len, "%s pid %ld", h->host, h->pid);
+	else if (h->host[0])
+		snprintf(buf, len, "%s", h->host);
+	else if (h->pid)
+		snprintf(buf, len, "pid %ld", h->pid);
+	else
+		buf[0] = '\0';
+}
+
+void lr_holders_who(const struct lr_info *info, char *buf, size_t len)
+{
+	size_t n;
+
+	buf[0] = '\0';
+	if (!info->n)
+		return;
+	lr_holder_who(&info->h[0], buf, len);
+	n = strlen(buf);
+	if (n && info->n > 1)
+		snprintf(buf + n, len - n, " and %zu more", info->n - 1);
 }
 
 int lr_host_is_local(const char *host)

@@ -123,7 +123,16 @@ struct lr_info {
 	size_t n;               /* holders, in slot order (shared: fence) */
 	struct lr_holder *h;    /* n of them; grown by lr_info_add() */
 	size_t cap;
+	long waiters;           /* runs waiting for the name; -1 unknown */
+	char next[300];         /* the first in line, "host pid N" (as the
+				 * store keeps an order); "" unknown */
 };
+
+/* What list() hands its callback for each lease it finds: its name and
+ * holders (info as inspect() fills it).  A return other than 0 stops
+ * the listing, and list() returns LR_OK. */
+typedef int (*lr_list_fn)(void *arg, const char *name,
+			  const struct lr_info *info);
 
 /*
  * A run recorded for --once-per, as the store's clock tells it.  The
@@ -240,6 +249,20 @@ struct lr_store_ops {
 	 * counted with the period that run was started with. */
 	enum lr_status (*run_last)(struct lr_store *st, int64_t deadline,
 				   struct lr_run *last, struct lr_err *err);
+
+	/*
+	 * --list: every lease of the store whose name matches pattern (an
+	 * fnmatch(3) glob; the core filters again, so a store may pass
+	 * more), fn called once per name with its holders, in pages: the
+	 * store never holds the whole store in memory, and never blocks
+	 * the server for long (no KEYS, no long script).  A store opened
+	 * for --list has req->name "" and no token.  Names the store finds
+	 * free may be passed too (info->n 0).  Optional (NULL: the store
+	 * cannot list).
+	 */
+	enum lr_status (*list)(struct lr_store *st, const char *pattern,
+			       lr_list_fn fn, void *arg, int64_t deadline,
+			       struct lr_err *err);
 };
 
 /* Helpers for stores (util.c). */
@@ -253,9 +276,24 @@ void lr_err_heals(struct lr_err *err);
  * name (ours is req's: 1 for a plain or shared lease). */
 void lr_err_limit(struct lr_err *err, const struct lr_store_req *req,
 		  unsigned recorded);
-/* inspect()'s list: appends a holder with every field unknown (NULL
- * when out of memory). */
+/* inspect()'s list, and each lease's for list(): init empties it; add
+ * appends a holder with every field unknown (NULL when out of memory);
+ * sort puts it in slot order, then fence order; free frees the holders
+ * (and accepts an empty list). */
+void lr_info_init(struct lr_info *info);
 struct lr_holder *lr_info_add(struct lr_info *info);
+void lr_info_sort(struct lr_info *info);
+void lr_info_free(struct lr_info *info);
+/* A holder as one value, "HOST PID SINCE" (HOST "-" when unknown), for
+ * stores that keep it so (etcd, ZooKeeper).  lr_holder_parse() fills
+ * h's host, pid and since_ms, and returns 0, or -1 (h untouched) if s
+ * (maybe NULL) is not such a value. */
+void lr_holder_format(const char *host, long pid, int64_t since_ms,
+		      char *buf, size_t len);
+int lr_holder_parse(const char *s, struct lr_holder *h);
+/* "host pid N" of h into buf ("" when both are unknown), as --status
+ * and --list name a holder or a waiter. */
+void lr_holder_who(const struct lr_holder *h, char *buf, size_t len);
 /* Sets every field of *run to "unknown". */
 void lr_run_init(struct lr_run *run);
 /* Sets run->ago_ms and next_ms at now, by the store's clock, for period

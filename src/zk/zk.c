@@ -74,6 +74,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,9 +612,8 @@ static enum lr_status send_create(struct lr_store *st, struct lr_zk_op **ops,
 		free(path);
 		return oom(err);
 	}
-	snprintf(data, sizeof(data), "%s %ld %lld",
-		 st->req->host && *st->req->host ? st->req->host : "-",
-		 st->req->pid, (long long)st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, data,
+			 sizeof(data));
 	rc = lr_zk_send_create(zs, ops[0], path, data, lr_zk_acl(zs, 0, buf),
 			       ZOO_EPHEMERAL_SEQUENTIAL);
 	free(path);
@@ -991,9 +991,8 @@ static int claim_slot(struct lr_store *st, const struct place *pl,
 	if (k == st->req->limit)
 		return watch_slots(st, pl, deadline, err);
 	snprintf(num, sizeof(num), "%u", k);
-	snprintf(data, sizeof(data), "%s %ld %lld",
-		 st->req->host && *st->req->host ? st->req->host : "-",
-		 st->req->pid, (long long)st->req->since_ms);
+	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, data,
+			 sizeof(data));
 	path = join3(st->slotpfx, num, "");
 	op = lr_zk_op_new();
 	if (!path || !op) {
@@ -1431,10 +1430,13 @@ static enum lr_status z_release(struct lr_store *st, int64_t deadline,
  * slot nodes; else, in sequence order, the first node if it is a lock-
  * one, or the read- ones before the first lock- one.  *names (n of them,
  * pointing into *kids, which the caller frees with the array) and the
- * name's *limit (0: nothing there). */
+ * name's *limit (0: nothing there).  w (unless NULL) gets the waiters:
+ * every other sequential node; *first the first of them in sequence
+ * order (NULL: none), pointing into *kids. */
 static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 				   struct lr_zk_op **kids, const char ***names,
-				   int *n, unsigned *limit, struct lr_err *err)
+				   int *n, unsigned *limit, struct lr_info *w,
+				   const char **first, struct lr_err *err)
 {
 	unsigned lim, slot;
 	enum lr_status s;
@@ -1473,24 +1475,15 @@ static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 		if (kd == K_EXCL)
 			open = 0; /* no shared run behind it holds */
 	}
+	/* The holders of a plain or shared lease are the first m. */
+	i = *limit > 1 ? 0 : m;
+	if (w)
+		w->waiters = nk - i;
+	if (first)
+		*first = i < nk ? k[i].name : NULL;
 	free(k);
 	*n = m;
 	return LR_OK;
-}
-
-/* The holder's node data, "host pid since", into info. */
-static void read_holder(const char *data, struct lr_holder *info)
-{
-	char host[256];
-	long pid;
-	long long since;
-
-	if (!data || sscanf(data, "%255s %ld %lld", host, &pid, &since) != 3)
-		return;
-	if (strcmp(host, "-") != 0)
-		snprintf(info->host, sizeof(info->host), "%s", host);
-	info->pid = pid;
-	info->since_ms = since;
 }
 
 /* One request of --status or --break on path, sent by send and answered
@@ -1551,7 +1544,7 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		h->fence = (uint64_t)op->stat.czxid;
 		h->shared = kd == K_SHARED;
 		h->slot = kd == K_SLOT ? slot : 0;
-		read_holder(op->value, h);
+		lr_holder_parse(op->value, h);
 	} else if (rc != ZNONODE && !lr_zk_retryable(rc)) {
 		lr_err_set(err, "ZooKeeper at %s: get %s: %s", st->zs->where,
 			   path, lr_zk_strerror(rc));
@@ -1561,6 +1554,28 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 	if (rc == ZOK)
 		return LR_OK;
 	return rc == ZNONODE || lr_zk_retryable(rc) ? AGAIN : LR_ERROR;
+}
+
+/* The first waiter's node name (its data "host pid since") as info's
+ * next; a node gone meanwhile is left out. */
+static enum lr_status first_waiter(struct lr_store *st, const char *name,
+				   int64_t deadline, struct lr_info *info,
+				   struct lr_err *err)
+{
+	char *path = join3(st->dir, "/", name);
+	struct lr_holder w;
+	struct lr_zk_op *op;
+	enum lr_status s;
+
+	if (!path)
+		return oom(err);
+	s = ask(st, lr_zk_send_get, path, deadline, "status", &op, err);
+	free(path);
+	memset(&w, 0, sizeof(w));
+	if (s == LR_OK && op->rc == ZOK && lr_holder_parse(op->value, &w) == 0)
+		lr_holder_who(&w, info->next, sizeof(info->next));
+	lr_zk_op_free(op);
+	return s;
 }
 
 /* (A holder gone between the listing and its read has released: it is
@@ -1573,13 +1588,63 @@ static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
 	enum lr_status s;
 	int i, n, r = LR_OK;
 
-	s = list_holders(st, deadline, &kids, &names, &n, &info->limit, err);
+	const char *first = NULL;
+
+	s = list_holders(st, deadline, &kids, &names, &n, &info->limit, info,
+			 &first, err);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		r = read_node(st, names[i], deadline, info, err);
 		if (r != AGAIN && r != LR_OK)
 			s = (enum lr_status)r;
 	}
+	if (s == LR_OK && first)
+		s = first_waiter(st, first, deadline, info, err);
 	free(names);
+	lr_zk_op_free(kids);
+	return s;
+}
+
+/* --list: the children of the root directory are the leases' own; each
+ * is read as --status reads it (z_inspect()), one at a time.  ZooKeeper
+ * lists children in one reply, which its own limit (jute.maxbuffer)
+ * bounds; the holders are never all in memory at once. */
+static enum lr_status z_list(struct lr_store *st, const char *pattern,
+			     lr_list_fn fn, void *arg, int64_t deadline,
+			     struct lr_err *err)
+{
+	const struct lr_store_req *own = st->req;
+	struct lr_store_req req = *own;
+	char *root = st->dir, *dir;
+	struct lr_zk_op *kids = NULL;
+	struct lr_info info;
+	enum lr_status s;
+	int i, stop = 0;
+
+	root[strlen(root) - 1] = '\0'; /* opened with the name "": ROOT/ */
+	s = lr_zk_list(st->zs, root, deadline, &kids, err);
+	if (s == LR_LOST)
+		s = LR_ERROR;
+	st->req = &req;
+	for (i = 0; s == LR_OK && kids->rc == ZOK && i < kids->nnames && !stop;
+	     i++) {
+		if (fnmatch(pattern, kids->names[i], 0) != 0)
+			continue;
+		if (!(st->dir = dir = join3(root, "/", kids->names[i]))) {
+			s = oom(err);
+			break;
+		}
+		req.name = kids->names[i];
+		lr_info_init(&info);
+		s = z_inspect(st, deadline, &info, err);
+		lr_info_sort(&info);
+		if (s == LR_OK)
+			stop = fn(arg, kids->names[i], &info) != 0;
+		lr_info_free(&info);
+		free(dir);
+	}
+	st->req = own;
+	st->dir = root;
+	strcat(root, "/");
 	lr_zk_op_free(kids);
 	return s;
 }
@@ -1617,7 +1682,8 @@ static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 	unsigned limit, lim, k;
 	int i, n;
 
-	s = list_holders(st, deadline, &kids, &names, &n, &limit, err);
+	s = list_holders(st, deadline, &kids, &names, &n, &limit, NULL, NULL,
+			 err);
 	for (i = 0; s == LR_OK && i < n; i++) {
 		char *path;
 
@@ -1916,6 +1982,7 @@ const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
     .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
+    .list = z_list,
     .secret_env = NULL,
     .open = z_open,
     .acquire = z_acquire,
