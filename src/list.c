@@ -25,6 +25,7 @@
 
 #include "json.h"
 #include "list.h"
+#include "stores.h"
 #include "util.h"
 
 struct listing {
