@@ -156,6 +156,13 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	(( $(now_ms) - t0 < 3000 ))
 }
 
+@test "--list is refused on a cluster with one line, 125" {
+	run lr --list
+	assert_failure 125
+	assert_output --partial "not yet on Redis Cluster"
+	assert_equal "${#lines[@]}" 1
+}
+
 @test "--limit 3: 20 contenders run at most 3 at once, and 3" { twenty_contenders; }
 @test "--shared: shared holders overlap, an exclusive one overlaps nothing" { shared_exclusive; }
 @test "--limit: --status lists the slots, --break --slot stops one" { status_and_break; }
