@@ -136,10 +136,9 @@ all_waiters_run() {
 
 # with_default_signals CMD...: execs CMD with every signal leaserun
 # forwards at its default action: bash starts background jobs with INT
-# and QUIT ignored, and nohup(1) or a supervisor may have ignored others
-# (an inherited SIG_IGN is, by design, not forwarded).
+# and QUIT ignored (an inherited SIG_IGN is, by design, not forwarded).
 with_default_signals() {
-	exec perl -e '$SIG{$_} = "DEFAULT" for qw(INT QUIT HUP TERM USR1 USR2 WINCH ALRM CONT); exec @ARGV or die "exec: $!"' -- "$@"
+	exec perl "$LR_SRCDIR/tests/default-signals" "$@"
 }
 
 # check_intervals LOG: lines "start end fence"; no two intervals overlap
