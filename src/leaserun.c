@@ -1213,7 +1213,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 	}
 }
 
-/* --status and --break; returns the exit status. */
+/* --list, --status and --break; returns the exit status. */
 static int admin(struct run *r, struct lr_store *st)
 {
 	struct opts *o = r->o;
