@@ -110,19 +110,28 @@ list_unreachable() {
 }
 
 # A run waiting with -v says whom it waits behind when it starts to wait,
-# and again as soon as the holder changes: B, queued before it, takes the
-# lease when A lets it go (a store that serves waiters in order).
+# and again when the holder changes: B, queued before it, takes the lease
+# when A lets it go.  The -v run is stopped meanwhile, so that it cannot
+# take the lease itself between A and B (Redis's queue only orders the
+# wake-ups: a retry that fires at that moment may win).
 list_waiting_says() {
-	local b
+	local b w
 	holds a "$N-v"
 	"$LEASERUN" -w 60s "$N-v" sleep 30 2>/dev/null &
 	b=$!
 	BG_PIDS="$BG_PIDS $b"
 	wait_until 15 waiting "$N-v" 1
 	"$LEASERUN" -v -w 60s "$N-v" true 2>"$D/w.err" &
-	BG_PIDS="$BG_PIDS $!"
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
 	wait_until 15 grep -q "held by $(hostname) pid ${HP[a]}; waiting" "$D/w.err"
+	kill -STOP "$w"
 	kill "${HP[a]}"
+	wait_until 15 held_by "$N-v" "$b"
+	kill -CONT "$w"
 	wait_until 15 grep -q "held by $(hostname) pid $b now; still waiting" "$D/w.err"
 	assert_equal "$(grep -c waiting "$D/w.err")" 2
 }
+
+# held_by NAME PID: --list shows the lease NAME held by the run PID.
+held_by() { [ "$(rows "$1" | awk '{ print $4 }' | head -1)" = "$2" ]; }
