@@ -8,6 +8,7 @@
 load 'helpers'
 load 'certs'
 load 'sem'
+load 'list'
 load 'redis-cluster-server'
 
 setup_file() {
@@ -156,11 +157,68 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	(( $(now_ms) - t0 < 3000 ))
 }
 
-@test "--list is refused on a cluster with one line, 125" {
-	run lr --list
-	assert_failure 125
-	assert_output --partial "not yet on Redis Cluster"
-	assert_equal "${#lines[@]}" 1
+@test "--list: nothing held: the header only, or [] (exit 0)" { list_nothing_held; }
+@test "--list: an exclusive holder: name, host, pid, since, TTL left, fence, no waiters" { list_exclusive; }
+@test "--list: two shared holders and 2 of 3 slots: a line per holder" { list_shared_and_slots; }
+@test "--list: PATTERN is a glob over names, all by default" { list_pattern; }
+
+# The names $N-1, $N-2, ... up to one whose slot each master serves;
+# the ports of those masters in MASTERS.
+names_on_every_master() {
+	local i=0 p seen=
+	NAMES=
+	while [ "$(wc -w <<<"$seen")" -lt 3 ] && [ "$i" -lt 100 ]; do
+		i=$((i + 1))
+		p=$(cluster_master_of "$(keyof "$N-$i")")
+		NAMES="$NAMES $N-$i"
+		[[ " $seen " == *" $p "* ]] || seen="$seen $p"
+	done
+	MASTERS=$seen
+	[ "$(wc -w <<<"$seen")" = 3 ]
+}
+
+@test "--list: holders whose names hash to each master are all listed, each once, through any seed" {
+	names_on_every_master
+	for n in $NAMES; do
+		holds "$n" "$n" -t 30s
+	done
+	want=$(printf '%s
+' $NAMES | sort | xargs)
+	for p in $CL_PORTS; do
+		assert_equal "$(rows -U "$(seed "$p")" "$N-*" | awk '{ print $1 }' | sort | xargs)" "$want"
+	done
+	run -0 "$LEASERUN" --list --json "$N-*"
+	assert_equal "$(jq -r '.[].name' <<<"$output" | sort | xargs)" "$want"
+	assert_equal "$(jq -r '.[] | "\(.name) \(.pid)"' <<<"$output" |
+		while read -r n pid; do [ "$pid" = "${HP[$n]}" ] && echo ok; done | wc -l)" \
+		"$(wc -w <<<"$NAMES")"
+}
+
+# A master with a replica that is connected: its failover can happen.
+master_with_replica() {
+	local p id
+	for p in $CL_PORTS; do
+		cluster_alive "$p" && ccli "$p" role | head -1 | grep -qx master || continue
+		id=$(ccli "$p" cluster myid)
+		ccli "$p" cluster nodes | grep " slave $id " | grep -q connected &&
+			{ echo "$p"; return 0; }
+	done
+	return 1
+}
+
+@test "--list: a master killed (kill -9) before its failover: 125, one line that names it" {
+	names_on_every_master
+	for n in $NAMES; do
+		holds "$n" "$n" -t 30s
+	done
+	dead=$(master_with_replica)
+	live=$(for p in $CL_PORTS; do [ "$p" = "$dead" ] || echo "$p"; done | head -1)
+	cluster_kill "$dead"
+	run -125 --separate-stderr "$LEASERUN" -U "$(seed "$live")" --list "$N-*"
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *":$dead"* ]]
+	# The node comes back, as a replica once its replica took over.
+	cluster_node_run "$dead"
 }
 
 @test "--limit 3: 20 contenders run at most 3 at once, and 3" { twenty_contenders; }

@@ -1,6 +1,8 @@
 -- list.lua - who holds each of a page of leases, for --list (reads
 -- only; the page is what one SCAN returned, so the script is short).
 --
+-- KEYS[1]  the first name's fence key, read by nobody: it routes the
+--          call on a cluster, where the names are all of its slot
 -- ARGV[1]  the key prefix, P
 -- ARGV[2]  lease names, separated by spaces (a name has none)
 --

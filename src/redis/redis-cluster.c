@@ -295,3 +295,64 @@ enum lr_status cluster_follow(struct lr_store *st, struct cmd *cmds, int n,
 	st->retry = 1;
 	return LR_ERROR;
 }
+
+/* Adds host:port to the n hosts of *out unless it is there: 0, or -1
+ * out of memory. */
+static int master_add(struct lr_url_host **out, size_t *n, const char *host,
+		      int port)
+{
+	struct lr_url_host *p;
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if ((*out)[i].port == port && strcmp((*out)[i].host, host) == 0)
+			return 0;
+	p = realloc(*out, (*n + 1) * sizeof(*p));
+	if (!p)
+		return -1;
+	*out = p;
+	p[*n].host = strdup(host);
+	if (!p[*n].host)
+		return -1;
+	p[*n].port = port;
+	(*n)++;
+	return 0;
+}
+
+/* The masters of r, the reply to CLUSTER SLOTS, each once, in the order
+ * of their first range: into *out (free with lr_url_hosts_free()) and
+ * *n.  An empty host is the node that answered.  Returns 0, or -1 with
+ * err filled (a reply of another shape, out of memory). */
+int cluster_masters(const struct lr_store *st, const redisReply *r,
+		    struct lr_url_host **out, size_t *n, struct lr_err *err)
+{
+	size_t i;
+
+	*out = NULL;
+	*n = 0;
+	for (i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+		const redisReply *e = r->element[i], *m;
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+		    (m = e->element[2])->type != REDIS_REPLY_ARRAY ||
+		    m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
+		    m->element[1]->type != REDIS_REPLY_INTEGER ||
+		    m->element[1]->integer < 1 || m->element[1]->integer > 65535)
+			break;
+		if (master_add(out, n, *m->element[0]->str ? m->element[0]->str
+				: st->host ? st->host : "127.0.0.1",
+			       (int)m->element[1]->integer) < 0) {
+			lr_err_set(err, "out of memory");
+			goto fail;
+		}
+	}
+	if (r->type == REDIS_REPLY_ARRAY && i == r->elements)
+		return 0;
+	lr_err_set(err, "%s: CLUSTER SLOTS: %.200s", st->who,
+		   r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+fail:
+	lr_url_hosts_free(*out, *n);
+	*out = NULL;
+	*n = 0;
+	return -1;
+}

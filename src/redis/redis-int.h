@@ -215,6 +215,8 @@ int cluster_redirect(struct lr_store *st, redisReply **r, int n,
 enum lr_status cluster_follow(struct lr_store *st, struct cmd *cmds, int n,
 			      redisReply **r, int *hops, int64_t deadline,
 			      const char *what, struct lr_err *err);
+int cluster_masters(const struct lr_store *st, const redisReply *r,
+		    struct lr_url_host **out, size_t *n, struct lr_err *err);
 
 /* ---- redis-url.c --------------------------------------------------------- */
 
