@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -19,30 +20,39 @@
 #include "timing.h"
 #include "util.h"
 
-/* The "acquired" line: the fence, and the slot of a semaphore or the
- * mode of a shared lease. */
+/* The "acquired" line: the fence, the slot of a semaphore or the mode
+ * of a shared lease, and the server that granted it where the store
+ * names it (a cluster's master: which one is down to the name). */
 static void say_acquired(const struct lr_reporter *r,
 			 const struct lr_report *ev)
 {
-	const struct lr_field f[] = {
+	struct lr_field f[] = {
 		LR_NUM("fence", ev->fence),
 		LR_NUM("wait_ms", ev->ms),
 		LR_NUM("ttl_ms", ev->ttl),
 		LR_NUM("slot", ev->slot),
 		LR_STR("mode", r->shared ? "shared" : "exclusive"),
+		LR_STR("node", ""),
 	};
+	int nf = r->limit > 1 ? 4 : r->shared ? 5 : 3;
+	char on[320] = "";
 
+	if (ev->node && *ev->node) {
+		f[nf++] = LR_STR("node", ev->node);
+		snprintf(on, sizeof(on), " on %s", ev->node);
+	}
 	if (r->limit > 1)
-		lr_logf(LR_LOG_INFO, "acquired", f, 4,
-			"acquired slot %u of %u, fence %llu", ev->slot,
-			r->limit, (unsigned long long)ev->fence);
+		lr_logf(LR_LOG_INFO, "acquired", f, nf,
+			"acquired slot %u of %u, fence %llu%s", ev->slot,
+			r->limit, (unsigned long long)ev->fence, on);
 	else if (r->shared)
-		lr_logf(LR_LOG_INFO, "acquired", f, 5,
-			"acquired shared, fence %llu",
-			(unsigned long long)ev->fence);
+		lr_logf(LR_LOG_INFO, "acquired", f, nf,
+			"acquired shared, fence %llu%s",
+			(unsigned long long)ev->fence, on);
 	else
-		lr_logf(LR_LOG_INFO, "acquired", f, 3, "acquired, fence %llu",
-			(unsigned long long)ev->fence);
+		lr_logf(LR_LOG_INFO, "acquired", f, nf,
+			"acquired, fence %llu%s", (unsigned long long)ev->fence,
+			on);
 }
 
 static void say_slow(const struct lr_report *ev)

@@ -37,7 +37,8 @@ enum lr_rep_kind {
 	LR_REP_HEALED,         /* the store answers attempts again */
 	LR_REP_TTL,            /* ms: TTL the store granted; n: R from it */
 	LR_REP_TOO_LATE,       /* left_ms: acquired with too little left */
-	LR_REP_ACQUIRED,       /* fence, slot, ms: waited; n: the TTL */
+	LR_REP_ACQUIRED,       /* fence, slot, ms: waited; n: the TTL;
+				* node: the server that granted it */
 	LR_REP_RECORDED,       /* ms: --once-per's period, start recorded */
 	LR_REP_HELD_BACK,      /* --once-per: a start in this period */
 	LR_REP_HOLDING,        /* fence, deadline: the command is next */
@@ -79,6 +80,7 @@ struct lr_report {
 	int64_t ttl;
 	int64_t left_ms;  /* the deadline minus now */
 	int64_t deadline; /* D, CLOCK_BOOTTIME ms */
+	const char *node; /* "host:port", or NULL or "" unknown */
 	int again;
 	int stopping;
 	int lost;

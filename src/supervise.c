@@ -622,6 +622,7 @@ static void try_acquire(struct sup *s, int64_t now)
 		s->t_acquired = now;
 		report(s, (struct lr_report){ .kind = LR_REP_ACQUIRED,
 					      .slot = g.slot,
+					      .node = g.node,
 					      .ms = now - s->t_start,
 					      .ttl = s->ttl });
 		if (run_gate(s, &g))

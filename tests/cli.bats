@@ -318,6 +318,8 @@ refuses() {
 		jq -e . <<<"$line" >/dev/null
 	done
 	assert_regex "${stderr_lines[0]}" '"event":"acquired","name":"job","fence":[1-9][0-9]*,.*"msg":"acquired, fence [1-9][0-9]*"'
+	# The file store names no node.
+	assert_equal "$(jq 'has("node")' <<<"${stderr_lines[0]}")" false
 	assert_regex "${stderr_lines[3]}" '"event":"released"'
 }
 

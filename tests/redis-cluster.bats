@@ -157,6 +157,18 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	(( $(now_ms) - t0 < 3000 ))
 }
 
+@test "the acquired event names the master of the slot that granted the lease, reached through another seed" {
+	own=$(cluster_master_of "$(keyof "$N")")
+	other=$(cluster_other_master "$(keyof "$N")")
+	run --separate-stderr lr -U "$(seed "$other")" -v --log-format json -n "$N" true
+	assert_success
+	assert_equal "$(jq -r 'select(.event == "acquired") | .node' <<<"$stderr")" "127.0.0.1:$own"
+	run --separate-stderr lr -U "$(seed "$other")" -v -l 2 -n "$N-l" true
+	assert_success
+	own=$(cluster_master_of "$(keyof "$N-l")")
+	[[ $stderr == *"acquired slot 0 of 2, fence "[0-9]*" on 127.0.0.1:$own"* ]]
+}
+
 @test "--list: nothing held: the header only, or [] (exit 0)" { list_nothing_held; }
 @test "--list: an exclusive holder: name, host, pid, since, TTL left, fence, no waiters" { list_exclusive; }
 @test "--list: two shared holders and 2 of 3 slots: a line per holder" { list_shared_and_slots; }

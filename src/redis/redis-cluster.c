@@ -235,6 +235,8 @@ static enum lr_status ask_trip(struct lr_store *st, struct cmd *cmds, int n,
 	if (s == LR_OK)
 		s = exchange(st, k, 2 * n, r, step_end(st, deadline), &got,
 			     st->who, what, err);
+	if (s == LR_OK)
+		node_answered(st);
 	node_set(st, home, port);
 	if (s != LR_OK) {
 		conn_free(k);

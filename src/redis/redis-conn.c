@@ -751,6 +751,18 @@ void node_set(struct lr_store *st, char *host, int port)
 	st->node_known = 1;
 }
 
+/* The data node just answered a round trip: it is st->answered
+ * ("host:port", or the socket's path), which names it in a grant. */
+void node_answered(struct lr_store *st)
+{
+	if (st->host)
+		lr_url_host_format(&(struct lr_url_host){ st->host, st->port },
+				   st->answered, sizeof(st->answered));
+	else
+		snprintf(st->answered, sizeof(st->answered), "%s",
+			 st->sock ? st->sock : "");
+}
+
 /* The data node failed us.  Under Sentinel that may be a failover: the
  * next connect asks the sentinels again, starting with the one after
  * the sentinel that named it (which may be cut off from the others and
@@ -1044,6 +1056,7 @@ enum lr_status round_trip(struct lr_store *st, struct cmd *cmds,
 		s = exchange(st, st->c, n, r, step_end(st, deadline), &got,
 			     st->who, what, err);
 		if (s == LR_OK) {
+			node_answered(st);
 			/* A cluster node's MOVED: again, to the node named. */
 			s = cluster_follow(st, cmds, n, r, &hops, deadline,
 					   what, err);

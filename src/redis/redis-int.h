@@ -105,6 +105,7 @@ struct lr_store {
 	int subscribe;     /* a try found the lease busy: subscribe first */
 	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
+	char answered[300]; /* the node of the last round trip's replies */
 	struct lr_waitset ws; /* both sockets and watch_at while holding */
 };
 
@@ -179,6 +180,7 @@ enum lr_status info_read(const struct lr_store *st, const redisReply *r,
 			 struct lr_err *err);
 void replicas_seen(struct lr_store *st, const redisReply *r);
 void node_set(struct lr_store *st, char *host, int port);
+void node_answered(struct lr_store *st);
 enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 			  struct conn **out, int select, struct cmd *more,
 			  int nmore, struct lr_err *err);

@@ -510,6 +510,7 @@ static enum lr_status acquired(struct lr_store *st, const redisReply *r,
 	g->fence = reply_fence(f);
 	g->ttl_ms = 0;
 	g->slot = 0;
+	snprintf(g->node, sizeof(g->node), "%s", st->answered);
 	if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_INTEGER &&
 	    st->req->limit > 1) {
 		st->slot = (unsigned)r->element[2]->integer;

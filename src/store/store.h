@@ -99,6 +99,9 @@ struct lr_grant {
 	int64_t ttl_ms;  /* the TTL the store actually granted; 0 = as asked */
 	unsigned slot;   /* 0..limit-1; 0 for the plain lease and for every
 			  * shared holder */
+	char node[300];  /* the server that granted it, "host:port" (a
+			  * cluster's master, Sentinel's master of the
+			  * moment); "" when the store does not say */
 };
 
 /* One holder, as inspect() sees it.  Unknown fields keep the values
