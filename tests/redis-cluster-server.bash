@@ -5,7 +5,7 @@
 # directory, appendonly yes with appendfsync always, cluster-node-timeout
 # 1s so that a failover takes a few seconds.
 #
-# cluster_start [tls]  makes the cluster (redis-cli --cluster create) and
+# cluster_start [tls|auth]  makes the cluster (redis-cli --cluster create) and
 #                      waits until every node says cluster_state:ok with
 #                      all 16384 slots covered.  Sets CL_DIR, CL_PORTS (the
 #                      six client ports), CL_URL (redis+cluster:// with the
@@ -14,6 +14,10 @@
 #                      CL_URL is rediss+cluster:// with cacert=, and
 #                      CL_CLI_TLS holds redis-cli's TLS options
 #                      (make_certs, tests/certs.bash, must be loaded).
+#                      With "auth", every node requires the password
+#                      CL_PASSWORD (requirepass, and masterauth for its
+#                      replication), CL_URL carries it, and CL_CLI_AUTH
+#                      holds redis-cli's options for it.
 # cluster_stop         stops every node by its PID, removes the directory.
 # ccli PORT ARGS...    redis-cli to the node on PORT.
 # cluster_master_of KEY  the client port of the master of KEY's slot.
@@ -32,7 +36,7 @@ ccli() {
 	local p=$1
 	shift
 	# shellcheck disable=SC2086 # options, in a path without blanks
-	redis-cli ${CL_CLI_TLS:-} -h 127.0.0.1 -p "$p" "$@"
+	redis-cli ${CL_CLI_TLS:-} ${CL_CLI_AUTH:-} -h 127.0.0.1 -p "$p" "$@"
 }
 
 cluster_pid() { cat "$CL_DIR/$1/pid" 2>/dev/null; }
@@ -102,13 +106,25 @@ tls-auth-clients no
 EOF
 }
 
+# The lines that make a node require CL_PASSWORD, if set.
+cluster_auth() {
+	[ -z "${CL_PASSWORD:-}" ] && return
+	printf 'requirepass %s\nmasterauth %s\n' "$CL_PASSWORD" "$CL_PASSWORD"
+}
+
 cluster_start() {
 	local ports p bus i=0 hosts=()
 	CL_DIR=$(mktemp -d /tmp/leaserun-cluster.XXXXXX)
 	CL_CLI_TLS=
+	CL_CLI_AUTH=
+	CL_PASSWORD=
 	if [ "${1:-}" = tls ]; then
 		make_certs "$CL_DIR"
 		CL_CLI_TLS="--tls --cacert $CL_DIR/ca.crt"
+	fi
+	if [ "${1:-}" = auth ]; then
+		CL_PASSWORD=Cl-Pw-$RANDOM$RANDOM
+		CL_CLI_AUTH="-a $CL_PASSWORD --no-auth-warning"
 	fi
 	ports=$("$LR_BUILDDIR/tests/freeport" 12 | paste -sd' ')
 	read -r -a ports <<<"$ports"
@@ -120,6 +136,7 @@ cluster_start() {
 		cat >"$CL_DIR/$p/redis.conf" <<EOF
 bind 127.0.0.1
 $(cluster_listen "$p")
+$(cluster_auth)
 cluster-enabled yes
 cluster-port $bus
 cluster-config-file $CL_DIR/$p/nodes.conf
@@ -135,7 +152,7 @@ EOF
 		hosts+=("127.0.0.1:$p")
 	done
 	# shellcheck disable=SC2086 # options
-	redis-cli $CL_CLI_TLS --cluster create "${hosts[@]}" --cluster-replicas 1 \
+	redis-cli $CL_CLI_TLS $CL_CLI_AUTH --cluster create "${hosts[@]}" --cluster-replicas 1 \
 		--cluster-yes >"$CL_DIR/create.log" 2>&1 ||
 		{ cat "$CL_DIR/create.log" >&2; return 1; }
 	cluster_wait_ok || return 1
@@ -149,7 +166,9 @@ EOF
 	CL_URL="redis+cluster://127.0.0.1:${CL_PORTS%% *}"
 	[ -z "$CL_CLI_TLS" ] ||
 		CL_URL="rediss+cluster://127.0.0.1:${CL_PORTS%% *}?cacert=$CL_DIR/ca.crt"
-	export CL_DIR CL_PORTS CL_URL CL_CLI_TLS
+	[ -z "$CL_PASSWORD" ] ||
+		CL_URL="redis+cluster://:$CL_PASSWORD@127.0.0.1:${CL_PORTS%% *}"
+	export CL_DIR CL_PORTS CL_URL CL_CLI_TLS CL_CLI_AUTH CL_PASSWORD
 }
 
 cluster_master_of() {

@@ -7,7 +7,8 @@ redis_la_SOURCES = %reldir%/redis.c %reldir%/redis-conn.c \
 redis_la_CFLAGS = $(AM_CFLAGS) $(REDIS_CFLAGS)
 redis_la_LIBADD = libstore.la $(REDIS_LIBS)
 redis_la_LDFLAGS = $(MODULE_LDFLAGS)
-BATS_FILES += tests/redis.bats tests/redis-sentinel.bats tests/redis-cluster.bats
+BATS_FILES += tests/redis.bats tests/redis-sentinel.bats tests/redis-cluster.bats \
+	tests/redis-cluster-auth.bats
 # The same files against valkey-server.
 OTHER_TESTS += tests/valkey.test
 # TLS for rediss://, in a module of its own so that redis:// maps no TLS
@@ -23,7 +24,8 @@ endif
 endif
 EXTRA_DIST += tests/redis.bats tests/redis-tls.bats tests/redis-sentinel.bats \
 	tests/redis-server.bash tests/redis-faults.bash tests/redis-sentinel.bash \
-	tests/redis-cluster.bats tests/redis-cluster-server.bash tests/valkey.test
+	tests/redis-cluster.bats tests/redis-cluster-auth.bats \
+	tests/redis-cluster-server.bash tests/valkey.test
 dist_man_MANS += man/leaserun-redis.7
 # The store's Lua scripts, one a file, and the fragments they share
 # (lib/); %reldir%/gen-scripts splices them and writes each one's text
