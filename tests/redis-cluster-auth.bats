@@ -11,18 +11,14 @@ setup_file() {
 	[ -e "$LEASERUN_MODULE_DIR/redis.so" ] ||
 		{ echo "no redis.so in $LEASERUN_MODULE_DIR" >&2; return 1; }
 	cluster_start auth
+	export LEASERUN_URL=$CL_URL
 }
 
 teardown_file() {
 	cluster_stop
 }
 
-setup() {
-	BG_PIDS=
-	D=$BATS_TEST_TMPDIR
-	N=cla-$BATS_TEST_NUMBER
-	export LEASERUN_URL=$CL_URL
-}
+setup() { N=cla-$BATS_TEST_NUMBER D=$BATS_TEST_TMPDIR BG_PIDS=; }
 
 teardown() {
 	kill_bg

@@ -7,8 +7,8 @@ redis_la_SOURCES = %reldir%/redis.c %reldir%/redis-conn.c \
 redis_la_CFLAGS = $(AM_CFLAGS) $(REDIS_CFLAGS)
 redis_la_LIBADD = libstore.la $(REDIS_LIBS)
 redis_la_LDFLAGS = $(MODULE_LDFLAGS)
-BATS_FILES += tests/redis.bats tests/redis-sentinel.bats tests/redis-cluster.bats \
-	tests/redis-cluster-auth.bats
+BATS_FILES += tests/redis.bats tests/redis-sentinel.bats \
+	tests/redis-cluster.bats tests/redis-cluster-auth.bats
 # The same files against valkey-server.
 OTHER_TESTS += tests/valkey.test
 # TLS for rediss://, in a module of its own so that redis:// maps no TLS

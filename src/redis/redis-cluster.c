@@ -337,7 +337,8 @@ int cluster_masters(const struct lr_store *st, const redisReply *r,
 
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
 		    (m = e->element[2])->type != REDIS_REPLY_ARRAY ||
-		    m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING ||
+		    m->elements < 2 ||
+		    m->element[0]->type != REDIS_REPLY_STRING ||
 		    m->element[1]->type != REDIS_REPLY_INTEGER ||
 		    m->element[1]->integer < 1 || m->element[1]->integer > 65535)
 			break;
