@@ -218,7 +218,7 @@ static int metrics_on; /* a run (not --status) that keeps metrics */
 
 /* Counts the end of a run into the metrics file; returns code.  failed:
  * leaserun itself failed (a command's own 125 is not ours). */
-static int finish(int code, int failed)
+static int count_exit(int code, int failed)
 {
 	char why[512];
 
@@ -234,7 +234,7 @@ static int finish(int code, int failed)
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2)))
-die(const char *fmt, ...)
+exit_failed(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -243,7 +243,7 @@ die(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	lr_log(LR_LOG_ERROR, "error", "%s", buf);
-	exit(finish(LR_EXIT_FAILED, 1));
+	exit(count_exit(LR_EXIT_FAILED, 1));
 }
 
 static void usage_error(const char *fmt, ...)
@@ -748,23 +748,23 @@ static int url_file_fd(const char *path, int *others)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0 || fstat(fd, &sb) < 0)
-		die("cannot read URL file %s: %s", path, strerror(errno));
+		exit_failed("cannot read URL file %s: %s", path, strerror(errno));
 	*others = 0;
 	if (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)) {
 		p = (struct pollfd){ .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, URL_PIPE_MS) <= 0)
-			die("URL file %s: nothing to read within %ds", path,
+			exit_failed("URL file %s: nothing to read within %ds", path,
 			    URL_PIPE_MS / 1000);
 		return fd;
 	}
 	if (!S_ISREG(sb.st_mode))
-		die("URL file %s is not a regular file or a pipe", path);
+		exit_failed("URL file %s is not a regular file or a pipe", path);
 	if (sb.st_uid != geteuid() && sb.st_uid != 0)
-		die("refusing URL file %s: it belongs to uid %ld, who could "
+		exit_failed("refusing URL file %s: it belongs to uid %ld, who could "
 		    "change it at any time",
 		    path, (long)sb.st_uid);
 	if (sb.st_mode & (S_IWGRP | S_IWOTH))
-		die("refusing URL file %s: others may write it (mode %04o); "
+		exit_failed("refusing URL file %s: others may write it (mode %04o); "
 		    "chmod 600 it",
 		    path, (unsigned)(sb.st_mode & 07777));
 	*others = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
@@ -782,7 +782,7 @@ static char *read_url_file(const char *path, int *others)
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
-		die("cannot read URL file %s: %s", path, strerror(errno));
+		exit_failed("cannot read URL file %s: %s", path, strerror(errno));
 	buf[n] = '\0';
 	s = buf + strspn(buf, " \t\r\n");
 	e = s + strcspn(s, "\r\n");
@@ -790,13 +790,13 @@ static char *read_url_file(const char *path, int *others)
 		e--;
 	*e = '\0';
 	if (!*s)
-		die("URL file %s is empty", path);
+		exit_failed("URL file %s is empty", path);
 	s = strdup(s);
 #ifdef HAVE_EXPLICIT_BZERO
 	explicit_bzero(buf, sizeof(buf));
 #endif
 	if (!s)
-		die("out of memory");
+		exit_failed("out of memory");
 	return s;
 }
 
@@ -1089,18 +1089,18 @@ static void choose_store(struct run *r, char **url_buf)
 		       "history; use LEASERUN_URL or --url-file");
 	r->ops = lr_store_find(r->u->scheme, &err);
 	if (!r->ops)
-		die("%s", err.msg);
+		exit_failed("%s", err.msg);
 	note_secrets(r, o->url);
 	if (o->mode)
 		return;
 	if (o->limit > 1 && !(r->ops->caps & LR_CAP_LIMIT))
-		die("the %s store cannot let more than one hold a lease "
+		exit_failed("the %s store cannot let more than one hold a lease "
 		    "(--limit %u)", r->ops->name, o->limit);
 	if (o->shared && !(r->ops->caps & LR_CAP_SHARED))
-		die("the %s store has no shared leases (--shared)",
+		exit_failed("the %s store has no shared leases (--shared)",
 		    r->ops->name);
 	if (o->once_per_ms && !r->ops->run_start)
-		die("the %s store cannot record runs: --once-per needs another "
+		exit_failed("the %s store cannot record runs: --once-per needs another "
 		    "store", r->ops->name);
 }
 
@@ -1194,7 +1194,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 		pause = backoff + (int64_t)(random() % (backoff / 2 + 1));
 		left = o->wait_ms > 0 ? t0 + o->wait_ms - lr_now_ms() : pause;
 		if (!err.heals || o->mode || o->wait_ms == 0 || left <= 0)
-			die("cannot open %s: %s", r->u->redacted, err.msg);
+			exit_failed("cannot open %s: %s", r->u->redacted, err.msg);
 		if (pause > left) /* a last try as the wait runs out */
 			pause = left;
 		if (strcmp(said, err.msg) != 0) {
@@ -1235,7 +1235,7 @@ static int admin(struct run *r, struct lr_store *st)
 		code = lr_list_show(&q, why, sizeof(why));
 		r->ops->close(st);
 		if (code < 0)
-			die("%s", why);
+			exit_failed("%s", why);
 		return 0;
 	}
 	if (o->mode == OPT_STATUS) {
@@ -1251,17 +1251,17 @@ static int admin(struct run *r, struct lr_store *st)
 		code = lr_status_show(&q, why, sizeof(why));
 		r->ops->close(st);
 		if (code < 0)
-			die("%s", why);
+			exit_failed("%s", why);
 		return code;
 	}
-	if (!r->ops->brk) {
+	if (!r->ops->break_lease) {
 		r->ops->close(st);
-		die("the %s store cannot break a lease", r->ops->name);
+		exit_failed("the %s store cannot break a lease", r->ops->name);
 	}
-	rc = r->ops->brk(st, o->slot, lr_now_ms() + o->ttl_ms, &err);
+	rc = r->ops->break_lease(st, o->slot, lr_now_ms() + o->ttl_ms, &err);
 	r->ops->close(st);
 	if (rc != LR_OK)
-		die("cannot break %s: %s", o->name,
+		exit_failed("cannot break %s: %s", o->name,
 		    err.msg[0] ? err.msg : lr_status_name(rc));
 	if (o->slot >= 0)
 		lr_log(LR_LOG_NOTICE, "broken", "slot %d broken", o->slot);
@@ -1311,7 +1311,7 @@ static void run(struct run *r, struct lr_store *st, const sigset_t *set,
 
 	sigfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigfd < 0)
-		die("signalfd: %s", strerror(errno));
+		exit_failed("signalfd: %s", strerror(errno));
 	/* Orphaned members of the command's group come back to us, so we
 	 * can tell when the whole group is gone. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -1392,19 +1392,19 @@ static int outcome(const struct opts *o, struct lr_sup_result *res)
 	case LR_OUT_FAILED:
 		if (res->die_signal)
 			die_of(res->die_signal,
-			       finish(128 + res->die_signal, 0));
+			       count_exit(128 + res->die_signal, 0));
 		lr_log(LR_LOG_ERROR, "error", "%s", res->err.msg);
 		break;
 	case LR_OUT_CHILD:
 		if (res->code) /* the command could not start */
-			return finish(res->code, res->code == LR_EXIT_FAILED);
+			return count_exit(res->code, res->code == LR_EXIT_FAILED);
 		break;
 	}
 	code = lr_exit_code(res->outcome, res->wstatus, o->conflict_code,
 			    &sig);
 	if (sig)
-		die_of(sig, finish(code, 0));
-	return finish(code, res->outcome == LR_OUT_FAILED);
+		die_of(sig, count_exit(code, 0));
+	return count_exit(code, res->outcome == LR_OUT_FAILED);
 }
 
 int main(int argc, char **argv)

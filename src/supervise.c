@@ -101,7 +101,7 @@ struct sup {
 	int64_t ttl;           /* effective TTL */
 	int64_t renew_ms;      /* R, scaled if the store granted another TTL */
 	int64_t grace_ms;
-	int64_t D;             /* the lease deadline */
+	int64_t lease_deadline;             /* the lease deadline */
 	int64_t t_acquire;     /* next acquire attempt */
 	int64_t t_wait_over;   /* -w deadline */
 	int64_t t_renew;       /* next renew */
@@ -153,12 +153,12 @@ static void extend(struct sup *s, int64_t t_send)
 {
 	int64_t d = lr_deadline(t_send, s->ttl);
 
-	if (d > s->D)
-		s->D = d;
+	if (d > s->lease_deadline)
+		s->lease_deadline = d;
 	s->t_renew = t_send + s->renew_ms;
 	if (s->state != STOPPING) {
-		s->t_grace = s->D - s->grace_ms;
-		s->t_kill = s->D - LR_KAPPA_MS;
+		s->t_grace = s->lease_deadline - s->grace_ms;
+		s->t_kill = s->lease_deadline - LR_KAPPA_MS;
 	}
 }
 
@@ -185,7 +185,7 @@ static int64_t call_deadline(struct sup *s, int64_t now, int64_t cap)
 static void report(struct sup *s, struct lr_report ev)
 {
 	ev.fence = s->res->fence;
-	ev.deadline = s->D;
+	ev.deadline = s->lease_deadline;
 	lr_report(&s->rep, &ev);
 }
 
@@ -291,7 +291,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" }, ignored;
 	int64_t now = lr_now_ms(),
-		deadline = s->D - s->grace_ms - LR_KAPPA_MS - s->renew_ms;
+		deadline = s->lease_deadline - s->grace_ms - LR_KAPPA_MS - s->renew_ms;
 	enum lr_status rc = LR_ERROR;
 	char period[32];
 
@@ -314,7 +314,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	}
 	/* No command ran: nothing to hold, nothing to count as held. */
 	c->ops->release(c->st, lr_now_ms() + 1000, &ignored);
-	s->D = s->t_acquired = 0;
+	s->lease_deadline = s->t_acquired = 0;
 	s->t_renew = s->t_grace = s->t_kill = NEVER;
 	if (rc == LR_BUSY) {
 		s->res->outcome = LR_OUT_HELD_BACK;
@@ -356,8 +356,8 @@ static void run_end(struct sup *s)
 		status = lr_exit_code(s->res->outcome, s->res->wstatus, 1,
 				      &sig);
 	/* Still holding: the release must come before the lease runs out. */
-	if (!s->certain_loss && s->D && s->D - LR_KAPPA_MS < deadline)
-		deadline = s->D - LR_KAPPA_MS > now ? s->D - LR_KAPPA_MS : now;
+	if (!s->certain_loss && s->lease_deadline && s->lease_deadline - LR_KAPPA_MS < deadline)
+		deadline = s->lease_deadline - LR_KAPPA_MS > now ? s->lease_deadline - LR_KAPPA_MS : now;
 	rc = c->ops->run_end(c->st, s->run_fence, status, deadline, &err);
 	if (rc != LR_OK)
 		report(s, (struct lr_report){ .kind = LR_REP_RUN_END_FAILED,
@@ -382,7 +382,7 @@ static void lost_early(struct sup *s, int64_t now, const char *why)
 				      .again = again });
 	lr_child_guard_files(NULL);
 	c->ops->release(c->st, now + 1000, &ignored);
-	s->D = s->t_acquired = 0;
+	s->lease_deadline = s->t_acquired = 0;
 	s->t_renew = s->t_grace = s->t_kill = NEVER;
 	if (again) {
 		s->t_acquire = now + jitter(s, s->backoff);
@@ -465,7 +465,7 @@ static int fence_ok(struct sup *s, const struct lr_grant *g, int64_t now)
 	if (g->fence >= 1 && g->fence <= INT64_MAX && g->fence > s->res->fence)
 		return 1;
 	c->ops->release(c->st, now + 1000, &ignored);
-	s->D = 0;
+	s->lease_deadline = 0;
 	s->t_renew = s->t_grace = s->t_kill = NEVER;
 	lr_err_set(&err, "unexpected reply from the store: a grant with "
 			 "fence %llu%s",
@@ -594,12 +594,12 @@ static void try_acquire(struct sup *s, int64_t now)
 			c->ops->release(c->st, now + 1000, &err);
 			return;
 		}
-		s->D = 0;
+		s->lease_deadline = 0;
 		extend(s, t_send);
-		if (s->D - now < s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
+		if (s->lease_deadline - now < s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
 			/* Too little validity left to run safely. */
 			report(s, (struct lr_report){ .kind = LR_REP_TOO_LATE,
-						      .left_ms = s->D - now });
+						      .left_ms = s->lease_deadline - now });
 			c->ops->release(c->st, now + 1000, &err);
 			if (++s->too_late >= 5) {
 				lr_err_set(&err, "the store took %lldms to "
@@ -610,7 +610,7 @@ static void try_acquire(struct sup *s, int64_t now)
 				fail(s, &err);
 				return;
 			}
-			s->D = 0;
+			s->lease_deadline = 0;
 			s->t_renew = s->t_grace = s->t_kill = NEVER;
 			s->t_acquire = now + jitter(s, s->backoff);
 			return;
@@ -653,7 +653,7 @@ static void at_risk(struct sup *s, int64_t now)
 	set_state(s, AT_RISK);
 	/* The state file says "at-risk" before the command is warned. */
 	report(s, (struct lr_report){ .kind = LR_REP_AT_RISK,
-				      .left_ms = s->D - now, .n = sig });
+				      .left_ms = s->lease_deadline - now, .n = sig });
 	if (sig)
 		kill_group(s, sig);
 }
@@ -692,7 +692,7 @@ static void try_renew(struct sup *s, int64_t now)
 		report(s, (struct lr_report){
 				  .kind = LR_REP_RENEWED,
 				  .ms = t1 - t_send,
-				  .left_ms = s->D - t1,
+				  .left_ms = s->lease_deadline - t1,
 				  .again = s->state == AT_RISK,
 				  .stopping = s->stopped || s->timed_out ||
 					      s->state == DRAINING });
@@ -710,7 +710,7 @@ static void try_renew(struct sup *s, int64_t now)
 		report(s, (struct lr_report){ .kind = LR_REP_RENEW_FAILED,
 					      .why = failed(&err, rc),
 					      .ms = t1 - t_send,
-					      .left_ms = s->D - t1 });
+					      .left_ms = s->lease_deadline - t1 });
 		if (s->state == HELD)
 			at_risk(s, t1);
 		s->t_renew = t1 + jitter(s, s->renew_ms / 3);
@@ -863,7 +863,7 @@ static void stop_at_deadline(struct sup *s, int64_t now)
 	const struct lr_sup_cfg *c = s->cfg;
 
 	report(s, (struct lr_report){ .kind = LR_REP_STOPPING,
-				      .left_ms = s->D - now,
+				      .left_ms = s->lease_deadline - now,
 				      .n = c->stop_signal });
 	s->stopped = 1;
 	kill_group(s, c->stop_signal);
@@ -1101,7 +1101,7 @@ static void release(struct sup *s)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" };
-	int64_t until = s->D ? s->D - LR_KAPPA_MS : 0, pause = 50;
+	int64_t until = s->lease_deadline ? s->lease_deadline - LR_KAPPA_MS : 0, pause = 50;
 	enum lr_status rc;
 
 	/* Whatever escaped the group must not read "held" from here on. */
@@ -1282,7 +1282,7 @@ static int wait_once(struct sup *s, int tfd)
 /* The end of every run: the group is gone (killed here if an error path
  * left it), the end is recorded, the lease given back if it may still be
  * ours, and only then the state file goes and the guard stands down. */
-static void finish(struct sup *s)
+static void end_run(struct sup *s)
 {
 	const struct lr_sup_cfg *cfg = s->cfg;
 	struct lr_sup_result *res = s->res;
@@ -1356,6 +1356,6 @@ void lr_supervise(const struct lr_sup_cfg *cfg, struct lr_sup_result *res)
 			   state_names[s.state]);
 		res->outcome = LR_OUT_FAILED;
 	}
-	finish(&s);
+	end_run(&s);
 	close(tfd);
 }

@@ -277,12 +277,12 @@ static enum lr_status fault_break(struct lr_store *st, int slot,
 {
 	struct fault *f = F(st);
 
-	if (!f->in->brk) {
+	if (!f->in->break_lease) {
 		lr_err_set(err, "the %s store cannot break a lease",
 			   f->in->name);
 		return LR_ERROR;
 	}
-	return f->in->brk(f->st, slot, deadline, err);
+	return f->in->break_lease(f->st, slot, deadline, err);
 }
 
 static enum lr_status fault_run_start(struct lr_store *st, int64_t period,
@@ -354,7 +354,7 @@ const struct lr_store_ops lr_store_ops = {
 	.renew = fault_renew,
 	.release = fault_release,
 	.inspect = fault_inspect,
-	.brk = fault_break,
+	.break_lease = fault_break,
 	.close = fault_close,
 	.run_start = fault_run_start,
 	.run_end = fault_run_end,

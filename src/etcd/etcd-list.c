@@ -4,7 +4,7 @@
  * A lease's keys are its lock directory, PREFIX NAME "/", so the names
  * are found by seeking: a range from where the last name's directory ends
  * (PREFIX NAME "0", '/' bumped), with limit 1, gives the next name's
- * first key; the lease is then read as --status reads it (st_inspect()).
+ * first key; the lease is then read as --status reads it (etcd_inspect()).
  * The range starts at the pattern's literal head, and memory holds one
  * lease at a time.  PREFIX.run/ and PREFIX.last/ (--once-per) are passed
  * over: a name cannot start with '.'.
@@ -54,8 +54,8 @@ static enum lr_status one_lease(struct lr_store *st, char *dir,
 				int *stop, int64_t deadline,
 				struct lr_err *err)
 {
-	const struct lr_store_req *own = st->req;
-	struct lr_store_req req = *own;
+	const struct lr_store_req *saved_req = st->req;
+	struct lr_store_req req = *saved_req;
 	char *own_dir = st->dir;
 	struct lr_info info;
 	enum lr_status s;
@@ -64,8 +64,8 @@ static enum lr_status one_lease(struct lr_store *st, char *dir,
 	st->req = &req;
 	st->dir = dir;
 	lr_info_init(&info);
-	s = st_inspect(st, deadline, &info, err);
-	st->req = own;
+	s = etcd_inspect(st, deadline, &info, err);
+	st->req = saved_req;
 	st->dir = own_dir;
 	lr_info_sort(&info);
 	if (s == LR_OK)
@@ -74,7 +74,7 @@ static enum lr_status one_lease(struct lr_store *st, char *dir,
 	return s;
 }
 
-enum lr_status st_list(struct lr_store *st, const char *pattern,
+enum lr_status etcd_list(struct lr_store *st, const char *pattern,
 		       lr_list_fn fn, void *arg, int64_t deadline,
 		       struct lr_err *err)
 {

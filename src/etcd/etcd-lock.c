@@ -77,18 +77,18 @@
 /* ---- the watch on our key ------------------------------------------------ */
 
 /* Our key is gone: deleted after the create revision we hold it by. */
-static int own_gone(const struct lr_store *st)
+static int our_key_gone(const struct lr_store *st)
 {
-	return st->my_crev && st->own.deleted > st->my_crev;
+	return st->our_create_rev && st->our_watch.deleted > st->our_create_rev;
 }
 
 /* The watch on our key covers every revision after st->rev.  Asked to
  * start "now", etcd starts a watch at the revision after the one its
  * created reply carries (its watch server takes the store's revision,
  * then watches from the next). */
-static int own_covers(const struct lr_store *st)
+static int our_watch_covers(const struct lr_store *st)
 {
-	const struct watch *w = &st->own;
+	const struct watch *w = &st->our_watch;
 	int64_t from = w->start ? w->start : w->created_rev + 1;
 
 	return w->id && w->created && !w->canceled && from <= st->rev + 1;
@@ -99,8 +99,8 @@ static int own_settled(void *ctx)
 	struct lr_store *st = ctx;
 
 	drain(st);
-	return !st->own.id || st->own.created || st->own.canceled ||
-	       own_gone(st);
+	return !st->our_watch.id || st->our_watch.created || st->our_watch.canceled ||
+	       our_key_gone(st);
 }
 
 /*
@@ -116,15 +116,15 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 	for (round = 0; round < 3; round++) {
 		int rc;
 
-		if (!st->own.id || st->own.canceled ||
-		    (st->own.created && !own_covers(st))) {
-			watch_cancel(st, &st->own);
-			watch_create(st, &st->own, st->mykey, st->rev + 1);
+		if (!st->our_watch.id || st->our_watch.canceled ||
+		    (st->our_watch.created && !our_watch_covers(st))) {
+			watch_cancel(st, &st->our_watch);
+			watch_create(st, &st->our_watch, st->mykey, st->rev + 1);
 		}
 		rc = lr_grpc_wait(st->conn, deadline, own_settled, st);
-		if (own_gone(st))
+		if (our_key_gone(st))
 			return LR_LOST;
-		if (own_covers(st))
+		if (our_watch_covers(st))
 			return LR_OK;
 		if (rc == 0) {
 			lr_err_set(err,
@@ -143,7 +143,7 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 		}
 	}
 	lr_err_set(err, "%s",
-		   st->own.why[0] ? st->own.why
+		   st->our_watch.why[0] ? st->our_watch.why
 				  : "cannot set up the etcd watch");
 	return LR_ERROR;
 }
@@ -177,10 +177,10 @@ static int new_lease(struct lr_store *st, struct lr_err *err)
 			(uint64_t)st->lease);
 	else
 		sprintf(st->mykey, "%s%" PRIx64, st->dir, (uint64_t)st->lease);
-	st->my_crev = 0;
+	st->our_create_rev = 0;
 	st->rev = 0;
 	st->slot_claimed = 0;
-	watch_cancel(st, &st->own);
+	watch_cancel(st, &st->our_watch);
 	return 0;
 }
 
@@ -196,7 +196,7 @@ static int lease_grant_rpc(struct lr_store *st, struct rpc *r)
 }
 
 /* c becomes "key's create revision is rev" (0: key does not exist). */
-static void crev_is(LrEtcd__Compare *c, const char *key, int64_t rev)
+static void create_rev_is(LrEtcd__Compare *c, const char *key, int64_t rev)
 {
 	c->result = LR_ETCD__COMPARE__COMPARE_RESULT__EQUAL;
 	c->target = LR_ETCD__COMPARE__COMPARE_TARGET__CREATE;
@@ -223,7 +223,7 @@ static int enqueue_rpc(struct lr_store *st, struct rpc *r)
 		return -1;
 	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
 			 sizeof(value));
-	crev_is(&cmp, st->mykey, 0);
+	create_rev_is(&cmp, st->mykey, 0);
 	put_op(&op_put, &put, st->mykey, value, st->lease);
 	rr.key = bytes(st->dir);
 	rr.range_end = bytes(end);
@@ -276,7 +276,7 @@ static enum kind key_kind(const char *dir, ProtobufCBinaryData k,
 
 /* Where we stand in the queue, from the transaction's listing. */
 struct scan {
-	int64_t mine, low, pred;
+	int64_t mine, low, prev_rev;
 	char *pred_key;	 /* owned */
 	unsigned other;	 /* the limit of a key that disagrees with ours */
 	int64_t xpred;	 /* shared: the last exclusive key before ours */
@@ -344,10 +344,10 @@ static int scan_queue(struct lr_store *st, const LrEtcd__TxnResponse *t,
 		if (!in_queue(st, kv, &ignored) ||
 		    kv->create_revision >= sc->mine)
 			continue;
-		if (kv->create_revision > sc->pred) {
+		if (kv->create_revision > sc->prev_rev) {
 			if (take_key(&sc->pred_key, kv) < 0)
 				return -1;
-			sc->pred = kv->create_revision;
+			sc->prev_rev = kv->create_revision;
 		}
 		if (key_kind(st->dir, kv->key, &lim, &slot) == K_EXCL &&
 		    kv->create_revision > sc->xpred) {
@@ -377,7 +377,7 @@ static char *slot_key(const struct lr_store *st, int k)
  * happened to it. */
 static void watch_ahead(struct lr_store *st, const char *key, const char *end)
 {
-	struct watch *w = &st->pred;
+	struct watch *w = &st->prev_watch;
 
 	if (w->id && !w->canceled && !w->deleted && !strcmp(w->key, key) &&
 	    !end == !w->end && (!end || !strcmp(w->end, end)))
@@ -431,8 +431,8 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 	}
 	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, value,
 			 sizeof(value));
-	crev_is(&c1, key, 0);
-	crev_is(&c2, st->mykey, st->my_crev);
+	create_rev_is(&c1, key, 0);
+	create_rev_is(&c2, st->mykey, st->our_create_rev);
 	put_op(&op_put, &put, key, value, st->lease);
 	del.key = bytes(st->mykey);
 	op_del.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
@@ -443,7 +443,7 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 		return LR_ERROR;
 	}
 	/* Our queue key goes: its watch must not call that a loss. */
-	watch_cancel(st, &st->own);
+	watch_cancel(st, &st->our_watch);
 	s = call1(st, &r, deadline, err);
 	t = s == LR_OK ? (const LrEtcd__TxnResponse *)r.reply : NULL;
 	if (t && !t->succeeded) {
@@ -452,10 +452,10 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 		free(st->mykey);
 		st->mykey = key;
 		key = NULL;
-		st->my_crev = st->rev = t->header ? t->header->revision : 0;
+		st->our_create_rev = st->rev = t->header ? t->header->revision : 0;
 		st->slot = k;
 		st->slot_claimed = 1;
-		if (!st->my_crev) {
+		if (!st->our_create_rev) {
 			lr_err_set(err, "etcd slot transaction: no revision");
 			s = LR_ERROR;
 		}
@@ -551,7 +551,7 @@ static enum lr_status enqueue(struct lr_store *st, struct rpc *r,
 		return LR_ERROR;
 	}
 	st->rev = t->header ? t->header->revision : 0;
-	st->my_crev = sc->mine;
+	st->our_create_rev = sc->mine;
 	return LR_OK;
 oom:
 	lr_err_set(err, "out of memory");
@@ -582,9 +582,9 @@ static enum lr_status take_hold(struct lr_store *st, struct lr_grant *g,
 	if (s != LR_OK)
 		return s;
 	st->hold = H_HOLDING;
-	watch_cancel(st, &st->pred);
+	watch_cancel(st, &st->prev_watch);
 	st->ka_at = -1;
-	g->fence = (uint64_t)st->my_crev;
+	g->fence = (uint64_t)st->our_create_rev;
 	g->ttl_ms = st->lease_ttl_s * 1000 < st->req->ttl_ms
 			? st->lease_ttl_s * 1000
 			: 0;
@@ -607,7 +607,7 @@ static enum lr_status wait_in_queue(struct lr_store *st, const struct scan *sc,
 
 /* Someone is ahead: keep our place, watch the one just before us (a
  * shared run: the last exclusive one before us).  LR_BUSY, or LR_ERROR. */
-static enum lr_status wait_for_pred(struct lr_store *st, struct scan *sc,
+static enum lr_status wait_for_prev(struct lr_store *st, struct scan *sc,
 				    struct lr_err *err)
 {
 	if (st->req->shared) {
@@ -628,7 +628,7 @@ static enum lr_status wait_for_pred(struct lr_store *st, struct scan *sc,
  * One attempt: keep the lease alive (or grant it), queue our key and see
  * where it stands, in one round trip with the watch on our key.
  */
-enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_acquire(struct lr_store *st, int64_t deadline,
 			  struct lr_grant *g, struct lr_err *err)
 {
 	struct rpc r[MAX_RPCS];
@@ -677,7 +677,7 @@ enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
 				break;
 		}
 		if (!our_turn(st, &sc)) {
-			s = wait_for_pred(st, &sc, err);
+			s = wait_for_prev(st, &sc, err);
 			break;
 		}
 		s = take_hold(st, g, deadline, err);
@@ -690,7 +690,7 @@ enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-int st_wait_fd(struct lr_store *st, short *events)
+int etcd_wait_fd(struct lr_store *st, short *events)
 {
 	short ev = 0;
 	int fd;
@@ -706,7 +706,7 @@ int st_wait_fd(struct lr_store *st, short *events)
 	return st->ws.ep;
 }
 
-enum lr_status st_process(struct lr_store *st, short revents,
+enum lr_status etcd_process(struct lr_store *st, short revents,
 			  int64_t deadline, struct lr_err *err)
 {
 	struct epoll_event evs[4];
@@ -721,8 +721,8 @@ enum lr_status st_process(struct lr_store *st, short revents,
 		dead = lr_grpc_error(st->conn);
 	drain(st);
 	if (st->hold == H_WAITING) {
-		if (dead || st->ka_lost == st->lease || own_gone(st) ||
-		    st->pred.deleted || st->pred.canceled || !st->pred.id)
+		if (dead || st->ka_lost == st->lease || our_key_gone(st) ||
+		    st->prev_watch.deleted || st->prev_watch.canceled || !st->prev_watch.id)
 			return LR_OK; /* acquire looks again */
 		if (st->ka_at >= 0 && now >= st->ka_at) {
 			if (keepalive_send(st) == 0) {
@@ -737,7 +737,7 @@ enum lr_status st_process(struct lr_store *st, short revents,
 	}
 	if (st->hold != H_HOLDING)
 		return LR_OK;
-	if (own_gone(st) || st->ka_lost == st->lease) {
+	if (our_key_gone(st) || st->ka_lost == st->lease) {
 		lr_err_set(err,
 			   "etcd key %s was deleted (lease revoked or key "
 			   "removed)",
@@ -750,9 +750,9 @@ enum lr_status st_process(struct lr_store *st, short revents,
 		conn_drop(st); /* renew() connects again */
 		return LR_ERROR;
 	}
-	if (st->own.canceled) {
-		lr_err_set(err, "%s", st->own.why);
-		watch_forget(&st->own); /* renew() sets it up again */
+	if (st->our_watch.canceled) {
+		lr_err_set(err, "%s", st->our_watch.why);
+		watch_forget(&st->our_watch); /* renew() sets it up again */
 		return LR_ERROR;
 	}
 	return LR_OK;
@@ -766,14 +766,14 @@ enum lr_status st_process(struct lr_store *st, short revents,
  * becomes, and the watch on our key covers what comes after it (set up
  * again from there if it broke).  LR_LOST: our key or our lease is gone.
  */
-static enum lr_status read_own(struct lr_store *st, int keepalive,
+static enum lr_status read_our_key(struct lr_store *st, int keepalive,
 			       int64_t deadline, struct lr_err *err)
 {
 	struct extras x = {.keepalive = keepalive};
 	const LrEtcd__RangeResponse *rr;
 	struct rpc r;
 	enum lr_status s;
-	int64_t crev;
+	int64_t create_rev;
 
 	if (range_rpc(&r, "range", st->mykey, NULL, 0) < 0) {
 		lr_err_set(err, "out of memory");
@@ -794,19 +794,19 @@ static enum lr_status read_own(struct lr_store *st, int keepalive,
 		goto out;
 	}
 	rr = (const LrEtcd__RangeResponse *)r.reply;
-	crev = rr->n_kvs ? rr->kvs[0]->create_revision : 0;
-	if (crev != st->my_crev || own_gone(st)) {
+	create_rev = rr->n_kvs ? rr->kvs[0]->create_revision : 0;
+	if (create_rev != st->our_create_rev || our_key_gone(st)) {
 		lr_err_set(err, "etcd key %s %s", st->mykey,
-			   crev ? "was replaced by another" : "is gone");
+			   create_rev ? "was replaced by another" : "is gone");
 		s = LR_LOST;
 		goto out;
 	}
 	st->rev = rr->header ? rr->header->revision : st->rev;
 	/* A watch that broke (endpoint died, compaction, new token) starts
 	 * again from the revision just proven. */
-	if (!st->own.id || st->own.canceled) {
-		watch_forget(&st->own);
-		watch_create(st, &st->own, st->mykey, st->rev + 1);
+	if (!st->our_watch.id || st->our_watch.canceled) {
+		watch_forget(&st->our_watch);
+		watch_create(st, &st->our_watch, st->mykey, st->rev + 1);
 		lr_grpc_pump(st->conn);
 	}
 out:
@@ -818,7 +818,7 @@ out:
  * The last step before the command starts.  First what the connection
  * already holds, read without waiting as process() reads it: a DELETE of
  * our key on the watch, a keepalive reply that says the lease is gone.
- * Then our key read back (read_own(), without a keepalive), because the
+ * Then our key read back (read_our_key(), without a keepalive), because the
  * watch cannot say that nothing happened: etcd answers a delete from the
  * goroutine that applied it and sends the watch events from another (the
  * watch stream's send loop), and a member that lags behind the leader,
@@ -831,7 +831,7 @@ out:
  * which no watch gives.  A read that fails or times out is suspicion
  * (the core starts the command and renews at once), never loss.
  */
-enum lr_status st_check(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
 			struct lr_err *err)
 {
 	if (st->hold != H_HOLDING) {
@@ -839,32 +839,32 @@ enum lr_status st_check(struct lr_store *st, int64_t deadline,
 		return LR_LOST;
 	}
 	if (st->conn)
-		lr_grpc_pump(st->conn); /* a dead one: read_own() connects */
+		lr_grpc_pump(st->conn); /* a dead one: read_our_key() connects */
 	drain(st);
-	if (own_gone(st) || st->ka_lost == st->lease) {
+	if (our_key_gone(st) || st->ka_lost == st->lease) {
 		lr_err_set(err,
 			   "etcd key %s was deleted (lease revoked or key "
 			   "removed)",
 			   st->mykey);
 		return LR_LOST;
 	}
-	return read_own(st, 0, deadline, err);
+	return read_our_key(st, 0, deadline, err);
 }
 
 /* A keepalive and our key read back, in one round trip. */
-enum lr_status st_renew(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
 			struct lr_err *err)
 {
 	if (st->hold != H_HOLDING) {
 		lr_err_set(err, "etcd store: renew while not holding");
 		return LR_ERROR;
 	}
-	return read_own(st, 1, deadline, err);
+	return read_our_key(st, 1, deadline, err);
 }
 
-/* Deletes key if its create revision is still crev.  *done: it was. */
+/* Deletes key if its create revision is still create_rev.  *done: it was. */
 static enum lr_status delete_if(struct lr_store *st, const char *what,
-				const char *key, int64_t crev, int64_t deadline,
+				const char *key, int64_t create_rev, int64_t deadline,
 				int *done, struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
@@ -873,7 +873,7 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 	struct rpc r;
 	enum lr_status s;
 
-	crev_is(&cmp, key, crev);
+	create_rev_is(&cmp, key, create_rev);
 	del.key = bytes(key);
 	op.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 	op.request_delete_range = &del;
@@ -887,15 +887,15 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 	return s;
 }
 
-enum lr_status st_release(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
 			  struct lr_err *err)
 {
 	enum lr_status s;
 	int64_t lease = st->lease;
 	int done = 0;
 
-	watch_cancel(st, &st->own);
-	s = delete_if(st, "release", st->mykey ? st->mykey : "", st->my_crev,
+	watch_cancel(st, &st->our_watch);
+	s = delete_if(st, "release", st->mykey ? st->mykey : "", st->our_create_rev,
 		      deadline, &done, err);
 	/* etcd away for now: the core asks again until the lease's
 	 * deadline, and close() revokes the lease if it never answers. */
@@ -1044,7 +1044,7 @@ static void waiters(const ProtobufCMessage *reply,
 	free(v);
 }
 
-enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_inspect(struct lr_store *st, int64_t deadline,
 			  struct lr_info *info, struct lr_err *err)
 {
 	const LrEtcd__KeyValue **kvs;
@@ -1084,7 +1084,7 @@ enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
 /* Deletes exactly the holders' keys (not newer ones), all of them or
  * slot's, then revokes their leases, so a process that still thinks it
  * holds learns at once. */
-enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
+enum lr_status etcd_break(struct lr_store *st, int slot, int64_t deadline,
 		      struct lr_err *err)
 {
 	const LrEtcd__KeyValue **kvs;

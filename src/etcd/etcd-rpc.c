@@ -142,8 +142,8 @@ static void streams_drop(struct lr_store *st)
 	lr_grpc_call_free(st->wstream);
 	lr_grpc_call_free(st->kstream);
 	st->wstream = st->kstream = NULL;
-	watch_forget(&st->own);
-	watch_forget(&st->pred);
+	watch_forget(&st->our_watch);
+	watch_forget(&st->prev_watch);
 	st->ka_sent = st->ka_got = 0;
 	st->next_wid = 0;
 }
@@ -233,8 +233,8 @@ static const char *trip_send(struct lr_store *st, struct rpc *r, size_t n,
 			bad = "cannot send a keepalive";
 		x->ka_ticket = st->ka_sent;
 	}
-	if (!bad && x && x->own_watch && !st->own.id)
-		watch_create(st, &st->own, st->mykey, x->own_start);
+	if (!bad && x && x->own_watch && !st->our_watch.id)
+		watch_create(st, &st->our_watch, st->mykey, x->own_start);
 	return bad;
 }
 
@@ -695,10 +695,10 @@ static void watch_response(struct lr_store *st, const LrEtcd__WatchResponse *r)
 	struct watch *w = NULL;
 	size_t i;
 
-	if (st->own.id && r->watch_id == st->own.id)
-		w = &st->own;
-	else if (st->pred.id && r->watch_id == st->pred.id)
-		w = &st->pred;
+	if (st->our_watch.id && r->watch_id == st->our_watch.id)
+		w = &st->our_watch;
+	else if (st->prev_watch.id && r->watch_id == st->prev_watch.id)
+		w = &st->prev_watch;
 	if (!w)
 		return; /* one we cancelled */
 	if (r->created) {
@@ -746,7 +746,7 @@ void drain(struct lr_store *st)
 	if (st->wstream &&
 	    lr_grpc_state(st->wstream, NULL, NULL) != LR_GRPC_OPEN) {
 		const char *why = "";
-		struct watch *ws[2] = {&st->own, &st->pred};
+		struct watch *ws[2] = {&st->our_watch, &st->prev_watch};
 		size_t i;
 
 		lr_grpc_state(st->wstream, NULL, &why);

@@ -224,7 +224,7 @@ static void run_held_back(struct lr_run *last, const LrEtcd__KeyValue *lkv,
 	last->next_ms = period_ms - ago * 1000;
 }
 
-enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
+enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
 			    uint64_t fence, int64_t deadline,
 			    struct lr_run *last, struct lr_err *err)
 {
@@ -301,7 +301,7 @@ out:
 }
 
 /* Puts the end into PREFIX.last/NAME if it is still what run_start put. */
-enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
+enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
 			  int64_t deadline, struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
@@ -336,7 +336,7 @@ enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
 	return s;
 }
 
-enum lr_status st_run_last(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err)
 {
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");

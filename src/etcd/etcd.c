@@ -28,7 +28,7 @@
 
 /* ---- opening and closing ------------------------------------------------- */
 
-static void st_close(struct lr_store *st)
+static void etcd_close(struct lr_store *st)
 {
 	size_t i;
 
@@ -219,7 +219,7 @@ static void clear_guard(const struct lr_store *st)
 	st->req->warn(st->req->warn_ctx, msg);
 }
 
-static enum lr_status st_open(const struct lr_store_req *req, int64_t deadline,
+static enum lr_status etcd_open(const struct lr_store_req *req, int64_t deadline,
 			      struct lr_store **out, struct lr_err *err)
 {
 	struct lr_store *st;
@@ -258,18 +258,18 @@ const struct lr_store_ops lr_store_ops = {
     .name = "etcd",
     .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
     .secret_env = secret_env,
-    .open = st_open,
-    .acquire = st_acquire,
-    .wait_fd = st_wait_fd,
-    .process = st_process,
-    .check = st_check,
-    .renew = st_renew,
-    .release = st_release,
-    .inspect = st_inspect,
-    .brk = st_brk,
-    .close = st_close,
-    .run_start = st_run_start,
-    .run_end = st_run_end,
-    .run_last = st_run_last,
-    .list = st_list,
+    .open = etcd_open,
+    .acquire = etcd_acquire,
+    .wait_fd = etcd_wait_fd,
+    .process = etcd_process,
+    .check = etcd_check,
+    .renew = etcd_renew,
+    .release = etcd_release,
+    .inspect = etcd_inspect,
+    .break_lease = etcd_break,
+    .close = etcd_close,
+    .run_start = etcd_run_start,
+    .run_end = etcd_run_end,
+    .run_last = etcd_run_last,
+    .list = etcd_list,
 };

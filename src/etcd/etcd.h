@@ -79,8 +79,8 @@ struct lr_store {
 	struct lr_grpc_call *wstream; /* Watch, or NULL */
 	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
 	int64_t next_wid;
-	struct watch own;	  /* our key */
-	struct watch pred;	  /* the key before ours, while waiting */
+	struct watch our_watch;	  /* our key */
+	struct watch prev_watch;	  /* the key before ours, while waiting */
 	unsigned ka_sent, ka_got; /* keepalives on kstream */
 	int64_t ka_lost;	  /* a reply said this lease is gone */
 
@@ -94,7 +94,7 @@ struct lr_store {
 	enum hold hold;
 	int64_t lease, lease_ttl_s;
 	char *mykey;
-	int64_t my_crev;
+	int64_t our_create_rev;
 	int64_t rev; /* the latest revision at which our key was ours */
 	unsigned slot;	  /* a semaphore's: the slot we hold ... */
 	int slot_claimed; /* ... since we claimed it */
@@ -190,41 +190,41 @@ void watch_create_range(struct lr_store *st, struct watch *w, const char *key,
 void watch_cancel(struct lr_store *st, struct watch *w);
 /* Forgets w without telling etcd. */
 void watch_forget(struct watch *w);
-/* Reads what the streams brought into st->own, st->pred, st->ka_*. */
+/* Reads what the streams brought into st->our_watch, st->prev_watch, st->ka_*. */
 void drain(struct lr_store *st);
 
 /* ---- etcd-lock.c: the store's calls for the lock (see store.h) ---------- */
 
-enum lr_status st_acquire(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_acquire(struct lr_store *st, int64_t deadline,
 			  struct lr_grant *g, struct lr_err *err);
-int st_wait_fd(struct lr_store *st, short *events);
-enum lr_status st_process(struct lr_store *st, short revents,
+int etcd_wait_fd(struct lr_store *st, short *events);
+enum lr_status etcd_process(struct lr_store *st, short revents,
 			  int64_t deadline, struct lr_err *err);
-enum lr_status st_check(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
 			struct lr_err *err);
-enum lr_status st_renew(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
 			struct lr_err *err);
-enum lr_status st_release(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
 			  struct lr_err *err);
-enum lr_status st_inspect(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_inspect(struct lr_store *st, int64_t deadline,
 			  struct lr_info *info, struct lr_err *err);
-enum lr_status st_brk(struct lr_store *st, int slot, int64_t deadline,
+enum lr_status etcd_break(struct lr_store *st, int slot, int64_t deadline,
 		      struct lr_err *err);
 
 /* ---- etcd-list.c: --list (see store.h) ----------------------------------- */
 
-enum lr_status st_list(struct lr_store *st, const char *pattern,
+enum lr_status etcd_list(struct lr_store *st, const char *pattern,
 		       lr_list_fn fn, void *arg, int64_t deadline,
 		       struct lr_err *err);
 
 /* ---- etcd-runs.c: the store's calls for --once-per (see store.h) -------- */
 
-enum lr_status st_run_start(struct lr_store *st, int64_t period_ms,
+enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
 			    uint64_t fence, int64_t deadline,
 			    struct lr_run *last, struct lr_err *err);
-enum lr_status st_run_end(struct lr_store *st, uint64_t fence, int status,
+enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
 			  int64_t deadline, struct lr_err *err);
-enum lr_status st_run_last(struct lr_store *st, int64_t deadline,
+enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
 
 #endif

@@ -27,7 +27,7 @@
  * below 2^53, exact in a double, as the Redis store's.
  *
  * Waiting: one attempt is flock(LOCK_NB).  When it is busy we fork a
- * helper that blocks in flock(LOCK_EX) on the same open file description
+ * flocker that blocks in flock(LOCK_EX) on the same open file description
  * (so the lock it gets is ours) and writes one byte to a pipe; the pipe is
  * our wait fd.  The hand-over is then as fast as flock's own.
  *
@@ -63,7 +63,7 @@
  * while waiting: a run passing through holds it for a moment, which a
  * run without -w waits out for up to 31ms.
  *
- * Waiting: the locks a waiter needs are taken by helpers that block in
+ * Waiting: the locks a waiter needs are taken by flockers that block in
  * flock() on our own open file descriptions: one on the gate, one on
  * NAME.lock (an exclusive run behind shared holders, a shared run behind
  * an exclusive holder), or one per slot file, the first of which to get
@@ -121,7 +121,7 @@
 #define CIFS_MAGIC 0xFF534D42
 #define SMB2_MAGIC 0xFE534D42
 
-/* What the helpers of a waiting run wait for. */
+/* What the flockers of a waiting run wait for. */
 enum phase { PH_NONE, PH_GATE, PH_MAIN, PH_SLOTS };
 
 struct lr_store {
@@ -140,13 +140,13 @@ struct lr_store {
 	unsigned slot;   /* its number */
 	int gate;        /* the gate's fd, or -1 */
 	int gated;       /* we hold the gate */
-	int notify;      /* inotify fd while holding, or -1 */
+	int inotify_fd;      /* inotify fd while holding, or -1 */
 	enum phase phase;
-	pid_t *helper;   /* blocking-flock helpers while waiting */
-	unsigned nhelper;
+	pid_t *flocker;   /* blocking-flock flockers while waiting */
+	unsigned nflocker;
 	int *wfd;        /* PH_SLOTS: the slot files they wait on, or -1 */
 	unsigned nwfd;
-	int helper_rd;   /* their pipe, or -1 */
+	int flocker_rd;   /* their pipe, or -1 */
 };
 
 /*
@@ -348,7 +348,7 @@ static enum lr_status file_open(const struct lr_store_req *req,
 		return LR_ERROR;
 	}
 	st->req = req;
-	st->fd = st->notify = st->helper_rd = st->sfd = st->gate = -1;
+	st->fd = st->inotify_fd = st->flocker_rd = st->sfd = st->gate = -1;
 
 	if (req->u->hosts[0] && strcmp(req->u->hosts, "localhost") != 0) {
 		lr_err_set(err, "a file:// URL names a local directory, not a "
@@ -641,19 +641,19 @@ static unsigned body_limit(const char *body)
 	return n >= 1 && n <= LR_LIMIT_MAX ? (unsigned)n : 1;
 }
 
-/* Stops the helpers and gives back what they may have locked for us. */
-static void helper_stop(struct lr_store *st)
+/* Stops the flockers and gives back what they may have locked for us. */
+static void flocker_stop(struct lr_store *st)
 {
 	unsigned i;
 
-	for (i = 0; i < st->nhelper; i++) {
-		kill(st->helper[i], SIGKILL);
-		while (waitpid(st->helper[i], NULL, 0) < 0 && errno == EINTR)
+	for (i = 0; i < st->nflocker; i++) {
+		kill(st->flocker[i], SIGKILL);
+		while (waitpid(st->flocker[i], NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	free(st->helper);
-	st->helper = NULL;
-	st->nhelper = 0;
+	free(st->flocker);
+	st->flocker = NULL;
+	st->nflocker = 0;
 	for (i = 0; i < st->nwfd; i++)
 		if (st->wfd[i] >= 0) {
 			flock(st->wfd[i], LOCK_UN);
@@ -662,9 +662,9 @@ static void helper_stop(struct lr_store *st)
 	free(st->wfd);
 	st->wfd = NULL;
 	st->nwfd = 0;
-	if (st->helper_rd >= 0) {
-		close(st->helper_rd);
-		st->helper_rd = -1;
+	if (st->flocker_rd >= 0) {
+		close(st->flocker_rd);
+		st->flocker_rd = -1;
 	}
 	st->phase = PH_NONE;
 }
@@ -685,7 +685,7 @@ static void gate_release(struct lr_store *st)
  * it: a spent descriptor stays open, unread, until the next one is spent
  * or the process ends.  Then the group guard (child.c), which shares our
  * descriptor table and exits after us, is the one that waits. */
-static void notify_retire(int fd)
+static void inotify_retire(int fd)
 {
 	static int spent = -1;
 
@@ -696,10 +696,10 @@ static void notify_retire(int fd)
 
 static void unlock_close(struct lr_store *st)
 {
-	helper_stop(st);
-	if (st->notify >= 0) {
-		notify_retire(st->notify);
-		st->notify = -1;
+	flocker_stop(st);
+	if (st->inotify_fd >= 0) {
+		inotify_retire(st->inotify_fd);
+		st->inotify_fd = -1;
 	}
 	if (st->sfd >= 0) {
 		flock(st->sfd, LOCK_UN);
@@ -716,11 +716,11 @@ static void unlock_close(struct lr_store *st)
 	gate_release(st);
 }
 
-/* Starts one helper per fds[i], blocking in flock(fds[i], op) on our own
+/* Starts one flocker per fds[i], blocking in flock(fds[i], op) on our own
  * open file description and then writing i (or -1 if flock failed) to
  * the pipe, our wait fd.  The hand-over is then as fast as flock's own.
  * LR_BUSY, or LR_ERROR. */
-static enum lr_status helpers_start(struct lr_store *st, enum phase ph,
+static enum lr_status flockers_start(struct lr_store *st, enum phase ph,
 				    const int *fds, unsigned n, int op,
 				    struct lr_err *err)
 {
@@ -728,13 +728,13 @@ static enum lr_status helpers_start(struct lr_store *st, enum phase ph,
 	unsigned i;
 	int p[2];
 
-	st->helper = calloc(n, sizeof(*st->helper));
-	if (!st->helper || pipe2(p, O_CLOEXEC) < 0) {
+	st->flocker = calloc(n, sizeof(*st->flocker));
+	if (!st->flocker || pipe2(p, O_CLOEXEC) < 0) {
 		lr_err_set(err, "cannot wait for %s: %s", st->path,
 			   strerror(errno ? errno : ENOMEM));
 		return LR_ERROR;
 	}
-	st->helper_rd = p[0];
+	st->flocker_rd = p[0];
 	st->phase = ph;
 	for (i = 0; i < n; i++) {
 		pid_t pid = fork();
@@ -758,7 +758,7 @@ static enum lr_status helpers_start(struct lr_store *st, enum phase ph,
 				_exit(1);
 			_exit(0);
 		}
-		st->helper[st->nhelper++] = pid;
+		st->flocker[st->nflocker++] = pid;
 	}
 	close(p[1]);
 	return LR_BUSY;
@@ -770,10 +770,10 @@ static enum lr_status watch_held(struct lr_store *st, struct lr_err *err)
 {
 	const uint32_t mask = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
 
-	st->notify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (st->notify < 0 || inotify_add_watch(st->notify, st->path, mask) < 0 ||
+	st->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (st->inotify_fd < 0 || inotify_add_watch(st->inotify_fd, st->path, mask) < 0 ||
 	    (st->sfd >= 0 &&
-	     inotify_add_watch(st->notify, st->spath, mask) < 0)) {
+	     inotify_add_watch(st->inotify_fd, st->spath, mask) < 0)) {
 		lr_err_set(err, "cannot watch %s: %s", st->path,
 			   strerror(errno));
 		return LR_ERROR;
@@ -890,7 +890,7 @@ static enum lr_status slot_grant(struct lr_store *st, int sfd, unsigned k,
 /* Holding NAME.lock with LOCK_SH: takes a free slot (0..N-1), or for a
  * shared holder the first free seat.  LR_OK with the grant, LR_BUSY when
  * every slot is taken (*fds then holds the N slot files, opened, for the
- * helpers to wait on), LR_TIMEOUT (replaced: start over), LR_ERROR. */
+ * flockers to wait on), LR_TIMEOUT (replaced: start over), LR_ERROR. */
 static enum lr_status take_slot(struct lr_store *st, int64_t deadline,
 				struct lr_grant *g, int **fds,
 				struct lr_err *err)
@@ -958,7 +958,7 @@ static enum lr_status hold_slot(struct lr_store *st, int64_t deadline,
 		return rc;
 	st->wfd = fds;
 	st->nwfd = st->req->limit;
-	return helpers_start(st, PH_SLOTS, fds, st->req->limit, LOCK_EX, err);
+	return flockers_start(st, PH_SLOTS, fds, st->req->limit, LOCK_EX, err);
 }
 
 /* The gate, taken without waiting for more than a moment: a run passing
@@ -1049,7 +1049,7 @@ static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
 			 * gate, which stops the shared runs behind us. */
 			flock(st->fd, LOCK_UN);
 			st->locked = st->sh = 0;
-			return helpers_start(st, PH_MAIN, &st->fd, 1, LOCK_EX,
+			return flockers_start(st, PH_MAIN, &st->fd, 1, LOCK_EX,
 					     err);
 		}
 		return hold_slot(st, deadline, g, err);
@@ -1062,33 +1062,33 @@ static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
 		unlock_close(st);
 		return LR_ERROR;
 	}
-	return helpers_start(st, PH_MAIN, &st->fd, 1,
+	return flockers_start(st, PH_MAIN, &st->fd, 1,
 			     req->shared ? LOCK_SH : LOCK_EX, err);
 lockerr:
 	lr_err_set(err, "cannot lock %s: %s", st->path, strerror(errno));
 	return LR_ERROR;
 }
 
-/* A helper reported: go on from what it got for us. */
-static enum lr_status helper_done(struct lr_store *st, int64_t deadline,
+/* A flocker reported: go on from what it got for us. */
+static enum lr_status flocker_done(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	enum phase ph = st->phase;
 	int v = -1, fd;
 
-	if (read(st->helper_rd, &v, sizeof(v)) != sizeof(v) || v < 0) {
-		helper_stop(st);
+	if (read(st->flocker_rd, &v, sizeof(v)) != sizeof(v) || v < 0) {
+		flocker_stop(st);
 		lr_err_set(err, "cannot lock %s", st->path);
 		return LR_ERROR;
 	}
 	if (ph == PH_SLOTS) {
-		/* Ours now; the other helpers' slots go back. */
+		/* Ours now; the other flockers' slots go back. */
 		fd = st->wfd[v];
 		st->wfd[v] = -1;
-		helper_stop(st);
+		flocker_stop(st);
 		return slot_grant(st, fd, (unsigned)v, deadline, g, err);
 	}
-	helper_stop(st);
+	flocker_stop(st);
 	if (ph == PH_GATE) {
 		st->gated = 1;
 		return at_gate(st, deadline, g, err);
@@ -1161,7 +1161,7 @@ static enum lr_status try_fresh(struct lr_store *st, int64_t deadline,
 			unlock_close(st);
 			return LR_ERROR;
 		}
-		return helpers_start(st, PH_GATE, &st->gate, 1, LOCK_EX, err);
+		return flockers_start(st, PH_GATE, &st->gate, 1, LOCK_EX, err);
 	}
 	return at_gate(st, deadline, g, err);
 }
@@ -1173,12 +1173,12 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 	int tries;
 
 	for (tries = 0; tries < 16; tries++) {
-		if (st->helper_rd >= 0) {
-			struct pollfd pfd = { st->helper_rd, POLLIN, 0 };
+		if (st->flocker_rd >= 0) {
+			struct pollfd pfd = { st->flocker_rd, POLLIN, 0 };
 
 			if (poll(&pfd, 1, 0) <= 0) {
 				/* --break put a new file at the path: the
-				 * helpers wait on a dead one.  Start over. */
+				 * flockers wait on a dead one.  Start over. */
 				if (st->fd >= 0 && st->phase != PH_GATE &&
 				    !names(st->path, st->fd)) {
 					unlock_close(st);
@@ -1186,7 +1186,7 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 				}
 				return LR_BUSY;
 			}
-			rc = helper_done(st, deadline, g, err);
+			rc = flocker_done(st, deadline, g, err);
 		} else {
 			rc = try_fresh(st, deadline, g, err);
 		}
@@ -1201,9 +1201,9 @@ static enum lr_status file_acquire(struct lr_store *st, int64_t deadline,
 static int file_wait_fd(struct lr_store *st, short *events)
 {
 	*events = POLLIN;
-	if (st->locked && st->notify >= 0)
-		return st->notify;
-	return st->helper_rd;
+	if (st->locked && st->inotify_fd >= 0)
+		return st->inotify_fd;
+	return st->flocker_rd;
 }
 
 static enum lr_status file_renew(struct lr_store *st, int64_t deadline,
@@ -1225,9 +1225,9 @@ static enum lr_status file_process(struct lr_store *st, short revents,
 	char buf[4096];
 
 	(void)revents;
-	if (!st->locked || st->notify < 0)
-		return LR_OK; /* a helper finished: acquire() reads it */
-	while (read(st->notify, buf, sizeof(buf)) > 0)
+	if (!st->locked || st->inotify_fd < 0)
+		return LR_OK; /* a flocker finished: acquire() reads it */
+	while (read(st->inotify_fd, buf, sizeof(buf)) > 0)
 		;
 	return file_renew(st, deadline, err);
 }
@@ -1239,8 +1239,8 @@ static enum lr_status file_check(struct lr_store *st, int64_t deadline,
 {
 	char buf[4096];
 
-	if (st->locked && st->notify >= 0 &&
-	    read(st->notify, buf, sizeof(buf)) < 0 && errno == EAGAIN)
+	if (st->locked && st->inotify_fd >= 0 &&
+	    read(st->inotify_fd, buf, sizeof(buf)) < 0 && errno == EAGAIN)
 		return LR_OK;
 	return file_renew(st, deadline, err);
 }
@@ -1544,8 +1544,8 @@ static enum lr_status file_list(struct lr_store *st, const char *pattern,
 				lr_list_fn fn, void *arg, int64_t deadline,
 				struct lr_err *err)
 {
-	const struct lr_store_req *own = st->req;
-	struct lr_store_req req = *own;
+	const struct lr_store_req *saved_req = st->req;
+	struct lr_store_req req = *saved_req;
 	enum lr_status rc = LR_OK;
 	char name[NAME_MAX + 1];
 	struct lr_info info;
@@ -1575,7 +1575,7 @@ static enum lr_status file_list(struct lr_store *st, const char *pattern,
 		lr_info_free(&info);
 	}
 	closedir(d);
-	st->req = own;
+	st->req = saved_req;
 	return rc;
 }
 
@@ -1877,7 +1877,7 @@ const struct lr_store_ops lr_file_ops = {
 	.renew = file_renew,
 	.release = file_release,
 	.inspect = file_inspect,
-	.brk = file_break,
+	.break_lease = file_break,
 	.close = file_close,
 	.run_start = file_run_start,
 	.run_end = file_run_end,

@@ -154,7 +154,7 @@ struct lr_store {
 };
 
 /* A run that is not the plain lease: a semaphore's or a shared one. */
-static int multi(const struct lr_store *st)
+static int slotted(const struct lr_store *st)
 {
 	return st->req->limit > 1 || st->req->shared;
 }
@@ -325,7 +325,7 @@ static void step(struct lr_store *st, int ready, int64_t deadline)
  * its answer (if any) in st->res; LR_TIMEOUT: still in flight for a later
  * call; LR_ERROR: it failed (err says why; st->gone if the server ended
  * our session). */
-static enum lr_status finish(struct lr_store *st, int64_t deadline,
+static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 			     const char *what, struct lr_err *err)
 {
 	for (;;) {
@@ -376,7 +376,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 	}
 	if (st->op != OP_NONE) {
 		/* An earlier statement's late answer: drop it. */
-		s = finish(st, deadline, "an earlier statement", err);
+		s = drive_to_end(st, deadline, "an earlier statement", err);
 		mysql_free_result(st->res);
 		st->res = NULL;
 		if (s != LR_OK)
@@ -386,7 +386,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 	bound(st, deadline);
 	st->wait = mysql_real_query_start(&st->qret, st->m, sql,
 					  (unsigned long)strlen(sql));
-	s = finish(st, deadline, what, err);
+	s = drive_to_end(st, deadline, what, err);
 	if (s == LR_OK) {
 		*out = st->res;
 		st->res = NULL;
@@ -546,7 +546,7 @@ static enum lr_status connect_one(struct lr_store *st,
 		&st->cret, st->m, h ? h->host : NULL, user, st->password,
 		st->db, h ? (unsigned)h->port : 0,
 		h ? NULL : st->o[O_SOCKET].s, 0);
-	s = finish(st, deadline, "connecting", err);
+	s = drive_to_end(st, deadline, "connecting", err);
 	if (s == LR_ERROR && mysql_errno(st->m) == CR_SSL_CONNECTION_ERROR &&
 	    lr_now_ms() >= deadline)
 		s = LR_TIMEOUT; /* bound() ended the TLS handshake */
@@ -927,7 +927,7 @@ static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 	if (literal(st, st->req->host ? st->req->host : "", host,
 		    sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "''");
-	if (multi(st))
+	if (slotted(st))
 		snprintf(sql, sizeof(sql),
 			 "INSERT INTO " FENCE_TABLE " (name, fence) VALUES "
 			 "(%s, LAST_INSERT_ID(" FENCE_FLOOR ")) ON DUPLICATE "
@@ -1168,7 +1168,7 @@ static enum lr_status reader_try(struct lr_store *st, int64_t deadline,
 
 /* A semaphore's run or a shared one: its own lock, the fence, its row,
  * then a look at the others (see others()). */
-static enum lr_status multi_acquire(struct lr_store *st, int64_t deadline,
+static enum lr_status slotted_acquire(struct lr_store *st, int64_t deadline,
 				    struct lr_err *err)
 {
 	struct others o;
@@ -1216,7 +1216,7 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 		if (s != LR_OK)
 			return s;
 	}
-	s = multi(st) ? multi_acquire(st, deadline, err)
+	s = slotted(st) ? slotted_acquire(st, deadline, err)
 		      : plain_acquire(st, deadline, err);
 	if (s == LR_BUSY)
 		st->want_wait = 1;
@@ -1273,7 +1273,7 @@ static enum lr_status my_process(struct lr_store *st, short revents,
 		return LR_OK;
 	if (st->op != OP_NONE) {
 		/* A late answer: take what is there without waiting. */
-		enum lr_status s = finish(st, lr_now_ms() + 1, "a late answer",
+		enum lr_status s = drive_to_end(st, lr_now_ms() + 1, "a late answer",
 					  err);
 
 		if (s != LR_TIMEOUT) {
@@ -1406,7 +1406,7 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 		s = LR_LOST;
 	}
 	st->held = 0;
-	if (multi(st))
+	if (slotted(st))
 		forget(st, deadline);
 out:
 	mysql_free_result(res);
@@ -1624,7 +1624,7 @@ static int still_held(struct lr_store *st, int slot, const unsigned long *ids,
 }
 
 /* Kills the holders' connections; the server then frees their locks. */
-static enum lr_status my_brk(struct lr_store *st, int slot, int64_t deadline,
+static enum lr_status my_break(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
 	unsigned long *ids;
@@ -1922,7 +1922,7 @@ const struct lr_store_ops lr_store_ops = {
 	.renew = my_renew,
 	.release = my_release,
 	.inspect = my_inspect,
-	.brk = my_brk,
+	.break_lease = my_break,
 	.close = my_close,
 	.run_start = my_run_start,
 	.run_end = my_run_end,

@@ -121,10 +121,10 @@ struct lr_store {
 	int other;         /* what other_sql found in a lock query, or 0 */
 	unsigned slot;     /* the slot this session holds or waits for */
 	int gated;         /* this session holds the gate */
-	struct lr_store **aux; /* first in a semaphore's queue: sessions
+	struct lr_store **slot_sess; /* first in a semaphore's queue: sessions
 				* waiting for slots 1..N-1 (this one waits
 				* for slot 0) */
-	unsigned naux;
+	unsigned nslot_sess;
 	struct lr_waitset ws; /* their sockets and ours, for wait_fd() */
 	enum q_kind inflight;
 	PGresult *res;     /* the answer so far to the query in flight */
@@ -1046,14 +1046,14 @@ static void aux_close(struct lr_store *st)
 {
 	unsigned i;
 
-	for (i = 0; i < st->naux; i++) {
-		PQclear(st->aux[i]->res);
-		PQfinish(st->aux[i]->conn);
-		free(st->aux[i]);
+	for (i = 0; i < st->nslot_sess; i++) {
+		PQclear(st->slot_sess[i]->res);
+		PQfinish(st->slot_sess[i]->conn);
+		free(st->slot_sess[i]);
 	}
-	free(st->aux);
-	st->aux = NULL;
-	st->naux = 0;
+	free(st->slot_sess);
+	st->slot_sess = NULL;
+	st->nslot_sess = 0;
 	lr_waitset_close(&st->ws);
 }
 
@@ -1106,8 +1106,8 @@ static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
 	s = send_wait(st, err);
 	if (s != LR_OK)
 		return s;
-	st->aux = calloc(n, sizeof(*st->aux));
-	if (!st->aux || lr_waitset_open(&st->ws) < 0) {
+	st->slot_sess = calloc(n, sizeof(*st->slot_sess));
+	if (!st->slot_sess || lr_waitset_open(&st->ws) < 0) {
 		lr_err_set(err, "cannot wait for the slots: %s",
 			   strerror(errno ? errno : ENOMEM));
 		return LR_ERROR;
@@ -1119,7 +1119,7 @@ static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
 			lr_err_set(err, "out of memory");
 			return LR_ERROR;
 		}
-		st->aux[st->naux++] = a;
+		st->slot_sess[st->nslot_sess++] = a;
 		a->req = st->req;
 		memcpy(a->where, st->where, sizeof(a->where));
 		memcpy(a->appname, st->appname, sizeof(a->appname));
@@ -1166,12 +1166,12 @@ static void aux_end(struct lr_store *st, int64_t deadline)
 	PGresult *r = NULL;
 	unsigned i;
 
-	sql = malloc(64 + st->naux * 16);
-	if (sql && st->naux) {
+	sql = malloc(64 + st->nslot_sess * 16);
+	if (sql && st->nslot_sess) {
 		p = sql + sprintf(sql, "SELECT pg_terminate_backend(p) FROM "
 				       "unnest(ARRAY[");
-		for (i = 0; i < st->naux; i++)
-			p += sprintf(p, "%s%d", i ? "," : "", st->aux[i]->pid);
+		for (i = 0; i < st->nslot_sess; i++)
+			p += sprintf(p, "%s%d", i ? "," : "", st->slot_sess[i]->pid);
 		sprintf(p, "]) AS p");
 		q_run(st, sql, Q_OTHER, deadline, &r, &ignored);
 		PQclear(r);
@@ -1202,7 +1202,7 @@ static enum lr_status refuse(struct lr_store *st, int64_t deadline,
 static enum lr_status grant(struct lr_store *st, int64_t deadline,
 			    struct lr_grant *g, struct lr_err *err)
 {
-	if (st->naux)
+	if (st->nslot_sess)
 		aux_end(st, deadline);
 	if (st->other)
 		return refuse(st, deadline, err);
@@ -1240,8 +1240,8 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 	unsigned i;
 	int broke = sess_poll(st) < 0;
 
-	for (i = 0; !st->handed && i < st->naux; i++) {
-		struct lr_store *a = st->aux[i];
+	for (i = 0; !st->handed && i < st->nslot_sess; i++) {
+		struct lr_store *a = st->slot_sess[i];
 
 		broke |= sess_poll(a) < 0;
 		if (a->handed)
@@ -1269,7 +1269,7 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 
 	if (st->handed)
 		return grant(st, deadline, g, err);
-	if (st->naux)
+	if (st->nslot_sess)
 		return aux_acquire(st, deadline, g, err);
 	if ((st->inflight == Q_WAIT || st->inflight == Q_GATE) &&
 	    conn_ok(st)) {
@@ -1346,13 +1346,13 @@ static int pg_wait_fd(struct lr_store *st, short *events)
 		if (s != LR_OK)
 			return -1;
 	}
-	if (st->naux) {
+	if (st->nslot_sess) {
 		/* Every session's socket in one set. */
 		lr_waitset_watch(&st->ws, PQsocket(st->conn), EPOLLIN);
-		for (i = 0; i < st->naux; i++)
-			if (conn_ok(st->aux[i]))
+		for (i = 0; i < st->nslot_sess; i++)
+			if (conn_ok(st->slot_sess[i]))
 				lr_waitset_watch(&st->ws,
-						 PQsocket(st->aux[i]->conn),
+						 PQsocket(st->slot_sess[i]->conn),
 						 EPOLLIN);
 		*events = POLLIN;
 		return st->ws.ep;
@@ -1372,14 +1372,14 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 	int done = 0;
 
 	(void)revents;
-	if (st->naux) {
+	if (st->nslot_sess) {
 		/* Every session reads what it has; acquire() takes the
 		 * winner, or starts again if one broke. */
 		unsigned i;
 		int news = sess_poll(st) < 0 || st->handed;
 
-		for (i = 0; i < st->naux; i++)
-			news |= sess_poll(st->aux[i]) < 0 || st->aux[i]->handed;
+		for (i = 0; i < st->nslot_sess; i++)
+			news |= sess_poll(st->slot_sess[i]) < 0 || st->slot_sess[i]->handed;
 		return news ? LR_OK : LR_BUSY;
 	}
 	if (!st->conn)
@@ -1641,7 +1641,7 @@ out:
 
 /* Terminates the holders' backends: all of them, or slot's (slot 0 of
  * the plain lease or of shared holders is all of them). */
-static enum lr_status pg_brk(struct lr_store *st, int slot, int64_t deadline,
+static enum lr_status pg_break(struct lr_store *st, int slot, int64_t deadline,
 			     struct lr_err *err)
 {
 	char sql[1400], wait[32] = "", which[64] = "";
@@ -2110,7 +2110,7 @@ const struct lr_store_ops lr_store_ops = {
 	.renew = pg_renew,
 	.release = pg_release,
 	.inspect = pg_inspect,
-	.brk = pg_brk,
+	.break_lease = pg_break,
 	.close = pg_close,
 	.run_start = pg_run_start,
 	.run_end = pg_run_end,

@@ -30,11 +30,11 @@ dist_man_MANS += man/leaserun-redis.7
 # The store's Lua scripts, one a file, and the fragments they share
 # (lib/); %reldir%/gen-scripts splices them and writes each one's text
 # and SHA-1 into %reldir%/scripts.h, in the build tree.
-REDIS_LUA = %reldir%/acquire.lua %reldir%/acquire-multi.lua \
+REDIS_LUA = %reldir%/acquire.lua %reldir%/acquire-slotted.lua \
 	%reldir%/break.lua %reldir%/inspect.lua %reldir%/list.lua \
 	%reldir%/release.lua \
-	%reldir%/release-multi.lua %reldir%/renew.lua \
-	%reldir%/renew-multi.lua %reldir%/run-end.lua \
+	%reldir%/release-slotted.lua %reldir%/renew.lua \
+	%reldir%/renew-slotted.lua %reldir%/run-end.lua \
 	%reldir%/run-start.lua %reldir%/lib/fence.lua \
 	%reldir%/lib/now.lua %reldir%/lib/wake.lua %reldir%/lib/holders.lua
 if WITH_REDIS

@@ -932,7 +932,7 @@ static enum lr_status master_check(struct lr_store *st, const redisReply *r,
 
 /*
  * Opens a connection to the data node and logs in (AUTH, and SELECT if
- * select: aux subscribes, and SUBSCRIBE knows no database), sending
+ * select: watcher subscribes, and SUBSCRIBE knows no database), sending
  * more[0..nmore) in the same round trip; their replies go to more[i].r
  * (the caller frees them, cmds_free()).  Under Sentinel it first asks the
  * sentinels where the master is, unless that is known, and checks in the
@@ -1004,12 +1004,12 @@ void drop_main(struct lr_store *st)
 	st->c = NULL;
 }
 
-/* (What c tracked for the old aux now goes nowhere: watching() says so.) */
-void drop_aux(struct lr_store *st)
+/* (What c tracked for the old watcher now goes nowhere: watching() says so.) */
+void drop_watcher(struct lr_store *st)
 {
-	st->aux_id = -1;
-	conn_free(st->aux);
-	st->aux = NULL;
+	st->watcher_id = -1;
+	conn_free(st->watcher);
+	st->watcher = NULL;
 }
 
 /* Opens the command connection; a watch connection to another node (the
@@ -1019,8 +1019,8 @@ enum lr_status main_open(struct lr_store *st, int64_t deadline,
 {
 	enum lr_status s = connect_to(st, deadline, &st->c, 1, NULL, 0, err);
 
-	if (s == LR_OK && st->aux && st->aux->gen != st->c->gen)
-		drop_aux(st);
+	if (s == LR_OK && st->watcher && st->watcher->gen != st->c->gen)
+		drop_watcher(st);
 	return s;
 }
 

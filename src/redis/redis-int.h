@@ -92,18 +92,18 @@ struct lr_store {
 	 * plain the lease's key; slot_key our slot's, once granted. */
 	char *plain, *holders, *limit_key, *hold_prefix, *slot_prefix;
 	char *slot_key;
-	int multi;         /* shared, or a limit above 1 */
+	int slotted;         /* shared, or a limit above 1 */
 	unsigned slot;     /* our slot, once granted */
 	struct conn *c;    /* commands */
-	struct conn *aux;  /* subscriber (waiting) and watcher (holding) */
-	long long aux_id;  /* its CLIENT ID, or -1 */
+	struct conn *watcher;  /* subscriber (waiting) and watcher (holding) */
+	long long watcher_id;  /* its CLIENT ID, or -1 */
 	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
 	int64_t watch_at;  /* held, watch not armed: when to arm it; else 0 */
 	int watch_timer;   /* ws's timer is set for watch_at */
 	int subscribe;     /* a try found the lease busy: subscribe first */
-	int aux_denied;    /* the server refused SUBSCRIBE (ACL) */
+	int watcher_denied;    /* the server refused SUBSCRIBE (ACL) */
 	int asked;         /* the guards asked: ASK_EVICT | ASK_PERSIST */
 	char answered[300]; /* the node of the last round trip's replies */
 	struct lr_waitset ws; /* both sockets and watch_at while holding */
@@ -149,14 +149,14 @@ struct guard_cmds {
 /* The commands that arm the watch behind a script that found the lease
  * ours, in one round trip on the command connection: CLIENT TRACKING off
  * (what c tracked before pointed elsewhere, and a prefix cannot be given
- * twice), CLIENT TRACKING on ... REDIRECT aux, and a GET of the key.  A
+ * twice), CLIENT TRACKING on ... REDIRECT watcher, and a GET of the key.  A
  * change after the script and before TRACKING shows in the GET; any
- * change after TRACKING is reported to aux. */
+ * change after TRACKING is reported to watcher. */
 struct watch_cmds {
 	char id[24];
 	const char *off[3], *on[9], *get[2];
 	int at;           /* where the first is in the round trip, or -1 */
-	long long aux_id; /* the aux they point at, and its node */
+	long long watcher_id; /* the watcher they point at, and its node */
 	unsigned gen;
 };
 
@@ -185,7 +185,7 @@ enum lr_status connect_to(struct lr_store *st, int64_t deadline,
 			  struct conn **out, int select, struct cmd *more,
 			  int nmore, struct lr_err *err);
 void drop_main(struct lr_store *st);
-void drop_aux(struct lr_store *st);
+void drop_watcher(struct lr_store *st);
 enum lr_status main_open(struct lr_store *st, int64_t deadline,
 			 struct lr_err *err);
 enum lr_status round_trip(struct lr_store *st, struct cmd *cmds, int n,
@@ -242,7 +242,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 
 int watching(const struct lr_store *st);
 void watch_unplan(struct lr_store *st);
-enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+enum lr_status watcher_open(struct lr_store *st, int64_t deadline,
 			struct lr_err *err);
 int watch_add(struct lr_store *st, struct watch_cmds *w, struct cmd *cmds,
 	      int n);
@@ -250,25 +250,25 @@ int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		const struct cmd *cmds);
 enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 			   struct lr_err *err);
-int r_wait_fd(struct lr_store *st, short *events);
-enum lr_status r_process(struct lr_store *st, short revents, int64_t deadline,
+int redis_wait_fd(struct lr_store *st, short *events);
+enum lr_status redis_process(struct lr_store *st, short revents, int64_t deadline,
 			 struct lr_err *err);
-enum lr_status r_check(struct lr_store *st, int64_t deadline,
+enum lr_status redis_check(struct lr_store *st, int64_t deadline,
 		       struct lr_err *err);
 
 /* ---- redis-runs.c -------------------------------------------------------- */
 
-enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
+enum lr_status redis_run_start(struct lr_store *st, int64_t period_ms,
 			   uint64_t fence, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err);
-enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
+enum lr_status redis_run_end(struct lr_store *st, uint64_t fence, int status,
 			 int64_t deadline, struct lr_err *err);
-enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
+enum lr_status redis_run_last(struct lr_store *st, int64_t deadline,
 			  struct lr_run *last, struct lr_err *err);
 
 /* ---- redis-list.c -------------------------------------------------------- */
 
-enum lr_status r_list(struct lr_store *st, const char *pattern,
+enum lr_status redis_list(struct lr_store *st, const char *pattern,
 		      lr_list_fn fn, void *arg, int64_t deadline,
 		      struct lr_err *err);
 

@@ -284,7 +284,7 @@ static enum lr_status scan_cluster(struct lr_store *st, const char *prefix,
 	return s;
 }
 
-enum lr_status r_list(struct lr_store *st, const char *pattern,
+enum lr_status redis_list(struct lr_store *st, const char *pattern,
 		      lr_list_fn fn, void *arg, int64_t deadline,
 		      struct lr_err *err)
 {

@@ -85,7 +85,7 @@ static int run_start_reply(const redisReply *r)
 	return 1;
 }
 
-enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
+enum lr_status redis_run_start(struct lr_store *st, int64_t period_ms,
 			   uint64_t fence, int64_t deadline,
 			   struct lr_run *last, struct lr_err *err)
 {
@@ -141,7 +141,7 @@ enum lr_status r_run_start(struct lr_store *st, int64_t period_ms,
 	return s;
 }
 
-enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
+enum lr_status redis_run_end(struct lr_store *st, uint64_t fence, int status,
 			 int64_t deadline, struct lr_err *err)
 {
 	char f[24], code[16], *key;
@@ -163,7 +163,7 @@ enum lr_status r_run_end(struct lr_store *st, uint64_t fence, int status,
 	return s;
 }
 
-enum lr_status r_run_last(struct lr_store *st, int64_t deadline,
+enum lr_status redis_run_last(struct lr_store *st, int64_t deadline,
 			  struct lr_run *last, struct lr_err *err)
 {
 	char *key = run_key(st);

@@ -260,7 +260,7 @@ static int make_keys(struct lr_store *st, const struct lr_store_req *req,
 	const char *tok = req->token ? req->token : "";
 	size_t n = strlen(v) + strlen(req->name) + strlen(tok) + 40, m;
 
-	st->multi = req->shared || req->limit > 1;
+	st->slotted = req->shared || req->limit > 1;
 	st->key = malloc(n);
 	st->plain = malloc(n);
 	st->fence_key = malloc(n);
@@ -285,11 +285,11 @@ static int make_keys(struct lr_store *st, const struct lr_store_req *req,
 	snprintf(st->waiters, n, "%swaiters:{%s}", v, req->name);
 	snprintf(st->wake_prefix, n, "%swake:{%s}:", v, req->name);
 	snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
-		 st->multi ? "m:" : "", tok);
+		 st->slotted ? "m:" : "", tok);
 	snprintf(st->done_key, n, "%sdone:{%s}:%s", v, req->name, tok);
 	snprintf(st->plain, n, "%s{%s}", v, req->name);
 	snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
-	if (st->multi)
+	if (st->slotted)
 		snprintf(st->key, n, "%s%s", st->hold_prefix, tok);
 	else
 		snprintf(st->key, n, "%s", st->plain);

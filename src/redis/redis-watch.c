@@ -12,10 +12,10 @@
 
 #include "redis/redis-int.h"
 
-/* Is every change to the key by another client reported to aux now? */
+/* Is every change to the key by another client reported to watcher now? */
 int watching(const struct lr_store *st)
 {
-	return st->aux && st->aux_id >= 0 && st->track_id == st->aux_id;
+	return st->watcher && st->watcher_id >= 0 && st->track_id == st->watcher_id;
 }
 
 /* The server refused what the watch needs (r, the reply to what): renew
@@ -61,9 +61,9 @@ void watch_unplan(struct lr_store *st)
  * its CLIENT ID and subscribes it to our wake channel, the key's keyspace
  * channel and the tracking channel.  A SUBSCRIBE that the server refuses
  * (ACL: one error reply, not one per channel) is LR_ERROR with
- * aux_denied set; a refused CLIENT ID leaves aux_id at -1 (no watch,
+ * watcher_denied set; a refused CLIENT ID leaves watcher_id at -1 (no watch,
  * waiting still works). */
-enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+enum lr_status watcher_open(struct lr_store *st, int64_t deadline,
 			struct lr_err *err)
 {
 	const char *id[2] = { "CLIENT", "ID" };
@@ -74,7 +74,7 @@ enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 	enum lr_status s;
 	int got;
 
-	s = connect_to(st, deadline, &st->aux, 0, more, 2, err);
+	s = connect_to(st, deadline, &st->watcher, 0, more, 2, err);
 	if (s != LR_OK)
 		return s;
 	if (reply_heals(more[0].r) || reply_heals(more[1].r)) {
@@ -97,24 +97,24 @@ enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 				   ? more[1].r->str
 				   : "unexpected reply");
 		watch_refused(st, "SUBSCRIBE", more[1].r);
-		st->aux_denied = 1;
+		st->watcher_denied = 1;
 		s = LR_ERROR;
 	} else {
 		/* The other two channels' confirmations. */
-		s = exchange(st, st->aux, 2, r, step_end(st, deadline), &got,
+		s = exchange(st, st->watcher, 2, r, step_end(st, deadline), &got,
 			     st->who, "SUBSCRIBE", err);
 	}
 	if (s == LR_OK) {
-		st->aux_id = more[0].r->type == REDIS_REPLY_INTEGER
+		st->watcher_id = more[0].r->type == REDIS_REPLY_INTEGER
 				     ? more[0].r->integer
 				     : -1;
-		if (st->aux_id < 0)
+		if (st->watcher_id < 0)
 			watch_refused(st, "CLIENT ID", more[0].r);
 	}
 	cmds_free(more, 2);
 	replies_free(r, 2);
 	if (s != LR_OK)
-		drop_aux(st);
+		drop_watcher(st);
 	return s;
 }
 
@@ -129,11 +129,11 @@ int watch_add(struct lr_store *st, struct watch_cmds *w,
 	const char *get[2] = { "GET", st->key };
 
 	w->at = -1;
-	if (st->watch_off || !st->aux || st->aux_id < 0 || watching(st))
+	if (st->watch_off || !st->watcher || st->watcher_id < 0 || watching(st))
 		return n;
-	snprintf(w->id, sizeof(w->id), "%lld", st->aux_id);
-	w->aux_id = st->aux_id;
-	w->gen = st->aux->gen;
+	snprintf(w->id, sizeof(w->id), "%lld", st->watcher_id);
+	w->watcher_id = st->watcher_id;
+	w->gen = st->watcher->gen;
 	memcpy(w->off, off, sizeof(off));
 	memcpy(w->on, on, sizeof(on));
 	memcpy(w->get, get, sizeof(get));
@@ -144,10 +144,10 @@ int watch_add(struct lr_store *st, struct watch_cmds *w,
 	return n;
 }
 
-/* After the round trip: notes whether c now tracks the key for aux.
+/* After the round trip: notes whether c now tracks the key for watcher.
  * Returns 0 if the GET found the lease gone or another's, 1 if ours or
  * if nothing was sent.  If the round trip went to another node than the
- * aux the commands name (the master moved under it), the tracking there
+ * watcher the commands name (the master moved under it), the tracking there
  * means nothing, and neither does its answer. */
 int watch_check(struct lr_store *st, const struct watch_cmds *w,
 		const struct cmd *cmds)
@@ -157,13 +157,13 @@ int watch_check(struct lr_store *st, const struct watch_cmds *w,
 	if (w->at < 0)
 		return 1;
 	on = cmds[w->at + 1].r;
-	if (!st->aux || st->aux_id != w->aux_id || !st->c ||
+	if (!st->watcher || st->watcher_id != w->watcher_id || !st->c ||
 	    st->c->gen != w->gen || reply_heals(on))
 		; /* not watching: the next renew arms it again */
 	else if (on->type == REDIS_REPLY_ERROR)
 		watch_refused(st, "CLIENT TRACKING", on);
 	else
-		st->track_id = st->aux_id;
+		st->track_id = st->watcher_id;
 	return is_ours(st, cmds[w->at + 2].r);
 }
 
@@ -179,10 +179,10 @@ enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 	struct guard_cmds gd = GUARDS_NONE;
 	int g, n, ours;
 
-	if (st->aux && st->aux->gen != st->node_gen)
-		drop_aux(st);
-	if (!st->aux && !st->aux_denied &&
-	    aux_open(st, deadline, &ignored) != LR_OK)
+	if (st->watcher && st->watcher->gen != st->node_gen)
+		drop_watcher(st);
+	if (!st->watcher && !st->watcher_denied &&
+	    watcher_open(st, deadline, &ignored) != LR_OK)
 		return LR_OK;
 	g = guards_add(st, GUARD_WARN, cmds, 0, &gd);
 	n = watch_add(st, &w, cmds, g);
@@ -198,11 +198,11 @@ enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 		    : lost(st, "was deleted or taken by another client", err);
 }
 
-int r_wait_fd(struct lr_store *st, short *events)
+int redis_wait_fd(struct lr_store *st, short *events)
 {
 	*events = POLLIN;
 	if (!st->held)
-		return st->aux ? st->aux->s.fd : -1;
+		return st->watcher ? st->watcher->s.fd : -1;
 	if (st->ws.ep < 0 && lr_waitset_open(&st->ws) < 0)
 		lr_waitset_close(&st->ws);
 	if (st->ws.ep >= 0 && st->watch_at && !st->watch_timer) {
@@ -211,24 +211,24 @@ int r_wait_fd(struct lr_store *st, short *events)
 	}
 	if (st->ws.ep >= 0 &&
 	    (!st->c || lr_waitset_watch(&st->ws, st->c->s.fd, EPOLLIN) == 0) &&
-	    (!st->aux || lr_waitset_watch(&st->ws, st->aux->s.fd, EPOLLIN) == 0))
+	    (!st->watcher || lr_waitset_watch(&st->ws, st->watcher->s.fd, EPOLLIN) == 0))
 		return st->ws.ep;
 	/* No wait set: watch the watch's connection, which matters most. */
-	return st->aux ? st->aux->s.fd : st->c ? st->c->s.fd : -1;
+	return st->watcher ? st->watcher->s.fd : st->c ? st->c->s.fd : -1;
 }
 
-/* Reads what aux has.  Returns 1 if a message says "look now" (a
- * release, or a change to our key), 0 if not, -1 if aux is gone. */
-static int aux_read(struct lr_store *st)
+/* Reads what watcher has.  Returns 1 if a message says "look now" (a
+ * release, or a change to our key), 0 if not, -1 if watcher is gone. */
+static int watcher_read(struct lr_store *st)
 {
 	struct lr_err e;
 	redisReply *r;
 	short want;
 	int look = 0, rc;
 
-	if (conn_fill(st->aux, &want, &e) < 0)
+	if (conn_fill(st->watcher, &want, &e) < 0)
 		return -1;
-	while ((rc = conn_reply(st->aux, &r, &e)) > 0) {
+	while ((rc = conn_reply(st->watcher, &r, &e)) > 0) {
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0 &&
@@ -268,7 +268,7 @@ static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 	const char *get[2] = { "GET", st->key };
 	const char *slot[2] = { "GET", st->slot_key };
 	struct cmd cmds[2] = { { 2, get, NULL }, { 2, slot, NULL } };
-	int n = st->multi && st->req->limit > 1 ? 2 : 1, i;
+	int n = st->slotted && st->req->limit > 1 ? 2 : 1, i;
 	const redisReply *r;
 	enum lr_status s;
 
@@ -294,12 +294,12 @@ static enum lr_status check_ours(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* Returns which of c (bit 0) and aux (bit 1) are readable. */
+/* Returns which of c (bit 0) and watcher (bit 1) are readable. */
 static int ready(const struct lr_store *st)
 {
 	struct pollfd p[2] = {
 		{ .fd = st->c ? st->c->s.fd : -1, .events = POLLIN },
-		{ .fd = st->aux ? st->aux->s.fd : -1, .events = POLLIN },
+		{ .fd = st->watcher ? st->watcher->s.fd : -1, .events = POLLIN },
 	};
 	int mask = 0, i;
 
@@ -340,7 +340,7 @@ static enum lr_status main_read(struct lr_store *st, struct lr_err *err)
 	return LR_ERROR;
 }
 
-enum lr_status r_process(struct lr_store *st, short revents,
+enum lr_status redis_process(struct lr_store *st, short revents,
 			 int64_t deadline, struct lr_err *err)
 {
 	enum lr_status s = LR_OK;
@@ -349,13 +349,13 @@ enum lr_status r_process(struct lr_store *st, short revents,
 	if (!st->held) {
 		int look;
 
-		if (!st->aux)
+		if (!st->watcher)
 			return LR_OK;
-		look = aux_read(st);
+		look = watcher_read(st);
 		if (look < 0) {
 			/* Lost the subscriber: look now; acquire subscribes
 			 * again. */
-			drop_aux(st);
+			drop_watcher(st);
 			return LR_OK;
 		}
 		return look ? LR_OK : LR_BUSY;
@@ -374,14 +374,14 @@ enum lr_status r_process(struct lr_store *st, short revents,
 	if (mask & 1)
 		s = main_read(st, err);
 	if (mask & 2) {
-		int look = aux_read(st);
+		int look = watcher_read(st);
 
 		if (look < 0) {
 			if (s == LR_OK)
 				lr_err_set(err, "redis at %s closed the watch "
 						"connection",
 					   st->where);
-			drop_aux(st);
+			drop_watcher(st);
 			s = LR_ERROR;
 		} else if (look && s == LR_OK) {
 			s = check_ours(st, deadline, err);
@@ -401,7 +401,7 @@ enum lr_status r_process(struct lr_store *st, short revents,
  * a server that cannot track), nothing would tell us: the key is read
  * back now, one round trip within deadline.
  */
-enum lr_status r_check(struct lr_store *st, int64_t deadline,
+enum lr_status redis_check(struct lr_store *st, int64_t deadline,
 		       struct lr_err *err)
 {
 	struct lr_err ignored;
@@ -417,8 +417,8 @@ enum lr_status r_check(struct lr_store *st, int64_t deadline,
 		mask = ready(st);
 		if (mask & 1)
 			main_read(st, &ignored);
-		if ((mask & 2) && (look = aux_read(st)) < 0)
-			drop_aux(st);
+		if ((mask & 2) && (look = watcher_read(st)) < 0)
+			drop_watcher(st);
 		if (watching(st) && !look)
 			return LR_OK;
 	}

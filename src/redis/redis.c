@@ -103,28 +103,28 @@
  *
  * The watch: while the lease is ours the server must tell us at once of
  * any change to the key by anyone else (a DEL, --break, expiry, eviction,
- * a successor's SET).  A second connection, aux, learns its CLIENT ID and
+ * a successor's SET).  A second connection, watcher, learns its CLIENT ID and
  * subscribes to __redis__:invalidate (and to our wake channel and the
  * key's keyspace channel); then, on the command connection, CLIENT
- * TRACKING on REDIRECT <aux> BCAST PREFIX P{NAME} NOLOOP and a GET of the
+ * TRACKING on REDIRECT <watcher> BCAST PREFIX P{NAME} NOLOOP and a GET of the
  * key go out in one round trip.  A change before TRACKING shows in the
- * GET; a change after it arrives on aux, and process() reads the key back
+ * GET; a change after it arrives on watcher, and process() reads the key back
  * (GET, no write) and says LR_LOST if it is not ours any more.
  *
- * A first try that is granted has no aux yet: the watch starts
+ * A first try that is granted has no watcher yet: the watch starts
  * WATCH_AFTER_MS (20ms) after the grant, from the wait set's timer, as
- * above (aux, then TRACKING and GET behind it), and nothing would tell
+ * above (watcher, then TRACKING and GET behind it), and nothing would tell
  * of a change before it; so check(), the last step before the command
  * starts, reads the key back (a GET, one round trip): a command never
  * starts on a key already gone.  A change after that GET shows in the
  * watch's, so it is seen at most 20ms (and two round trips) late, the
  * command running; a command that ends sooner never costs a second
  * connection (nor, over TLS, a second handshake).  A try by a waiter
- * that already has aux arms the watch behind its acquire script, in the
+ * that already has watcher arms the watch behind its acquire script, in the
  * same round trip: a change between the script and TRACKING shows in
  * the GET, and the grant is refused (the command never starts); a later
- * one reaches aux, where check() reads what has already come, without
- * waiting, and reads the key back only if aux told of a change (our own
+ * one reaches watcher, where check() reads what has already come, without
+ * waiting, and reads the key back only if watcher told of a change (our own
  * script's write is one when tracking was on before it).  After a
  * reconnect of either connection, a renew that finds the lease ours arms
  * the watch again (TRACKING, then GET) in a round trip of its own.
@@ -133,14 +133,14 @@
  * 6, the key is read back by check() and then checked by renew alone,
  * with a warning in the first case.
  *
- * Waiting: a first try that finds the lease busy opens aux, subscribes
+ * Waiting: a first try that finds the lease busy opens watcher, subscribes
  * it, and tries again at once, joining the queue (a release between the
- * two tries is seen by the second); later tries are made with aux
+ * two tries is seen by the second); later tries are made with watcher
  * subscribed, so a release cannot slip between a try and the
  * subscription.  Release (and break) publish to the first waiter in the
  * queue that still has a subscriber, dropping dead ones, so one waiter
  * wakes, not all; the keyspace channel helps only if the server has
- * notify-keyspace-events on.  wait_fd() hands aux to the core's loop; a
+ * notify-keyspace-events on.  wait_fd() hands watcher to the core's loop; a
  * message makes process() say "try now".  Tracking notices (the holder's
  * renewals) mean nothing to a waiter.
  *
@@ -226,9 +226,9 @@ static const struct script renew_lua = SCRIPT("renew", RENEW);
 static const struct script release_lua = SCRIPT("release", RELEASE);
 static const struct script break_lua = SCRIPT("break", BREAK);
 /* Shared holders and the slots of a semaphore. */
-static const struct script acquire_multi_lua = SCRIPT("acquire", ACQUIRE_MULTI);
-static const struct script renew_multi_lua = SCRIPT("renew", RENEW_MULTI);
-static const struct script release_multi_lua = SCRIPT("release", RELEASE_MULTI);
+static const struct script acquire_slotted_lua = SCRIPT("acquire", ACQUIRE_SLOTTED);
+static const struct script renew_slotted_lua = SCRIPT("renew", RENEW_SLOTTED);
+static const struct script release_slotted_lua = SCRIPT("release", RELEASE_SLOTTED);
 /* --status */
 static const struct script inspect_lua = SCRIPT("inspect", INSPECT);
 
@@ -359,7 +359,7 @@ enum lr_status lost(struct lr_store *st, const char *why,
 		   why);
 	st->held = 0;
 	watch_unplan(st);
-	drop_aux(st);
+	drop_watcher(st);
 	return LR_LOST;
 }
 
@@ -378,12 +378,12 @@ static int again(struct lr_store *st, enum lr_status s, int64_t deadline)
 	return 1;
 }
 
-static void r_close(struct lr_store *st)
+static void redis_close(struct lr_store *st)
 {
 	if (!st)
 		return;
 	drop_main(st);
-	drop_aux(st);
+	drop_watcher(st);
 	lr_waitset_close(&st->ws);
 	free(st->host);
 	free(st->sock);
@@ -411,7 +411,7 @@ static void r_close(struct lr_store *st)
 	free(st);
 }
 
-static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
+static enum lr_status redis_open(const struct lr_store_req *req, int64_t deadline,
 			     struct lr_store **out, struct lr_err *err)
 {
 	const char *ping[1] = { "PING" };
@@ -426,7 +426,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	}
 	st->req = req;
 	lr_waitset_init(&st->ws);
-	st->aux_id = st->track_id = -1;
+	st->watcher_id = st->track_id = -1;
 	s = parse_url(st, req, err);
 	if (s != LR_OK)
 		return s;
@@ -458,7 +458,7 @@ static enum lr_status r_open(const struct lr_store_req *req, int64_t deadline,
 	return s;
 }
 
-static enum lr_status r_release(struct lr_store *st, int64_t deadline,
+static enum lr_status redis_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
 
 /* A fence in a reply: a positive integer, or a bulk string of decimal
@@ -533,7 +533,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24], pid[24], since[24], lim[16], tail[400];
 	const char *host = req->host && *req->host ? req->host : "?";
-	const char *queue = st->aux ? "1" : "0";
+	const char *queue = st->watcher ? "1" : "0";
 	const char *kv[11] = { st->plain,   st->fence_key, st->waiters,
 			       st->holders, st->limit_key, req->token,
 			       ttl,	    pid,	   since,
@@ -557,7 +557,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	snprintf(lim, sizeof(lim), "%u", req->limit);
 	snprintf(tail, sizeof(tail), "%s %s %.300s", pid, since, host);
 	n = guards_add(st, GUARD_REFUSE, cmds, 0, &gd);
-	if (st->aux) /* a waiter's try arms the watch (watch_add()) */
+	if (st->watcher) /* a waiter's try arms the watch (watch_add()) */
 		n = guards_add(st, GUARD_WARN, cmds, n, &gd);
 	if (st->replicas_opt < 0) {
 		ri = n;
@@ -565,8 +565,8 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	}
 	si = n++;
 	n = watch_add(st, &w, cmds, n);
-	if (st->multi)
-		s = run_script(st, &acquire_multi_lua, 6, 7, mkv, cmds, n, si,
+	if (st->slotted)
+		s = run_script(st, &acquire_slotted_lua, 6, 7, mkv, cmds, n, si,
 			       deadline, err);
 	else
 		s = run_script(st, &acquire_lua, 5, 6, kv, cmds, n, si,
@@ -587,7 +587,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	if (gs != LR_OK) {
 		if (s == LR_OK) {
 			st->held = 1;
-			r_release(st, deadline, &ignored);
+			redis_release(st, deadline, &ignored);
 		}
 		return gs;
 	}
@@ -596,7 +596,7 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 
 /* One try.  Once a try has found the lease busy, the second connection
  * first: a waiter needs its subscription before the try, so that a
- * release cannot slip between the two, and the watch needs aux's id.
+ * release cannot slip between the two, and the watch needs watcher's id.
  * Without SUBSCRIBE rights the core's backoff timer retries, and renew
  * alone checks the key. */
 static enum lr_status attempt(struct lr_store *st, int64_t deadline,
@@ -604,16 +604,16 @@ static enum lr_status attempt(struct lr_store *st, int64_t deadline,
 {
 	enum lr_status s = LR_OK;
 
-	if (st->aux && st->aux->gen != st->node_gen)
-		drop_aux(st);
-	if (st->subscribe && !st->aux && !st->aux_denied)
-		s = aux_open(st, deadline, err);
-	if (s == LR_OK || st->aux_denied)
+	if (st->watcher && st->watcher->gen != st->node_gen)
+		drop_watcher(st);
+	if (st->subscribe && !st->watcher && !st->watcher_denied)
+		s = watcher_open(st, deadline, err);
+	if (s == LR_OK || st->watcher_denied)
 		s = try_acquire(st, deadline, g, err);
 	return s;
 }
 
-static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
+static enum lr_status redis_acquire(struct lr_store *st, int64_t deadline,
 				struct lr_grant *g, struct lr_err *err)
 {
 	enum lr_status s;
@@ -636,14 +636,14 @@ static enum lr_status r_acquire(struct lr_store *st, int64_t deadline,
 	if (s == LR_OK) {
 		st->held = 1;
 		/* Granted before any subscription: the watch starts
-		 * later, so that a short command never opens aux. */
+		 * later, so that a short command never opens watcher. */
 		if (!st->watch_off && !watching(st))
 			st->watch_at = lr_now_ms() + WATCH_AFTER_MS;
 	}
 	return s;
 }
 
-static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
+static enum lr_status redis_renew(struct lr_store *st, int64_t deadline,
 			      struct lr_err *err)
 {
 	const char *rep[2] = { "INFO", "replication" };
@@ -663,7 +663,7 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 		cmds[n++] = (struct cmd){ 2, rep, NULL };
 	}
 	n++; /* the script */
-	if (st->multi) {
+	if (st->slotted) {
 		const int slot = st->req->limit > 1;
 		const char *mkv[7] = { st->key,	  st->holders,
 				       st->limit_key,
@@ -671,7 +671,7 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 				       st->req->token, ttl,
 				       slot ? "1" : "0" };
 
-		s = run_script(st, &renew_multi_lua, 4, 3, mkv, cmds, n, n - 1,
+		s = run_script(st, &renew_slotted_lua, 4, 3, mkv, cmds, n, n - 1,
 			       deadline, err);
 	} else {
 		s = run_script(st, &renew_lua, 1, 2, kv, cmds, n, n - 1,
@@ -700,7 +700,7 @@ static enum lr_status r_renew(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-static enum lr_status r_release(struct lr_store *st, int64_t deadline,
+static enum lr_status redis_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err)
 {
 	const char *kv[6] = { st->key,	    st->waiters, st->done_key,
@@ -711,8 +711,8 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 
 	st->held = 0;
 	watch_unplan(st);
-	drop_aux(st);
-	if (st->multi) {
+	drop_watcher(st);
+	if (st->slotted) {
 		const int slot = st->req->limit > 1;
 		const char *mkv[10] = { st->key,	 st->waiters,
 					slot ? st->slot_key : st->key,
@@ -721,7 +721,7 @@ static enum lr_status r_release(struct lr_store *st, int64_t deadline,
 					st->chan,	 st->wake_prefix,
 					slot ? "1" : "0" };
 
-		s = run_script(st, &release_multi_lua, 6, 4, mkv, cmds, 1, 0,
+		s = run_script(st, &release_slotted_lua, 6, 4, mkv, cmds, 1, 0,
 			       deadline, err);
 	} else {
 		s = run_script(st, &release_lua, 3, 3, kv, cmds, 1, 0,
@@ -778,7 +778,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 	return LR_OK;
 }
 
-static enum lr_status r_inspect(struct lr_store *st, int64_t deadline,
+static enum lr_status redis_inspect(struct lr_store *st, int64_t deadline,
 				struct lr_info *info, struct lr_err *err)
 {
 	const char *kv[6] = { st->plain,       st->holders,
@@ -818,7 +818,7 @@ out:
 	return s;
 }
 
-static enum lr_status r_brk(struct lr_store *st, int slot, int64_t deadline,
+static enum lr_status redis_break(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
 	char k[16];
@@ -842,18 +842,18 @@ const struct lr_store_ops lr_store_ops = {
 	.name = "redis",
 	.caps = LR_CAP_LIMIT | LR_CAP_SHARED,
 	.secret_env = secret_env,
-	.open = r_open,
-	.acquire = r_acquire,
-	.wait_fd = r_wait_fd,
-	.process = r_process,
-	.check = r_check,
-	.renew = r_renew,
-	.release = r_release,
-	.inspect = r_inspect,
-	.brk = r_brk,
-	.close = r_close,
-	.run_start = r_run_start,
-	.run_end = r_run_end,
-	.run_last = r_run_last,
-	.list = r_list,
+	.open = redis_open,
+	.acquire = redis_acquire,
+	.wait_fd = redis_wait_fd,
+	.process = redis_process,
+	.check = redis_check,
+	.renew = redis_renew,
+	.release = redis_release,
+	.inspect = redis_inspect,
+	.break_lease = redis_break,
+	.close = redis_close,
+	.run_start = redis_run_start,
+	.run_end = redis_run_end,
+	.run_last = redis_run_last,
+	.list = redis_list,
 };

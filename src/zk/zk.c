@@ -104,7 +104,7 @@ struct lr_store {
 	int64_t czxid;
 	int64_t sid;   /* the session our node belongs to */
 	int may_exist; /* a create's reply was lost: look for our token */
-	char *pred;    /* the predecessor we watch, or NULL */
+	char *prev_node;    /* the predecessor we watch, or NULL */
 	int pred_gone; /* it changed or went: try again */
 	int node_gone; /* our node was deleted */
 	int held;
@@ -126,7 +126,7 @@ struct lr_store {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static char *join3(const char *a, const char *b, const char *c)
+static char *concat_dup(const char *a, const char *b, const char *c)
 {
 	size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
 	char *s = malloc(n);
@@ -165,7 +165,7 @@ static long number(const char **p)
 }
 
 /* The kind of node name, with its limit and, for K_SLOT, its slot. */
-static enum kind kid_kind(const char *name, unsigned *limit, unsigned *slot)
+static enum kind node_kind(const char *name, unsigned *limit, unsigned *slot)
 {
 	const char *p;
 	long n, k;
@@ -205,7 +205,7 @@ static int64_t node_seq(const char *name)
 	size_t n = strlen(name), i;
 	int64_t v = 0;
 	unsigned lim, slot;
-	enum kind k = kid_kind(name, &lim, &slot);
+	enum kind k = node_kind(name, &lim, &slot);
 
 	if (k == K_NONE || k == K_SLOT || n < SEQ_DIGITS + 2)
 		return -1;
@@ -272,7 +272,7 @@ static void on_node(void *ctx, int type, const char *path)
 	if (st->mine && strcmp(path, st->mine) == 0 &&
 	    type == ZOO_DELETED_EVENT)
 		st->node_gone = 1;
-	if (st->pred && strcmp(path, st->pred) == 0)
+	if (st->prev_node && strcmp(path, st->prev_node) == 0)
 		st->pred_gone = 1;
 	if (st->slot_wait &&
 	    strncmp(path, st->slotpfx, strlen(st->slotpfx)) == 0)
@@ -286,8 +286,8 @@ static void forget_node(struct lr_store *st)
 	st->armed = 0;
 	free(st->mine);
 	st->mine = NULL;
-	free(st->pred);
-	st->pred = NULL;
+	free(st->prev_node);
+	st->prev_node = NULL;
 	st->pred_gone = st->node_gone = st->held = st->may_exist = 0;
 	st->slot_wait = 0;
 	st->czxid = 0;
@@ -381,11 +381,11 @@ static enum lr_status lease_dir(struct lr_store *st, const char *path,
 		free(r);
 		return LR_ERROR;
 	}
-	c = join3(chroot, r, "/");
+	c = concat_dup(chroot, r, "/");
 	free(r);
 	if (!c)
 		return oom(err);
-	st->dir = join3(c, st->req->name, "");
+	st->dir = concat_dup(c, st->req->name, "");
 	free(c);
 	if (!st->dir)
 		return oom(err);
@@ -479,18 +479,18 @@ static enum lr_status set_prefix(struct lr_store *st, struct lr_err *err)
 
 		snprintf(kind, sizeof(kind), "sem%u-", st->req->limit);
 		snprintf(pfx, sizeof(pfx), "/slot%u-", st->req->limit);
-		st->prefix = join3(kind, token, "-");
-		st->slotpfx = join3(st->dir, pfx, "");
+		st->prefix = concat_dup(kind, token, "-");
+		st->slotpfx = concat_dup(st->dir, pfx, "");
 		if (!st->slotpfx)
 			return oom(err);
 	} else {
-		st->prefix = join3(st->req->shared ? "read-" : NODE_PREFIX,
+		st->prefix = concat_dup(st->req->shared ? "read-" : NODE_PREFIX,
 				   token, "-");
 	}
 	return st->prefix ? LR_OK : oom(err);
 }
 
-static enum lr_status z_open(const struct lr_store_req *req, int64_t deadline,
+static enum lr_status zk_open(const struct lr_store_req *req, int64_t deadline,
 			     struct lr_store **out, struct lr_err *err)
 {
 	struct lr_store *st;
@@ -518,7 +518,7 @@ static enum lr_status z_open(const struct lr_store_req *req, int64_t deadline,
 	return LR_OK;
 }
 
-static void z_close(struct lr_store *st)
+static void zk_close(struct lr_store *st)
 {
 	if (!st)
 		return;
@@ -602,7 +602,7 @@ static enum lr_status send_create(struct lr_store *st, struct lr_zk_op **ops,
 {
 	struct lr_zk_session *zs = st->zs;
 	int n = zs->auth && !st->guarded ? 3 : 2, i, rc;
-	char *path = join3(st->dir, "/", st->prefix);
+	char *path = concat_dup(st->dir, "/", st->prefix);
 	struct ACL buf[2];
 	char data[400];
 
@@ -708,7 +708,7 @@ static enum lr_status find_lost_create(struct lr_store *st,
 	st->may_exist = 0;
 	if (i == n || lr_zk_session_id(st->zs) != st->sid)
 		return LR_OK;
-	st->mine = join3(st->dir, "/", k[i].name);
+	st->mine = concat_dup(st->dir, "/", k[i].name);
 	st->czxid = 0; /* from the exists that follows */
 	return st->mine ? LR_OK : LR_ERROR;
 }
@@ -731,14 +731,14 @@ static int in_queue(const struct lr_store *st, enum kind k, unsigned lim)
 }
 
 /* Where our node stands among the listing kids (which this frees), into
- * *pl; st->pred becomes the node we wait for: the one just before ours
+ * *pl; st->prev_node becomes the node we wait for: the one just before ours
  * in our queue, or for a shared run the last lock- node before it (NULL:
  * none, ours holds, or is first). */
 static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
 				 struct place *pl, struct lr_err *err)
 {
 	enum lr_status s = LR_OK;
-	const char *pred = NULL;
+	const char *prev_node = NULL;
 	unsigned lim, slot;
 	struct kid *k;
 	int n, i, q = 0;
@@ -746,7 +746,7 @@ static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
 	memset(pl, 0, sizeof(*pl));
 	pl->me = -1;
 	for (i = 0; i < kids->nnames; i++) {
-		enum kind kd = kid_kind(kids->names[i], &lim, &slot);
+		enum kind kd = node_kind(kids->names[i], &lim, &slot);
 
 		if (kd == K_NONE)
 			continue;
@@ -761,7 +761,7 @@ static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
 	else if (st->may_exist)
 		s = find_lost_create(st, k, n);
 	for (i = 0; s == LR_OK && st->mine && i < n; i++) {
-		enum kind kd = kid_kind(k[i].name, &lim, &slot);
+		enum kind kd = node_kind(k[i].name, &lim, &slot);
 
 		if (!in_queue(st, kd, lim))
 			continue;
@@ -771,12 +771,12 @@ static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
 		}
 		q++;
 		if (!st->req->shared || kd == K_EXCL)
-			pred = k[i].name;
+			prev_node = k[i].name;
 	}
 	if (pl->me >= 0) {
-		free(st->pred);
-		st->pred = pred ? join3(st->dir, "/", pred) : NULL;
-		if (pred && !st->pred)
+		free(st->prev_node);
+		st->prev_node = prev_node ? concat_dup(st->dir, "/", prev_node) : NULL;
+		if (prev_node && !st->prev_node)
 			s = LR_ERROR;
 		else
 			st->pred_gone = 0;
@@ -798,7 +798,7 @@ static int exists_failed(struct lr_store *st, const char *path, int rc,
 	return LR_ERROR;
 }
 
-/* Queued behind st->pred: watch it, and our own node too, both in one
+/* Queued behind st->prev_node: watch it, and our own node too, both in one
  * flight.  LR_BUSY until one of the watches fires. */
 static int wait_behind(struct lr_store *st, int64_t deadline,
 		       struct lr_err *err)
@@ -812,7 +812,7 @@ static int wait_behind(struct lr_store *st, int64_t deadline,
 		lr_zk_op_free(own);
 		own = NULL;
 	}
-	s = lr_zk_exists(zs, st->pred, deadline, &op, "watch the predecessor",
+	s = lr_zk_exists(zs, st->prev_node, deadline, &op, "watch the predecessor",
 			 err);
 	if (own && s == LR_OK)
 		s = lr_zk_pump(zs, deadline, &own, 1, "watch", err);
@@ -834,7 +834,7 @@ static int wait_behind(struct lr_store *st, int64_t deadline,
 	if (rc == ZNONODE)
 		return AGAIN; /* gone meanwhile: look again */
 	if (rc != ZOK)
-		return exists_failed(st, st->pred, rc, err);
+		return exists_failed(st, st->prev_node, rc, err);
 	return st->node_gone ? AGAIN : LR_BUSY;
 }
 
@@ -947,7 +947,7 @@ static int watch_slots(struct lr_store *st, const struct place *pl,
 			continue;
 		snprintf(path, sizeof(path), "%u", i);
 		ops[n] = lr_zk_op_new();
-		p = join3(st->slotpfx, path, "");
+		p = concat_dup(st->slotpfx, path, "");
 		if (!ops[n] || !p) {
 			free(p);
 			lr_zk_op_free(ops[n]);
@@ -993,7 +993,7 @@ static int claim_slot(struct lr_store *st, const struct place *pl,
 	snprintf(num, sizeof(num), "%u", k);
 	lr_holder_format(st->req->host, st->req->pid, st->req->since_ms, data,
 			 sizeof(data));
-	path = join3(st->slotpfx, num, "");
+	path = concat_dup(st->slotpfx, num, "");
 	op = lr_zk_op_new();
 	if (!path || !op) {
 		free(path);
@@ -1096,7 +1096,7 @@ static int acquire_round(struct lr_store *st, int64_t deadline,
 		forget_node(st);
 		return AGAIN;
 	}
-	if (st->pred)
+	if (st->prev_node)
 		return wait_behind(st, deadline, err);
 	if (st->req->limit > 1)
 		return claim_slot(st, &pl, deadline, g, err);
@@ -1119,7 +1119,7 @@ static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 	/* Waiting, with both watches in place and nothing changed: the
 	 * watches would have told us (after a reconnect too: the client
 	 * sets them again and the server reports what it missed). */
-	if (st->mine && (st->pred || st->slot_wait) && !st->pred_gone &&
+	if (st->mine && (st->prev_node || st->slot_wait) && !st->pred_gone &&
 	    !st->node_gone && !lr_zk_dead(st->zs))
 		return LR_BUSY;
 	for (round = 0; round < MAX_ROUNDS; round++) {
@@ -1135,7 +1135,7 @@ static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 	return LR_ERROR;
 }
 
-static enum lr_status z_acquire(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_acquire(struct lr_store *st, int64_t deadline,
 				struct lr_grant *g, struct lr_err *err)
 {
 	enum lr_status s = acquire(st, deadline, g, err);
@@ -1151,7 +1151,7 @@ static enum lr_status z_acquire(struct lr_store *st, int64_t deadline,
 
 /* ---- between calls ------------------------------------------------------ */
 
-static int z_wait_fd(struct lr_store *st, short *events)
+static int zk_wait_fd(struct lr_store *st, short *events)
 {
 	return lr_zk_wait_fd(st->zs, events);
 }
@@ -1182,7 +1182,7 @@ static enum lr_status holding_news(struct lr_store *st, struct lr_err *err)
 	return LR_OK;
 }
 
-static enum lr_status z_process(struct lr_store *st, short revents,
+static enum lr_status zk_process(struct lr_store *st, short revents,
 				int64_t deadline, struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
@@ -1224,7 +1224,7 @@ static enum lr_status renew_failed(struct lr_store *st, int rc,
 	return LR_ERROR;
 }
 
-static enum lr_status z_renew(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_renew(struct lr_store *st, int64_t deadline,
 			      struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
@@ -1299,7 +1299,7 @@ static enum lr_status z_renew(struct lr_store *st, int64_t deadline,
  * its way at the spawn, is left to the core's loop (it comes at once);
  * so is one that our server, a follower, has not applied yet.
  */
-static enum lr_status z_check(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_check(struct lr_store *st, int64_t deadline,
 			      struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
@@ -1316,7 +1316,7 @@ static enum lr_status z_check(struct lr_store *st, int64_t deadline,
 	if (s == LR_OK && lr_zk_connected(zs) && st->armed == zs->connects)
 		return LR_OK;
 	err->msg[0] = '\0';
-	return z_renew(st, deadline, err);
+	return zk_renew(st, deadline, err);
 }
 
 /* Once no server has heard from us for a whole session timeout, the
@@ -1392,7 +1392,7 @@ static enum lr_status released(struct lr_store *st, int rc, int tries,
 	return LR_ERROR;
 }
 
-static enum lr_status z_release(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_release(struct lr_store *st, int64_t deadline,
 				struct lr_err *err)
 {
 	int tries, rc = ZOK;
@@ -1458,7 +1458,7 @@ static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 		return oom(err);
 	}
 	for (i = 0; i < (*kids)->nnames; i++) {
-		enum kind kd = kid_kind((*kids)->names[i], &lim, &slot);
+		enum kind kd = node_kind((*kids)->names[i], &lim, &slot);
 
 		if (kd == K_NONE)
 			continue;
@@ -1468,7 +1468,7 @@ static enum lr_status list_holders(struct lr_store *st, int64_t deadline,
 			(*names)[m++] = (*kids)->names[i];
 	}
 	for (i = 0; *limit == 1 && i < nk; i++) {
-		enum kind kd = kid_kind(k[i].name, &lim, &slot);
+		enum kind kd = node_kind(k[i].name, &lim, &slot);
 
 		if ((kd == K_EXCL && i == 0) || (kd == K_SHARED && open))
 			(*names)[m++] = k[i].name;
@@ -1519,8 +1519,8 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		     struct lr_info *info, struct lr_err *err)
 {
 	unsigned lim, slot;
-	enum kind kd = kid_kind(name, &lim, &slot);
-	char *path = join3(st->dir, "/", name);
+	enum kind kd = node_kind(name, &lim, &slot);
+	char *path = concat_dup(st->dir, "/", name);
 	struct lr_zk_op *op;
 	enum lr_status s;
 	int rc;
@@ -1562,7 +1562,7 @@ static enum lr_status first_waiter(struct lr_store *st, const char *name,
 				   int64_t deadline, struct lr_info *info,
 				   struct lr_err *err)
 {
-	char *path = join3(st->dir, "/", name);
+	char *path = concat_dup(st->dir, "/", name);
 	struct lr_holder w;
 	struct lr_zk_op *op;
 	enum lr_status s;
@@ -1580,7 +1580,7 @@ static enum lr_status first_waiter(struct lr_store *st, const char *name,
 
 /* (A holder gone between the listing and its read has released: it is
  * left out.) */
-static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_inspect(struct lr_store *st, int64_t deadline,
 				struct lr_info *info, struct lr_err *err)
 {
 	struct lr_zk_op *kids = NULL;
@@ -1605,10 +1605,10 @@ static enum lr_status z_inspect(struct lr_store *st, int64_t deadline,
 }
 
 /* --list: the children of the root directory are the leases' own; each
- * is read as --status reads it (z_inspect()), one at a time.  ZooKeeper
+ * is read as --status reads it (zk_inspect()), one at a time.  ZooKeeper
  * lists children in one reply, which its own limit (jute.maxbuffer)
  * bounds; the holders are never all in memory at once. */
-static enum lr_status z_list(struct lr_store *st, const char *pattern,
+static enum lr_status zk_list(struct lr_store *st, const char *pattern,
 			     lr_list_fn fn, void *arg, int64_t deadline,
 			     struct lr_err *err)
 {
@@ -1629,13 +1629,13 @@ static enum lr_status z_list(struct lr_store *st, const char *pattern,
 	     i++) {
 		if (fnmatch(pattern, kids->names[i], 0) != 0)
 			continue;
-		if (!(st->dir = dir = join3(root, "/", kids->names[i]))) {
+		if (!(st->dir = dir = concat_dup(root, "/", kids->names[i]))) {
 			s = oom(err);
 			break;
 		}
 		req.name = kids->names[i];
 		lr_info_init(&info);
-		s = z_inspect(st, deadline, &info, err);
+		s = zk_inspect(st, deadline, &info, err);
 		lr_info_sort(&info);
 		if (s == LR_OK)
 			stop = fn(arg, kids->names[i], &info) != 0;
@@ -1673,7 +1673,7 @@ static enum lr_status delete_node(struct lr_store *st, const char *path,
 }
 
 /* Deletes the holders' nodes, all or slot's, whoever holds them. */
-static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
+static enum lr_status zk_break(struct lr_store *st, int slot, int64_t deadline,
 			    struct lr_err *err)
 {
 	struct lr_zk_op *kids = NULL;
@@ -1687,10 +1687,10 @@ static enum lr_status z_brk(struct lr_store *st, int slot, int64_t deadline,
 	for (i = 0; s == LR_OK && i < n; i++) {
 		char *path;
 
-		kid_kind(names[i], &lim, &k);
+		node_kind(names[i], &lim, &k);
 		if (slot >= 0 && (unsigned)slot != k)
 			continue;
-		path = join3(st->dir, "/", names[i]);
+		path = concat_dup(st->dir, "/", names[i]);
 		s = path ? delete_node(st, path, deadline, err) : oom(err);
 		free(path);
 	}
@@ -1769,8 +1769,8 @@ static enum lr_status run_now(struct lr_store *st, int64_t deadline,
 			      int make, int64_t *now, struct lr_zk_op **rec,
 			      struct lr_err *err)
 {
-	char *clock = join3(st->dir, "/", "clock"),
-	     *run = join3(st->dir, "/", "run");
+	char *clock = concat_dup(st->dir, "/", "clock"),
+	     *run = concat_dup(st->dir, "/", "run");
 	enum lr_status s = LR_ERROR;
 	int tries;
 
@@ -1845,11 +1845,11 @@ out:
 	return s;
 }
 
-static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
+static enum lr_status zk_run_start(struct lr_store *st, int64_t period_ms,
 				  uint64_t fence, int64_t deadline,
 				  struct lr_run *last, struct lr_err *err)
 {
-	char *path = join3(st->dir, "/", "run"), data[400];
+	char *path = concat_dup(st->dir, "/", "run"), data[400];
 	enum lr_status s = LR_ERROR;
 	int tries;
 
@@ -1914,7 +1914,7 @@ static enum lr_status z_run_start(struct lr_store *st, int64_t period_ms,
 	return s;
 }
 
-static enum lr_status z_run_end(struct lr_store *st, uint64_t fence,
+static enum lr_status zk_run_end(struct lr_store *st, uint64_t fence,
 				int status, int64_t deadline,
 				struct lr_err *err)
 {
@@ -1941,7 +1941,7 @@ static enum lr_status z_run_end(struct lr_store *st, uint64_t fence,
 	run.end_ms = now;
 	run.status = status;
 	lr_run_format(&run, data, sizeof(data));
-	path = join3(st->dir, "/", "run");
+	path = concat_dup(st->dir, "/", "run");
 	if (!path) {
 		lr_zk_op_free(rec);
 		return oom(err);
@@ -1955,7 +1955,7 @@ static enum lr_status z_run_end(struct lr_store *st, uint64_t fence,
 	return s;
 }
 
-static enum lr_status z_run_last(struct lr_store *st, int64_t deadline,
+static enum lr_status zk_run_last(struct lr_store *st, int64_t deadline,
 				 struct lr_run *last, struct lr_err *err)
 {
 	struct lr_zk_op *rec;
@@ -1982,19 +1982,19 @@ const struct lr_store_ops lr_store_ops = {
     .abi = LR_STORE_ABI,
     .name = "zk",
     .caps = LR_CAP_LIMIT | LR_CAP_SHARED,
-    .list = z_list,
+    .list = zk_list,
     .secret_env = NULL,
-    .open = z_open,
-    .acquire = z_acquire,
-    .wait_fd = z_wait_fd,
-    .process = z_process,
-    .check = z_check,
-    .renew = z_renew,
-    .release = z_release,
-    .inspect = z_inspect,
-    .brk = z_brk,
-    .close = z_close,
-    .run_start = z_run_start,
-    .run_end = z_run_end,
-    .run_last = z_run_last,
+    .open = zk_open,
+    .acquire = zk_acquire,
+    .wait_fd = zk_wait_fd,
+    .process = zk_process,
+    .check = zk_check,
+    .renew = zk_renew,
+    .release = zk_release,
+    .inspect = zk_inspect,
+    .break_lease = zk_break,
+    .close = zk_close,
+    .run_start = zk_run_start,
+    .run_end = zk_run_end,
+    .run_last = zk_run_last,
 };

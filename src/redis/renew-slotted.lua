@@ -1,4 +1,4 @@
--- renew-multi.lua - extends a shared holder's or a semaphore slot's
+-- renew-slotted.lua - extends a shared holder's or a semaphore slot's
 -- grant, if it is still ours.
 --
 -- KEYS[1]  our holder key, Pholder:{NAME}:TOKEN

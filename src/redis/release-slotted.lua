@@ -1,4 +1,4 @@
--- release-multi.lua - gives a shared holder's or a semaphore slot's
+-- release-slotted.lua - gives a shared holder's or a semaphore slot's
 -- grant back, if it is still ours, and wakes the first waiter.
 --
 -- KEYS[1]  our holder key, Pholder:{NAME}:TOKEN

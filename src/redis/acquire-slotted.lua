@@ -1,4 +1,4 @@
--- acquire-multi.lua - one try for a shared holder (--shared) or one of
+-- acquire-slotted.lua - one try for a shared holder (--shared) or one of
 -- the slots of a semaphore (--limit N, N > 1).
 --
 -- KEYS[1]  the plain lease, P{NAME}
