@@ -754,19 +754,19 @@ static int url_file_fd(const char *path, int *others)
 		p = (struct pollfd){ .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, URL_PIPE_MS) <= 0)
 			exit_failed("URL file %s: nothing to read within %ds", path,
-			    URL_PIPE_MS / 1000);
+				    URL_PIPE_MS / 1000);
 		return fd;
 	}
 	if (!S_ISREG(sb.st_mode))
 		exit_failed("URL file %s is not a regular file or a pipe", path);
 	if (sb.st_uid != geteuid() && sb.st_uid != 0)
 		exit_failed("refusing URL file %s: it belongs to uid %ld, who could "
-		    "change it at any time",
-		    path, (long)sb.st_uid);
+			    "change it at any time",
+			    path, (long)sb.st_uid);
 	if (sb.st_mode & (S_IWGRP | S_IWOTH))
 		exit_failed("refusing URL file %s: others may write it (mode %04o); "
-		    "chmod 600 it",
-		    path, (unsigned)(sb.st_mode & 07777));
+			    "chmod 600 it",
+			    path, (unsigned)(sb.st_mode & 07777));
 	*others = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
 	return fd;
 }
@@ -1095,13 +1095,13 @@ static void choose_store(struct run *r, char **url_buf)
 		return;
 	if (o->limit > 1 && !(r->ops->caps & LR_CAP_LIMIT))
 		exit_failed("the %s store cannot let more than one hold a lease "
-		    "(--limit %u)", r->ops->name, o->limit);
+			    "(--limit %u)", r->ops->name, o->limit);
 	if (o->shared && !(r->ops->caps & LR_CAP_SHARED))
 		exit_failed("the %s store has no shared leases (--shared)",
-		    r->ops->name);
+			    r->ops->name);
 	if (o->once_per_ms && !r->ops->run_start)
 		exit_failed("the %s store cannot record runs: --once-per needs another "
-		    "store", r->ops->name);
+			    "store", r->ops->name);
 }
 
 /* How long the open may take: the TTL, at least 5s, but with -n a short
@@ -1262,7 +1262,7 @@ static int admin(struct run *r, struct lr_store *st)
 	r->ops->close(st);
 	if (rc != LR_OK)
 		exit_failed("cannot break %s: %s", o->name,
-		    err.msg[0] ? err.msg : lr_status_name(rc));
+			    err.msg[0] ? err.msg : lr_status_name(rc));
 	if (o->slot >= 0)
 		lr_log(LR_LOG_NOTICE, "broken", "slot %d broken", o->slot);
 	else

@@ -75,8 +75,8 @@ static enum lr_status one_lease(struct lr_store *st, char *dir,
 }
 
 enum lr_status etcd_list(struct lr_store *st, const char *pattern,
-		       lr_list_fn fn, void *arg, int64_t deadline,
-		       struct lr_err *err)
+			 lr_list_fn fn, void *arg, int64_t deadline,
+			 struct lr_err *err)
 {
 	size_t plen = strlen(st->dir) - 1; /* opened with the name "" */
 	size_t head = strcspn(pattern, "*?[\\");

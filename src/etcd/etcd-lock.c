@@ -629,7 +629,7 @@ static enum lr_status wait_for_prev(struct lr_store *st, struct scan *sc,
  * where it stands, in one round trip with the watch on our key.
  */
 enum lr_status etcd_acquire(struct lr_store *st, int64_t deadline,
-			  struct lr_grant *g, struct lr_err *err)
+			    struct lr_grant *g, struct lr_err *err)
 {
 	struct rpc r[MAX_RPCS];
 	struct scan sc = {0};
@@ -707,7 +707,7 @@ int etcd_wait_fd(struct lr_store *st, short *events)
 }
 
 enum lr_status etcd_process(struct lr_store *st, short revents,
-			  int64_t deadline, struct lr_err *err)
+			    int64_t deadline, struct lr_err *err)
 {
 	struct epoll_event evs[4];
 	int64_t now = lr_now_ms();
@@ -767,7 +767,7 @@ enum lr_status etcd_process(struct lr_store *st, short revents,
  * again from there if it broke).  LR_LOST: our key or our lease is gone.
  */
 static enum lr_status read_our_key(struct lr_store *st, int keepalive,
-			       int64_t deadline, struct lr_err *err)
+				   int64_t deadline, struct lr_err *err)
 {
 	struct extras x = {.keepalive = keepalive};
 	const LrEtcd__RangeResponse *rr;
@@ -832,7 +832,7 @@ out:
  * (the core starts the command and renews at once), never loss.
  */
 enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
-			struct lr_err *err)
+			  struct lr_err *err)
 {
 	if (st->hold != H_HOLDING) {
 		lr_err_set(err, "etcd store: nothing held");
@@ -853,7 +853,7 @@ enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
 
 /* A keepalive and our key read back, in one round trip. */
 enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
-			struct lr_err *err)
+			  struct lr_err *err)
 {
 	if (st->hold != H_HOLDING) {
 		lr_err_set(err, "etcd store: renew while not holding");
@@ -888,7 +888,7 @@ static enum lr_status delete_if(struct lr_store *st, const char *what,
 }
 
 enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
-			  struct lr_err *err)
+			    struct lr_err *err)
 {
 	enum lr_status s;
 	int64_t lease = st->lease;
@@ -1045,7 +1045,7 @@ static void waiters(const ProtobufCMessage *reply,
 }
 
 enum lr_status etcd_inspect(struct lr_store *st, int64_t deadline,
-			  struct lr_info *info, struct lr_err *err)
+			    struct lr_info *info, struct lr_err *err)
 {
 	const LrEtcd__KeyValue **kvs;
 	enum lr_status s;
@@ -1085,7 +1085,7 @@ enum lr_status etcd_inspect(struct lr_store *st, int64_t deadline,
  * slot's, then revokes their leases, so a process that still thinks it
  * holds learns at once. */
 enum lr_status etcd_break(struct lr_store *st, int slot, int64_t deadline,
-		      struct lr_err *err)
+			  struct lr_err *err)
 {
 	const LrEtcd__KeyValue **kvs;
 	enum lr_status s;

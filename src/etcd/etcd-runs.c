@@ -225,8 +225,8 @@ static void run_held_back(struct lr_run *last, const LrEtcd__KeyValue *lkv,
 }
 
 enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
-			    uint64_t fence, int64_t deadline,
-			    struct lr_run *last, struct lr_err *err)
+			      uint64_t fence, int64_t deadline,
+			      struct lr_run *last, struct lr_err *err)
 {
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	char gval[32], lval[400];
@@ -302,7 +302,7 @@ out:
 
 /* Puts the end into PREFIX.last/NAME if it is still what run_start put. */
 enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
-			  int64_t deadline, struct lr_err *err)
+			    int64_t deadline, struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
 	LrEtcd__PutRequest put = LR_ETCD__PUT_REQUEST__INIT;
@@ -337,7 +337,7 @@ enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
 }
 
 enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
-			   struct lr_run *last, struct lr_err *err)
+			     struct lr_run *last, struct lr_err *err)
 {
 	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	struct rpc r[2];

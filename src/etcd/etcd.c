@@ -220,7 +220,7 @@ static void clear_guard(const struct lr_store *st)
 }
 
 static enum lr_status etcd_open(const struct lr_store_req *req, int64_t deadline,
-			      struct lr_store **out, struct lr_err *err)
+				struct lr_store **out, struct lr_err *err)
 {
 	struct lr_store *st;
 	enum lr_status s;

@@ -196,35 +196,35 @@ void drain(struct lr_store *st);
 /* ---- etcd-lock.c: the store's calls for the lock (see store.h) ---------- */
 
 enum lr_status etcd_acquire(struct lr_store *st, int64_t deadline,
-			  struct lr_grant *g, struct lr_err *err);
+			    struct lr_grant *g, struct lr_err *err);
 int etcd_wait_fd(struct lr_store *st, short *events);
 enum lr_status etcd_process(struct lr_store *st, short revents,
-			  int64_t deadline, struct lr_err *err);
+			    int64_t deadline, struct lr_err *err);
 enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
-			struct lr_err *err);
-enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
-			struct lr_err *err);
-enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
 			  struct lr_err *err);
+enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
+			  struct lr_err *err);
+enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
+			    struct lr_err *err);
 enum lr_status etcd_inspect(struct lr_store *st, int64_t deadline,
-			  struct lr_info *info, struct lr_err *err);
+			    struct lr_info *info, struct lr_err *err);
 enum lr_status etcd_break(struct lr_store *st, int slot, int64_t deadline,
-		      struct lr_err *err);
+			  struct lr_err *err);
 
 /* ---- etcd-list.c: --list (see store.h) ----------------------------------- */
 
 enum lr_status etcd_list(struct lr_store *st, const char *pattern,
-		       lr_list_fn fn, void *arg, int64_t deadline,
-		       struct lr_err *err);
+			 lr_list_fn fn, void *arg, int64_t deadline,
+			 struct lr_err *err);
 
 /* ---- etcd-runs.c: the store's calls for --once-per (see store.h) -------- */
 
 enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
-			    uint64_t fence, int64_t deadline,
-			    struct lr_run *last, struct lr_err *err);
+			      uint64_t fence, int64_t deadline,
+			      struct lr_run *last, struct lr_err *err);
 enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
-			  int64_t deadline, struct lr_err *err);
+			    int64_t deadline, struct lr_err *err);
 enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
-			   struct lr_run *last, struct lr_err *err);
+			     struct lr_run *last, struct lr_err *err);
 
 #endif

@@ -721,8 +721,8 @@ static void unlock_close(struct lr_store *st)
  * the pipe, our wait fd.  The hand-over is then as fast as flock's own.
  * LR_BUSY, or LR_ERROR. */
 static enum lr_status flockers_start(struct lr_store *st, enum phase ph,
-				    const int *fds, unsigned n, int op,
-				    struct lr_err *err)
+				     const int *fds, unsigned n, int op,
+				     struct lr_err *err)
 {
 	pid_t parent = getpid();
 	unsigned i;
@@ -1050,7 +1050,7 @@ static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
 			flock(st->fd, LOCK_UN);
 			st->locked = st->sh = 0;
 			return flockers_start(st, PH_MAIN, &st->fd, 1, LOCK_EX,
-					     err);
+					      err);
 		}
 		return hold_slot(st, deadline, g, err);
 	}
@@ -1063,7 +1063,7 @@ static enum lr_status at_gate(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	return flockers_start(st, PH_MAIN, &st->fd, 1,
-			     req->shared ? LOCK_SH : LOCK_EX, err);
+			      req->shared ? LOCK_SH : LOCK_EX, err);
 lockerr:
 	lr_err_set(err, "cannot lock %s: %s", st->path, strerror(errno));
 	return LR_ERROR;
@@ -1071,7 +1071,7 @@ lockerr:
 
 /* A flocker reported: go on from what it got for us. */
 static enum lr_status flocker_done(struct lr_store *st, int64_t deadline,
-				  struct lr_grant *g, struct lr_err *err)
+				   struct lr_grant *g, struct lr_err *err)
 {
 	enum phase ph = st->phase;
 	int v = -1, fd;

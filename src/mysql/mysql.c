@@ -326,7 +326,7 @@ static void step(struct lr_store *st, int ready, int64_t deadline)
  * call; LR_ERROR: it failed (err says why; st->gone if the server ended
  * our session). */
 static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
-			     const char *what, struct lr_err *err)
+				   const char *what, struct lr_err *err)
 {
 	for (;;) {
 		while (st->wait) {
@@ -1169,7 +1169,7 @@ static enum lr_status reader_try(struct lr_store *st, int64_t deadline,
 /* A semaphore's run or a shared one: its own lock, the fence, its row,
  * then a look at the others (see others()). */
 static enum lr_status slotted_acquire(struct lr_store *st, int64_t deadline,
-				    struct lr_err *err)
+				      struct lr_err *err)
 {
 	struct others o;
 	enum lr_status s;
@@ -1274,7 +1274,7 @@ static enum lr_status my_process(struct lr_store *st, short revents,
 	if (st->op != OP_NONE) {
 		/* A late answer: take what is there without waiting. */
 		enum lr_status s = drive_to_end(st, lr_now_ms() + 1, "a late answer",
-					  err);
+						err);
 
 		if (s != LR_TIMEOUT) {
 			mysql_free_result(st->res);
@@ -1625,7 +1625,7 @@ static int still_held(struct lr_store *st, int slot, const unsigned long *ids,
 
 /* Kills the holders' connections; the server then frees their locks. */
 static enum lr_status my_break(struct lr_store *st, int slot, int64_t deadline,
-			     struct lr_err *err)
+			       struct lr_err *err)
 {
 	unsigned long *ids;
 	size_t n, i;

@@ -1642,7 +1642,7 @@ out:
 /* Terminates the holders' backends: all of them, or slot's (slot 0 of
  * the plain lease or of shared holders is all of them). */
 static enum lr_status pg_break(struct lr_store *st, int slot, int64_t deadline,
-			     struct lr_err *err)
+			       struct lr_err *err)
 {
 	char sql[1400], wait[32] = "", which[64] = "";
 	PGresult *r = NULL;

@@ -243,7 +243,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 int watching(const struct lr_store *st);
 void watch_unplan(struct lr_store *st);
 enum lr_status watcher_open(struct lr_store *st, int64_t deadline,
-			struct lr_err *err);
+			    struct lr_err *err);
 int watch_add(struct lr_store *st, struct watch_cmds *w, struct cmd *cmds,
 	      int n);
 int watch_check(struct lr_store *st, const struct watch_cmds *w,
@@ -252,24 +252,24 @@ enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 			   struct lr_err *err);
 int redis_wait_fd(struct lr_store *st, short *events);
 enum lr_status redis_process(struct lr_store *st, short revents, int64_t deadline,
-			 struct lr_err *err);
+			     struct lr_err *err);
 enum lr_status redis_check(struct lr_store *st, int64_t deadline,
-		       struct lr_err *err);
+			   struct lr_err *err);
 
 /* ---- redis-runs.c -------------------------------------------------------- */
 
 enum lr_status redis_run_start(struct lr_store *st, int64_t period_ms,
-			   uint64_t fence, int64_t deadline,
-			   struct lr_run *last, struct lr_err *err);
+			       uint64_t fence, int64_t deadline,
+			       struct lr_run *last, struct lr_err *err);
 enum lr_status redis_run_end(struct lr_store *st, uint64_t fence, int status,
-			 int64_t deadline, struct lr_err *err);
+			     int64_t deadline, struct lr_err *err);
 enum lr_status redis_run_last(struct lr_store *st, int64_t deadline,
-			  struct lr_run *last, struct lr_err *err);
+			      struct lr_run *last, struct lr_err *err);
 
 /* ---- redis-list.c -------------------------------------------------------- */
 
 enum lr_status redis_list(struct lr_store *st, const char *pattern,
-		      lr_list_fn fn, void *arg, int64_t deadline,
-		      struct lr_err *err);
+			  lr_list_fn fn, void *arg, int64_t deadline,
+			  struct lr_err *err);
 
 #endif

@@ -285,8 +285,8 @@ static enum lr_status scan_cluster(struct lr_store *st, const char *prefix,
 }
 
 enum lr_status redis_list(struct lr_store *st, const char *pattern,
-		      lr_list_fn fn, void *arg, int64_t deadline,
-		      struct lr_err *err)
+			  lr_list_fn fn, void *arg, int64_t deadline,
+			  struct lr_err *err)
 {
 	char *prefix = key_prefix(st), *match = NULL;
 	enum lr_status s;

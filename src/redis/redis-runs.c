@@ -86,8 +86,8 @@ static int run_start_reply(const redisReply *r)
 }
 
 enum lr_status redis_run_start(struct lr_store *st, int64_t period_ms,
-			   uint64_t fence, int64_t deadline,
-			   struct lr_run *last, struct lr_err *err)
+			       uint64_t fence, int64_t deadline,
+			       struct lr_run *last, struct lr_err *err)
 {
 	char p[24], f[24], pid[24], *key = run_key(st);
 	const char *kv[5] = { key, p, f,
@@ -142,7 +142,7 @@ enum lr_status redis_run_start(struct lr_store *st, int64_t period_ms,
 }
 
 enum lr_status redis_run_end(struct lr_store *st, uint64_t fence, int status,
-			 int64_t deadline, struct lr_err *err)
+			     int64_t deadline, struct lr_err *err)
 {
 	char f[24], code[16], *key;
 	const char *kv[3] = { NULL, f, code };
@@ -164,7 +164,7 @@ enum lr_status redis_run_end(struct lr_store *st, uint64_t fence, int status,
 }
 
 enum lr_status redis_run_last(struct lr_store *st, int64_t deadline,
-			  struct lr_run *last, struct lr_err *err)
+			      struct lr_run *last, struct lr_err *err)
 {
 	char *key = run_key(st);
 	const char *time[1] = { "TIME" },

@@ -64,7 +64,7 @@ void watch_unplan(struct lr_store *st)
  * watcher_denied set; a refused CLIENT ID leaves watcher_id at -1 (no watch,
  * waiting still works). */
 enum lr_status watcher_open(struct lr_store *st, int64_t deadline,
-			struct lr_err *err)
+			    struct lr_err *err)
 {
 	const char *id[2] = { "CLIENT", "ID" };
 	const char *sub[4] = { "SUBSCRIBE", st->wake_chan, st->ks_chan,
@@ -341,7 +341,7 @@ static enum lr_status main_read(struct lr_store *st, struct lr_err *err)
 }
 
 enum lr_status redis_process(struct lr_store *st, short revents,
-			 int64_t deadline, struct lr_err *err)
+			     int64_t deadline, struct lr_err *err)
 {
 	enum lr_status s = LR_OK;
 	int mask;
@@ -402,7 +402,7 @@ enum lr_status redis_process(struct lr_store *st, short revents,
  * back now, one round trip within deadline.
  */
 enum lr_status redis_check(struct lr_store *st, int64_t deadline,
-		       struct lr_err *err)
+			   struct lr_err *err)
 {
 	struct lr_err ignored;
 	enum lr_status s;

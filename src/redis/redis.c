@@ -412,7 +412,7 @@ static void redis_close(struct lr_store *st)
 }
 
 static enum lr_status redis_open(const struct lr_store_req *req, int64_t deadline,
-			     struct lr_store **out, struct lr_err *err)
+				 struct lr_store **out, struct lr_err *err)
 {
 	const char *ping[1] = { "PING" };
 	struct lr_store *st;
@@ -459,7 +459,7 @@ static enum lr_status redis_open(const struct lr_store_req *req, int64_t deadlin
 }
 
 static enum lr_status redis_release(struct lr_store *st, int64_t deadline,
-				struct lr_err *err);
+				    struct lr_err *err);
 
 /* A fence in a reply: a positive integer, or a bulk string of decimal
  * digits (what the scripts return: exact beyond 2^53); else 0.  One
@@ -614,7 +614,7 @@ static enum lr_status attempt(struct lr_store *st, int64_t deadline,
 }
 
 static enum lr_status redis_acquire(struct lr_store *st, int64_t deadline,
-				struct lr_grant *g, struct lr_err *err)
+				    struct lr_grant *g, struct lr_err *err)
 {
 	enum lr_status s;
 
@@ -644,7 +644,7 @@ static enum lr_status redis_acquire(struct lr_store *st, int64_t deadline,
 }
 
 static enum lr_status redis_renew(struct lr_store *st, int64_t deadline,
-			      struct lr_err *err)
+				  struct lr_err *err)
 {
 	const char *rep[2] = { "INFO", "replication" };
 	char ttl[24];
@@ -701,7 +701,7 @@ static enum lr_status redis_renew(struct lr_store *st, int64_t deadline,
 }
 
 static enum lr_status redis_release(struct lr_store *st, int64_t deadline,
-				struct lr_err *err)
+				    struct lr_err *err)
 {
 	const char *kv[6] = { st->key,	    st->waiters, st->done_key,
 			      st->req->token, st->chan,	 st->wake_prefix };
@@ -779,7 +779,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 }
 
 static enum lr_status redis_inspect(struct lr_store *st, int64_t deadline,
-				struct lr_info *info, struct lr_err *err)
+				    struct lr_info *info, struct lr_err *err)
 {
 	const char *kv[6] = { st->plain,       st->holders,
 			      st->limit_key,   st->waiters,
@@ -819,7 +819,7 @@ out:
 }
 
 static enum lr_status redis_break(struct lr_store *st, int slot, int64_t deadline,
-			    struct lr_err *err)
+				  struct lr_err *err)
 {
 	char k[16];
 	const char *kv[9] = { st->plain,	 st->waiters,	  st->holders,

@@ -219,7 +219,7 @@ struct lr_store_ops {
 	 * (every shared holder is in slot 0).  A free name or slot is LR_OK.
 	 * Optional: NULL when the store cannot. */
 	enum lr_status (*break_lease)(struct lr_store *st, int slot, int64_t deadline,
-			      struct lr_err *err);
+				      struct lr_err *err);
 	void (*close)(struct lr_store *st);
 
 	/*

@@ -485,13 +485,13 @@ static enum lr_status set_prefix(struct lr_store *st, struct lr_err *err)
 			return oom(err);
 	} else {
 		st->prefix = concat_dup(st->req->shared ? "read-" : NODE_PREFIX,
-				   token, "-");
+					token, "-");
 	}
 	return st->prefix ? LR_OK : oom(err);
 }
 
 static enum lr_status zk_open(const struct lr_store_req *req, int64_t deadline,
-			     struct lr_store **out, struct lr_err *err)
+			      struct lr_store **out, struct lr_err *err)
 {
 	struct lr_store *st;
 	enum lr_status s;
@@ -1136,7 +1136,7 @@ static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 }
 
 static enum lr_status zk_acquire(struct lr_store *st, int64_t deadline,
-				struct lr_grant *g, struct lr_err *err)
+				 struct lr_grant *g, struct lr_err *err)
 {
 	enum lr_status s = acquire(st, deadline, g, err);
 
@@ -1183,7 +1183,7 @@ static enum lr_status holding_news(struct lr_store *st, struct lr_err *err)
 }
 
 static enum lr_status zk_process(struct lr_store *st, short revents,
-				int64_t deadline, struct lr_err *err)
+				 int64_t deadline, struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
 
@@ -1225,7 +1225,7 @@ static enum lr_status renew_failed(struct lr_store *st, int rc,
 }
 
 static enum lr_status zk_renew(struct lr_store *st, int64_t deadline,
-			      struct lr_err *err)
+			       struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
 	int64_t t_send;
@@ -1300,7 +1300,7 @@ static enum lr_status zk_renew(struct lr_store *st, int64_t deadline,
  * so is one that our server, a follower, has not applied yet.
  */
 static enum lr_status zk_check(struct lr_store *st, int64_t deadline,
-			      struct lr_err *err)
+			       struct lr_err *err)
 {
 	struct lr_zk_session *zs = st->zs;
 	enum lr_status s;
@@ -1393,7 +1393,7 @@ static enum lr_status released(struct lr_store *st, int rc, int tries,
 }
 
 static enum lr_status zk_release(struct lr_store *st, int64_t deadline,
-				struct lr_err *err)
+				 struct lr_err *err)
 {
 	int tries, rc = ZOK;
 
@@ -1581,7 +1581,7 @@ static enum lr_status first_waiter(struct lr_store *st, const char *name,
 /* (A holder gone between the listing and its read has released: it is
  * left out.) */
 static enum lr_status zk_inspect(struct lr_store *st, int64_t deadline,
-				struct lr_info *info, struct lr_err *err)
+				 struct lr_info *info, struct lr_err *err)
 {
 	struct lr_zk_op *kids = NULL;
 	const char **names;
@@ -1609,8 +1609,8 @@ static enum lr_status zk_inspect(struct lr_store *st, int64_t deadline,
  * lists children in one reply, which its own limit (jute.maxbuffer)
  * bounds; the holders are never all in memory at once. */
 static enum lr_status zk_list(struct lr_store *st, const char *pattern,
-			     lr_list_fn fn, void *arg, int64_t deadline,
-			     struct lr_err *err)
+			      lr_list_fn fn, void *arg, int64_t deadline,
+			      struct lr_err *err)
 {
 	const struct lr_store_req *own = st->req;
 	struct lr_store_req req = *own;
@@ -1674,7 +1674,7 @@ static enum lr_status delete_node(struct lr_store *st, const char *path,
 
 /* Deletes the holders' nodes, all or slot's, whoever holds them. */
 static enum lr_status zk_break(struct lr_store *st, int slot, int64_t deadline,
-			    struct lr_err *err)
+			       struct lr_err *err)
 {
 	struct lr_zk_op *kids = NULL;
 	const char **names;
@@ -1846,8 +1846,8 @@ out:
 }
 
 static enum lr_status zk_run_start(struct lr_store *st, int64_t period_ms,
-				  uint64_t fence, int64_t deadline,
-				  struct lr_run *last, struct lr_err *err)
+				   uint64_t fence, int64_t deadline,
+				   struct lr_run *last, struct lr_err *err)
 {
 	char *path = concat_dup(st->dir, "/", "run"), data[400];
 	enum lr_status s = LR_ERROR;
@@ -1915,8 +1915,8 @@ static enum lr_status zk_run_start(struct lr_store *st, int64_t period_ms,
 }
 
 static enum lr_status zk_run_end(struct lr_store *st, uint64_t fence,
-				int status, int64_t deadline,
-				struct lr_err *err)
+				 int status, int64_t deadline,
+				 struct lr_err *err)
 {
 	char *path, data[400];
 	struct lr_zk_op *rec;
@@ -1956,7 +1956,7 @@ static enum lr_status zk_run_end(struct lr_store *st, uint64_t fence,
 }
 
 static enum lr_status zk_run_last(struct lr_store *st, int64_t deadline,
-				 struct lr_run *last, struct lr_err *err)
+				  struct lr_run *last, struct lr_err *err)
 {
 	struct lr_zk_op *rec;
 	struct lr_err ignored;
