@@ -748,24 +748,26 @@ static int url_file_fd(const char *path, int *others)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0 || fstat(fd, &sb) < 0)
-		exit_failed("cannot read URL file %s: %s", path, strerror(errno));
+		exit_failed("cannot read URL file %s: %s", path,
+			    strerror(errno));
 	*others = 0;
 	if (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)) {
 		p = (struct pollfd){ .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, URL_PIPE_MS) <= 0)
-			exit_failed("URL file %s: nothing to read within %ds", path,
-				    URL_PIPE_MS / 1000);
+			exit_failed("URL file %s: nothing to read within %ds",
+				    path, URL_PIPE_MS / 1000);
 		return fd;
 	}
 	if (!S_ISREG(sb.st_mode))
-		exit_failed("URL file %s is not a regular file or a pipe", path);
+		exit_failed("URL file %s is not a regular file or a pipe",
+			    path);
 	if (sb.st_uid != geteuid() && sb.st_uid != 0)
-		exit_failed("refusing URL file %s: it belongs to uid %ld, who could "
-			    "change it at any time",
+		exit_failed("refusing URL file %s: it belongs to uid %ld, "
+			    "who could change it at any time",
 			    path, (long)sb.st_uid);
 	if (sb.st_mode & (S_IWGRP | S_IWOTH))
-		exit_failed("refusing URL file %s: others may write it (mode %04o); "
-			    "chmod 600 it",
+		exit_failed("refusing URL file %s: others may write it "
+			    "(mode %04o); chmod 600 it",
 			    path, (unsigned)(sb.st_mode & 07777));
 	*others = (sb.st_mode & (S_IRGRP | S_IROTH)) != 0;
 	return fd;
@@ -782,7 +784,8 @@ static char *read_url_file(const char *path, int *others)
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
-		exit_failed("cannot read URL file %s: %s", path, strerror(errno));
+		exit_failed("cannot read URL file %s: %s", path,
+			    strerror(errno));
 	buf[n] = '\0';
 	s = buf + strspn(buf, " \t\r\n");
 	e = s + strcspn(s, "\r\n");
@@ -1094,14 +1097,14 @@ static void choose_store(struct run *r, char **url_buf)
 	if (o->mode)
 		return;
 	if (o->limit > 1 && !(r->ops->caps & LR_CAP_LIMIT))
-		exit_failed("the %s store cannot let more than one hold a lease "
-			    "(--limit %u)", r->ops->name, o->limit);
+		exit_failed("the %s store cannot let more than one hold a "
+			    "lease (--limit %u)", r->ops->name, o->limit);
 	if (o->shared && !(r->ops->caps & LR_CAP_SHARED))
 		exit_failed("the %s store has no shared leases (--shared)",
 			    r->ops->name);
 	if (o->once_per_ms && !r->ops->run_start)
-		exit_failed("the %s store cannot record runs: --once-per needs another "
-			    "store", r->ops->name);
+		exit_failed("the %s store cannot record runs: --once-per "
+			    "needs another store", r->ops->name);
 }
 
 /* How long the open may take: the TTL, at least 5s, but with -n a short
@@ -1194,7 +1197,8 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 		pause = backoff + (int64_t)(random() % (backoff / 2 + 1));
 		left = o->wait_ms > 0 ? t0 + o->wait_ms - lr_now_ms() : pause;
 		if (!err.heals || o->mode || o->wait_ms == 0 || left <= 0)
-			exit_failed("cannot open %s: %s", r->u->redacted, err.msg);
+			exit_failed("cannot open %s: %s", r->u->redacted,
+				    err.msg);
 		if (pause > left) /* a last try as the wait runs out */
 			pause = left;
 		if (strcmp(said, err.msg) != 0) {
@@ -1397,7 +1401,8 @@ static int outcome(const struct opts *o, struct lr_sup_result *res)
 		break;
 	case LR_OUT_CHILD:
 		if (res->code) /* the command could not start */
-			return count_exit(res->code, res->code == LR_EXIT_FAILED);
+			return count_exit(res->code,
+					  res->code == LR_EXIT_FAILED);
 		break;
 	}
 	code = lr_exit_code(res->outcome, res->wstatus, o->conflict_code,

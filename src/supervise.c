@@ -291,7 +291,8 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" }, ignored;
 	int64_t now = lr_now_ms(),
-		deadline = s->lease_deadline - s->grace_ms - LR_KAPPA_MS - s->renew_ms;
+		deadline = s->lease_deadline - s->grace_ms - LR_KAPPA_MS -
+			   s->renew_ms;
 	enum lr_status rc = LR_ERROR;
 	char period[32];
 
@@ -356,8 +357,10 @@ static void run_end(struct sup *s)
 		status = lr_exit_code(s->res->outcome, s->res->wstatus, 1,
 				      &sig);
 	/* Still holding: the release must come before the lease runs out. */
-	if (!s->certain_loss && s->lease_deadline && s->lease_deadline - LR_KAPPA_MS < deadline)
-		deadline = s->lease_deadline - LR_KAPPA_MS > now ? s->lease_deadline - LR_KAPPA_MS : now;
+	if (!s->certain_loss && s->lease_deadline &&
+	    s->lease_deadline - LR_KAPPA_MS < deadline)
+		deadline = s->lease_deadline - LR_KAPPA_MS > now ?
+				   s->lease_deadline - LR_KAPPA_MS : now;
 	rc = c->ops->run_end(c->st, s->run_fence, status, deadline, &err);
 	if (rc != LR_OK)
 		report(s, (struct lr_report){ .kind = LR_REP_RUN_END_FAILED,
@@ -596,10 +599,12 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		s->lease_deadline = 0;
 		extend(s, t_send);
-		if (s->lease_deadline - now < s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
+		if (s->lease_deadline - now <
+		    s->grace_ms + LR_KAPPA_MS + s->renew_ms) {
 			/* Too little validity left to run safely. */
-			report(s, (struct lr_report){ .kind = LR_REP_TOO_LATE,
-						      .left_ms = s->lease_deadline - now });
+			report(s, (struct lr_report){
+					.kind = LR_REP_TOO_LATE,
+					.left_ms = s->lease_deadline - now });
 			c->ops->release(c->st, now + 1000, &err);
 			if (++s->too_late >= 5) {
 				lr_err_set(&err, "the store took %lldms to "
@@ -653,7 +658,8 @@ static void at_risk(struct sup *s, int64_t now)
 	set_state(s, AT_RISK);
 	/* The state file says "at-risk" before the command is warned. */
 	report(s, (struct lr_report){ .kind = LR_REP_AT_RISK,
-				      .left_ms = s->lease_deadline - now, .n = sig });
+				      .left_ms = s->lease_deadline - now,
+				      .n = sig });
 	if (sig)
 		kill_group(s, sig);
 }
@@ -707,10 +713,11 @@ static void try_renew(struct sup *s, int64_t now)
 	case LR_BUSY:
 	case LR_TIMEOUT:
 	case LR_ERROR:
-		report(s, (struct lr_report){ .kind = LR_REP_RENEW_FAILED,
-					      .why = failed(&err, rc),
-					      .ms = t1 - t_send,
-					      .left_ms = s->lease_deadline - t1 });
+		report(s, (struct lr_report){
+					.kind = LR_REP_RENEW_FAILED,
+					.why = failed(&err, rc),
+					.ms = t1 - t_send,
+					.left_ms = s->lease_deadline - t1 });
 		if (s->state == HELD)
 			at_risk(s, t1);
 		s->t_renew = t1 + jitter(s, s->renew_ms / 3);
@@ -1101,7 +1108,8 @@ static void release(struct sup *s)
 {
 	const struct lr_sup_cfg *c = s->cfg;
 	struct lr_err err = { "" };
-	int64_t until = s->lease_deadline ? s->lease_deadline - LR_KAPPA_MS : 0, pause = 50;
+	int64_t until = s->lease_deadline ? s->lease_deadline - LR_KAPPA_MS : 0;
+	int64_t pause = 50;
 	enum lr_status rc;
 
 	/* Whatever escaped the group must not read "held" from here on. */

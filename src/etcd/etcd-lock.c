@@ -99,8 +99,8 @@ static int own_settled(void *ctx)
 	struct lr_store *st = ctx;
 
 	drain(st);
-	return !st->our_watch.id || st->our_watch.created || st->our_watch.canceled ||
-	       our_key_gone(st);
+	return !st->our_watch.id || st->our_watch.created ||
+	       st->our_watch.canceled || our_key_gone(st);
 }
 
 /*
@@ -119,7 +119,8 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 		if (!st->our_watch.id || st->our_watch.canceled ||
 		    (st->our_watch.created && !our_watch_covers(st))) {
 			watch_cancel(st, &st->our_watch);
-			watch_create(st, &st->our_watch, st->mykey, st->rev + 1);
+			watch_create(st, &st->our_watch, st->mykey,
+				     st->rev + 1);
 		}
 		rc = lr_grpc_wait(st->conn, deadline, own_settled, st);
 		if (our_key_gone(st))
@@ -452,7 +453,8 @@ static enum lr_status claim_slot(struct lr_store *st, const struct scan *sc,
 		free(st->mykey);
 		st->mykey = key;
 		key = NULL;
-		st->our_create_rev = st->rev = t->header ? t->header->revision : 0;
+		st->rev = t->header ? t->header->revision : 0;
+		st->our_create_rev = st->rev;
 		st->slot = k;
 		st->slot_claimed = 1;
 		if (!st->our_create_rev) {
@@ -722,7 +724,8 @@ enum lr_status etcd_process(struct lr_store *st, short revents,
 	drain(st);
 	if (st->hold == H_WAITING) {
 		if (dead || st->ka_lost == st->lease || our_key_gone(st) ||
-		    st->prev_watch.deleted || st->prev_watch.canceled || !st->prev_watch.id)
+		    st->prev_watch.deleted || st->prev_watch.canceled ||
+		    !st->prev_watch.id)
 			return LR_OK; /* acquire looks again */
 		if (st->ka_at >= 0 && now >= st->ka_at) {
 			if (keepalive_send(st) == 0) {
@@ -839,7 +842,7 @@ enum lr_status etcd_check(struct lr_store *st, int64_t deadline,
 		return LR_LOST;
 	}
 	if (st->conn)
-		lr_grpc_pump(st->conn); /* a dead one: read_our_key() connects */
+		lr_grpc_pump(st->conn); /* dead: read_our_key() connects */
 	drain(st);
 	if (our_key_gone(st) || st->ka_lost == st->lease) {
 		lr_err_set(err,
@@ -864,8 +867,9 @@ enum lr_status etcd_renew(struct lr_store *st, int64_t deadline,
 
 /* Deletes key if its create revision is still create_rev.  *done: it was. */
 static enum lr_status delete_if(struct lr_store *st, const char *what,
-				const char *key, int64_t create_rev, int64_t deadline,
-				int *done, struct lr_err *err)
+				const char *key, int64_t create_rev,
+				int64_t deadline, int *done,
+				struct lr_err *err)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
 	LrEtcd__DeleteRangeRequest del = LR_ETCD__DELETE_RANGE_REQUEST__INIT;
@@ -895,8 +899,8 @@ enum lr_status etcd_release(struct lr_store *st, int64_t deadline,
 	int done = 0;
 
 	watch_cancel(st, &st->our_watch);
-	s = delete_if(st, "release", st->mykey ? st->mykey : "", st->our_create_rev,
-		      deadline, &done, err);
+	s = delete_if(st, "release", st->mykey ? st->mykey : "",
+		      st->our_create_rev, deadline, &done, err);
 	/* etcd away for now: the core asks again until the lease's
 	 * deadline, and close() revokes the lease if it never answers. */
 	if (s == LR_TIMEOUT || (s == LR_ERROR && err->heals))

@@ -219,8 +219,9 @@ static void clear_guard(const struct lr_store *st)
 	st->req->warn(st->req->warn_ctx, msg);
 }
 
-static enum lr_status etcd_open(const struct lr_store_req *req, int64_t deadline,
-				struct lr_store **out, struct lr_err *err)
+static enum lr_status etcd_open(const struct lr_store_req *req,
+				int64_t deadline, struct lr_store **out,
+				struct lr_err *err)
 {
 	struct lr_store *st;
 	enum lr_status s;

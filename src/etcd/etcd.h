@@ -79,8 +79,8 @@ struct lr_store {
 	struct lr_grpc_call *wstream; /* Watch, or NULL */
 	struct lr_grpc_call *kstream; /* LeaseKeepAlive, or NULL */
 	int64_t next_wid;
-	struct watch our_watch;	  /* our key */
-	struct watch prev_watch;	  /* the key before ours, while waiting */
+	struct watch our_watch;   /* our key */
+	struct watch prev_watch;  /* the key before ours, while waiting */
 	unsigned ka_sent, ka_got; /* keepalives on kstream */
 	int64_t ka_lost;	  /* a reply said this lease is gone */
 
@@ -190,7 +190,8 @@ void watch_create_range(struct lr_store *st, struct watch *w, const char *key,
 void watch_cancel(struct lr_store *st, struct watch *w);
 /* Forgets w without telling etcd. */
 void watch_forget(struct watch *w);
-/* Reads what the streams brought into st->our_watch, st->prev_watch, st->ka_*. */
+/* Reads what the streams brought into st->our_watch, st->prev_watch,
+ * st->ka_*. */
 void drain(struct lr_store *st);
 
 /* ---- etcd-lock.c: the store's calls for the lock (see store.h) ---------- */

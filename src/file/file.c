@@ -140,13 +140,13 @@ struct lr_store {
 	unsigned slot;   /* its number */
 	int gate;        /* the gate's fd, or -1 */
 	int gated;       /* we hold the gate */
-	int inotify_fd;      /* inotify fd while holding, or -1 */
+	int inotify_fd; /* while holding, or -1 */
 	enum phase phase;
-	pid_t *flocker;   /* blocking-flock flockers while waiting */
+	pid_t *flocker;  /* children blocking in flock() while waiting */
 	unsigned nflocker;
 	int *wfd;        /* PH_SLOTS: the slot files they wait on, or -1 */
 	unsigned nwfd;
-	int flocker_rd;   /* their pipe, or -1 */
+	int flocker_rd;  /* their pipe, or -1 */
 };
 
 /*
@@ -771,7 +771,8 @@ static enum lr_status watch_held(struct lr_store *st, struct lr_err *err)
 	const uint32_t mask = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
 
 	st->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (st->inotify_fd < 0 || inotify_add_watch(st->inotify_fd, st->path, mask) < 0 ||
+	if (st->inotify_fd < 0 ||
+	    inotify_add_watch(st->inotify_fd, st->path, mask) < 0 ||
 	    (st->sfd >= 0 &&
 	     inotify_add_watch(st->inotify_fd, st->spath, mask) < 0)) {
 		lr_err_set(err, "cannot watch %s: %s", st->path,

@@ -1273,8 +1273,8 @@ static enum lr_status my_process(struct lr_store *st, short revents,
 		return LR_OK;
 	if (st->op != OP_NONE) {
 		/* A late answer: take what is there without waiting. */
-		enum lr_status s = drive_to_end(st, lr_now_ms() + 1, "a late answer",
-						err);
+		enum lr_status s = drive_to_end(st, lr_now_ms() + 1,
+						"a late answer", err);
 
 		if (s != LR_TIMEOUT) {
 			mysql_free_result(st->res);

@@ -121,9 +121,9 @@ struct lr_store {
 	int other;         /* what other_sql found in a lock query, or 0 */
 	unsigned slot;     /* the slot this session holds or waits for */
 	int gated;         /* this session holds the gate */
-	struct lr_store **slot_sess; /* first in a semaphore's queue: sessions
-				* waiting for slots 1..N-1 (this one waits
-				* for slot 0) */
+	struct lr_store **slot_sess; /* first in a semaphore's queue:
+				      * sessions waiting for slots 1..N-1
+				      * (this one waits for slot 0) */
 	unsigned nslot_sess;
 	struct lr_waitset ws; /* their sockets and ours, for wait_fd() */
 	enum q_kind inflight;
@@ -1171,7 +1171,8 @@ static void aux_end(struct lr_store *st, int64_t deadline)
 		p = sql + sprintf(sql, "SELECT pg_terminate_backend(p) FROM "
 				       "unnest(ARRAY[");
 		for (i = 0; i < st->nslot_sess; i++)
-			p += sprintf(p, "%s%d", i ? "," : "", st->slot_sess[i]->pid);
+			p += sprintf(p, "%s%d", i ? "," : "",
+				     st->slot_sess[i]->pid);
 		sprintf(p, "]) AS p");
 		q_run(st, sql, Q_OTHER, deadline, &r, &ignored);
 		PQclear(r);
@@ -1352,8 +1353,8 @@ static int pg_wait_fd(struct lr_store *st, short *events)
 		for (i = 0; i < st->nslot_sess; i++)
 			if (conn_ok(st->slot_sess[i]))
 				lr_waitset_watch(&st->ws,
-						 PQsocket(st->slot_sess[i]->conn),
-						 EPOLLIN);
+					PQsocket(st->slot_sess[i]->conn),
+					EPOLLIN);
 		*events = POLLIN;
 		return st->ws.ep;
 	}
@@ -1379,7 +1380,8 @@ static enum lr_status pg_process(struct lr_store *st, short revents,
 		int news = sess_poll(st) < 0 || st->handed;
 
 		for (i = 0; i < st->nslot_sess; i++)
-			news |= sess_poll(st->slot_sess[i]) < 0 || st->slot_sess[i]->handed;
+			news |= sess_poll(st->slot_sess[i]) < 0 ||
+				st->slot_sess[i]->handed;
 		return news ? LR_OK : LR_BUSY;
 	}
 	if (!st->conn)

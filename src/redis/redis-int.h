@@ -92,11 +92,12 @@ struct lr_store {
 	 * plain the lease's key; slot_key our slot's, once granted. */
 	char *plain, *holders, *limit_key, *hold_prefix, *slot_prefix;
 	char *slot_key;
-	int slotted;         /* shared, or a limit above 1 */
+	int slotted;       /* shared, or a limit above 1 */
 	unsigned slot;     /* our slot, once granted */
 	struct conn *c;    /* commands */
-	struct conn *watcher;  /* subscriber (waiting) and watcher (holding) */
-	long long watcher_id;  /* its CLIENT ID, or -1 */
+	struct conn *watcher; /* subscribed (waiting), tracking target
+			      * (holding) */
+	long long watcher_id; /* its CLIENT ID, or -1 */
 	long long track_id; /* where c's CLIENT TRACKING points, or -1 */
 	int held;
 	int watch_off;     /* the server cannot track: renew alone */
@@ -149,9 +150,9 @@ struct guard_cmds {
 /* The commands that arm the watch behind a script that found the lease
  * ours, in one round trip on the command connection: CLIENT TRACKING off
  * (what c tracked before pointed elsewhere, and a prefix cannot be given
- * twice), CLIENT TRACKING on ... REDIRECT watcher, and a GET of the key.  A
- * change after the script and before TRACKING shows in the GET; any
- * change after TRACKING is reported to watcher. */
+ * twice), CLIENT TRACKING on ... REDIRECT to the watcher, and a GET of
+ * the key.  A change after the script and before TRACKING shows in the
+ * GET; any change after TRACKING is reported to the watcher. */
 struct watch_cmds {
 	char id[24];
 	const char *off[3], *on[9], *get[2];
@@ -251,8 +252,8 @@ int watch_check(struct lr_store *st, const struct watch_cmds *w,
 enum lr_status watch_rearm(struct lr_store *st, int64_t deadline,
 			   struct lr_err *err);
 int redis_wait_fd(struct lr_store *st, short *events);
-enum lr_status redis_process(struct lr_store *st, short revents, int64_t deadline,
-			     struct lr_err *err);
+enum lr_status redis_process(struct lr_store *st, short revents,
+			     int64_t deadline, struct lr_err *err);
 enum lr_status redis_check(struct lr_store *st, int64_t deadline,
 			   struct lr_err *err);
 

@@ -15,7 +15,8 @@
 /* Is every change to the key by another client reported to watcher now? */
 int watching(const struct lr_store *st)
 {
-	return st->watcher && st->watcher_id >= 0 && st->track_id == st->watcher_id;
+	return st->watcher && st->watcher_id >= 0 &&
+	       st->track_id == st->watcher_id;
 }
 
 /* The server refused what the watch needs (r, the reply to what): renew
@@ -101,8 +102,8 @@ enum lr_status watcher_open(struct lr_store *st, int64_t deadline,
 		s = LR_ERROR;
 	} else {
 		/* The other two channels' confirmations. */
-		s = exchange(st, st->watcher, 2, r, step_end(st, deadline), &got,
-			     st->who, "SUBSCRIBE", err);
+		s = exchange(st, st->watcher, 2, r, step_end(st, deadline),
+			     &got, st->who, "SUBSCRIBE", err);
 	}
 	if (s == LR_OK) {
 		st->watcher_id = more[0].r->type == REDIS_REPLY_INTEGER
@@ -211,7 +212,8 @@ int redis_wait_fd(struct lr_store *st, short *events)
 	}
 	if (st->ws.ep >= 0 &&
 	    (!st->c || lr_waitset_watch(&st->ws, st->c->s.fd, EPOLLIN) == 0) &&
-	    (!st->watcher || lr_waitset_watch(&st->ws, st->watcher->s.fd, EPOLLIN) == 0))
+	    (!st->watcher ||
+	     lr_waitset_watch(&st->ws, st->watcher->s.fd, EPOLLIN) == 0))
 		return st->ws.ep;
 	/* No wait set: watch the watch's connection, which matters most. */
 	return st->watcher ? st->watcher->s.fd : st->c ? st->c->s.fd : -1;
@@ -299,7 +301,8 @@ static int ready(const struct lr_store *st)
 {
 	struct pollfd p[2] = {
 		{ .fd = st->c ? st->c->s.fd : -1, .events = POLLIN },
-		{ .fd = st->watcher ? st->watcher->s.fd : -1, .events = POLLIN },
+		{ .fd = st->watcher ? st->watcher->s.fd : -1,
+		  .events = POLLIN },
 	};
 	int mask = 0, i;
 

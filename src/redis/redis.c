@@ -226,9 +226,11 @@ static const struct script renew_lua = SCRIPT("renew", RENEW);
 static const struct script release_lua = SCRIPT("release", RELEASE);
 static const struct script break_lua = SCRIPT("break", BREAK);
 /* Shared holders and the slots of a semaphore. */
-static const struct script acquire_slotted_lua = SCRIPT("acquire", ACQUIRE_SLOTTED);
+static const struct script acquire_slotted_lua =
+	SCRIPT("acquire", ACQUIRE_SLOTTED);
 static const struct script renew_slotted_lua = SCRIPT("renew", RENEW_SLOTTED);
-static const struct script release_slotted_lua = SCRIPT("release", RELEASE_SLOTTED);
+static const struct script release_slotted_lua =
+	SCRIPT("release", RELEASE_SLOTTED);
 /* --status */
 static const struct script inspect_lua = SCRIPT("inspect", INSPECT);
 
@@ -411,8 +413,9 @@ static void redis_close(struct lr_store *st)
 	free(st);
 }
 
-static enum lr_status redis_open(const struct lr_store_req *req, int64_t deadline,
-				 struct lr_store **out, struct lr_err *err)
+static enum lr_status redis_open(const struct lr_store_req *req,
+				 int64_t deadline, struct lr_store **out,
+				 struct lr_err *err)
 {
 	const char *ping[1] = { "PING" };
 	struct lr_store *st;
@@ -671,8 +674,8 @@ static enum lr_status redis_renew(struct lr_store *st, int64_t deadline,
 				       st->req->token, ttl,
 				       slot ? "1" : "0" };
 
-		s = run_script(st, &renew_slotted_lua, 4, 3, mkv, cmds, n, n - 1,
-			       deadline, err);
+		s = run_script(st, &renew_slotted_lua, 4, 3, mkv, cmds, n,
+			       n - 1, deadline, err);
 	} else {
 		s = run_script(st, &renew_lua, 1, 2, kv, cmds, n, n - 1,
 			       deadline, err);
@@ -818,8 +821,8 @@ out:
 	return s;
 }
 
-static enum lr_status redis_break(struct lr_store *st, int slot, int64_t deadline,
-				  struct lr_err *err)
+static enum lr_status redis_break(struct lr_store *st, int slot,
+				  int64_t deadline, struct lr_err *err)
 {
 	char k[16];
 	const char *kv[9] = { st->plain,	 st->waiters,	  st->holders,

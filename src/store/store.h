@@ -57,8 +57,8 @@ struct lr_err {
 
 /* Capabilities.  The core refuses, before open(), a run that asks a store
  * for what it cannot do. */
-/* (0x2 was LR_CAP_BREAK: break_lease() itself, or NULL, says whether a store can
- * break a lease.) */
+/* (0x2 was LR_CAP_BREAK: break_lease() itself, or NULL, says whether a
+ * store can break a lease.) */
 #define LR_CAP_LIMIT 0x4  /* req->limit above 1: a semaphore of N slots */
 #define LR_CAP_SHARED 0x8 /* req->shared: shared and exclusive holders */
 
@@ -218,8 +218,8 @@ struct lr_store_ops {
 	 * all of them when slot is -1, else only the holder(s) of that slot
 	 * (every shared holder is in slot 0).  A free name or slot is LR_OK.
 	 * Optional: NULL when the store cannot. */
-	enum lr_status (*break_lease)(struct lr_store *st, int slot, int64_t deadline,
-				      struct lr_err *err);
+	enum lr_status (*break_lease)(struct lr_store *st, int slot,
+				      int64_t deadline, struct lr_err *err);
 	void (*close)(struct lr_store *st);
 
 	/*

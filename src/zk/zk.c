@@ -775,7 +775,8 @@ static enum lr_status find_place(struct lr_store *st, struct lr_zk_op *kids,
 	}
 	if (pl->me >= 0) {
 		free(st->prev_node);
-		st->prev_node = prev_node ? concat_dup(st->dir, "/", prev_node) : NULL;
+		st->prev_node = prev_node ?
+			concat_dup(st->dir, "/", prev_node) : NULL;
 		if (prev_node && !st->prev_node)
 			s = LR_ERROR;
 		else
@@ -812,8 +813,8 @@ static int wait_behind(struct lr_store *st, int64_t deadline,
 		lr_zk_op_free(own);
 		own = NULL;
 	}
-	s = lr_zk_exists(zs, st->prev_node, deadline, &op, "watch the predecessor",
-			 err);
+	s = lr_zk_exists(zs, st->prev_node, deadline, &op,
+			 "watch the predecessor", err);
 	if (own && s == LR_OK)
 		s = lr_zk_pump(zs, deadline, &own, 1, "watch", err);
 	if (own && s == LR_OK && own->rc == ZOK) {
