@@ -91,14 +91,14 @@ static const struct option longopts[] = {
 
 struct opts {
 	int nonblock;
-	int64_t wait_ms; /* -1: for ever */
+	int64_t wait_ms; /* LR_MS_FOREVER: for ever */
 	int conflict_code;
 	const char *command;
 	const char *url;
 	const char *url_file;
 	char *url_arg;   /* a copy of the last -U, which argv no longer shows */
 	size_t url_masked; /* bytes of secrets overwritten in that -U */
-	int64_t ttl_ms, renew_ms, grace_ms; /* -1: derive from ttl */
+	int64_t ttl_ms, renew_ms, grace_ms; /* LR_MS_DEFAULT: from ttl */
 	int stop_signal;
 	int warn_signal;
 	int foreground;
@@ -688,8 +688,8 @@ static void parse(int argc, char **argv, struct opts *o)
 {
 	int c;
 
-	o->wait_ms = -1;
-	o->ttl_ms = o->renew_ms = o->grace_ms = -1;
+	o->wait_ms = LR_MS_FOREVER;
+	o->ttl_ms = o->renew_ms = o->grace_ms = LR_MS_DEFAULT;
 	o->conflict_code = 1;
 	o->stop_signal = SIGTERM;
 	o->limit = 1;
@@ -718,11 +718,11 @@ static void finish_timing(struct opts *o)
 {
 	const char *why;
 
-	if (o->ttl_ms < 0)
+	if (o->ttl_ms == LR_MS_DEFAULT)
 		o->ttl_ms = 10000;
-	if (o->renew_ms < 0)
+	if (o->renew_ms == LR_MS_DEFAULT)
 		o->renew_ms = o->ttl_ms / 3;
-	if (o->grace_ms < 0)
+	if (o->grace_ms == LR_MS_DEFAULT)
 		o->grace_ms = o->ttl_ms / 5 > 150 ? o->ttl_ms / 5 : 150;
 	why = lr_timing_check(o->ttl_ms, o->renew_ms, o->grace_ms);
 	if (why)

@@ -92,8 +92,6 @@ enum event {
 static const char *const state_names[] = { "waiting", "held", "at-risk",
 	"stopping", "lost", "draining", "done", "splaying", "timed-out" };
 
-#define NEVER INT64_MAX
-
 struct sup {
 	const struct lr_sup_cfg *cfg;
 	struct lr_sup_result *res;
@@ -243,7 +241,7 @@ static void lose(struct sup *s, const char *why)
 	kill_group(s, SIGKILL);
 	report(s, (struct lr_report){ .kind = LR_REP_LOST, .why = why });
 	set_state(s, LOST);
-	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
+	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = LR_MS_NEVER;
 }
 
 static void fail(struct sup *s, const struct lr_err *err)
@@ -316,7 +314,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 	/* No command ran: nothing to hold, nothing to count as held. */
 	c->ops->release(c->st, lr_now_ms() + 1000, &ignored);
 	s->lease_deadline = s->t_acquired = 0;
-	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 	if (rc == LR_BUSY) {
 		s->res->outcome = LR_OUT_HELD_BACK;
 		report(s, (struct lr_report){ .kind = LR_REP_HELD_BACK });
@@ -386,7 +384,7 @@ static void lost_early(struct sup *s, int64_t now, const char *why)
 	lr_child_guard_files(NULL);
 	c->ops->release(c->st, now + 1000, &ignored);
 	s->lease_deadline = s->t_acquired = 0;
-	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 	if (again) {
 		s->t_acquire = now + jitter(s, s->backoff);
 		return;
@@ -451,7 +449,7 @@ static void run_command(struct sup *s, const struct lr_grant *g)
 	if (c->guard_errno)
 		report(s, (struct lr_report){ .kind = LR_REP_NO_GUARD,
 					      .n = c->guard_errno });
-	s->t_acquire = s->t_wait_over = NEVER;
+	s->t_acquire = s->t_wait_over = LR_MS_NEVER;
 	set_state(s, HELD);
 }
 
@@ -469,7 +467,7 @@ static int fence_ok(struct sup *s, const struct lr_grant *g, int64_t now)
 		return 1;
 	c->ops->release(c->st, now + 1000, &ignored);
 	s->lease_deadline = 0;
-	s->t_renew = s->t_grace = s->t_kill = NEVER;
+	s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 	lr_err_set(&err, "unexpected reply from the store: a grant with "
 			 "fence %llu%s",
 		   (unsigned long long)g->fence,
@@ -583,7 +581,7 @@ static void try_acquire(struct sup *s, int64_t now)
 
 	/* -w bounds the attempt (a second at least, to reach a healthy
 	 * store); -n, one attempt, as its open: 2s at most. */
-	if (s->t_wait_over != NEVER && s->t_wait_over - now < cap)
+	if (s->t_wait_over != LR_MS_NEVER && s->t_wait_over - now < cap)
 		cap = s->t_wait_over - now > 1000 ? s->t_wait_over - now : 1000;
 	if (c->wait_ms == 0 && cap > 2000)
 		cap = 2000;
@@ -616,7 +614,7 @@ static void try_acquire(struct sup *s, int64_t now)
 				return;
 			}
 			s->lease_deadline = 0;
-			s->t_renew = s->t_grace = s->t_kill = NEVER;
+			s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 			s->t_acquire = now + jitter(s, s->backoff);
 			return;
 		}
@@ -739,7 +737,7 @@ static void max_time(struct sup *s, int64_t now)
 	s->timed_out = 1;
 	kill_group(s, c->stop_signal);
 	kill_group(s, SIGCONT);
-	s->t_max = NEVER;
+	s->t_max = LR_MS_NEVER;
 	s->t_max_kill = now + c->grace_ms;
 	set_state(s, TIMED_OUT);
 }
@@ -760,7 +758,8 @@ static int64_t splay_draw(struct sup *s, int64_t splay)
 static void splay_over(struct sup *s, int64_t now)
 {
 	s->t_start = now;
-	s->t_wait_over = s->cfg->wait_ms > 0 ? now + s->cfg->wait_ms : NEVER;
+	s->t_wait_over = s->cfg->wait_ms > 0 ? now + s->cfg->wait_ms
+					       : LR_MS_NEVER;
 	set_state(s, WAITING);
 }
 
@@ -877,7 +876,7 @@ static void stop_at_deadline(struct sup *s, int64_t now)
 	kill_group(s, SIGCONT);
 	if (s->state != DRAINING)
 		set_state(s, STOPPING);
-	s->t_grace = NEVER; /* t_kill stays where D put it */
+	s->t_grace = LR_MS_NEVER; /* t_kill stays where D put it */
 }
 
 static int on_grace(struct sup *s, int64_t now)
@@ -890,7 +889,7 @@ static int on_grace(struct sup *s, int64_t now)
 		return 0;
 	case TIMED_OUT:
 		/* The stop signal went already; t_kill stays. */
-		s->t_grace = NEVER;
+		s->t_grace = LR_MS_NEVER;
 		return 0;
 	case WAITING:
 	case STOPPING:
@@ -918,7 +917,7 @@ static int on_drain_kill(struct sup *s, int64_t now)
 	if (s->state != DRAINING)
 		return -1;
 	kill_group(s, SIGKILL);
-	s->t_drain_kill = NEVER;
+	s->t_drain_kill = LR_MS_NEVER;
 	return 0;
 }
 
@@ -1037,7 +1036,7 @@ static int on_max_time(struct sup *s, int64_t now)
 	case STOPPING: /* the lease's deadline stops it already */
 	case DRAINING: /* it ended; its leftovers are being stopped */
 	case LOST:     /* killed already */
-		s->t_max = NEVER;
+		s->t_max = LR_MS_NEVER;
 		return 0;
 	case WAITING:
 	case SPLAYING:
@@ -1055,10 +1054,10 @@ static int on_max_kill(struct sup *s, int64_t now)
 	case TIMED_OUT:
 	case DRAINING: /* timed out, then the command itself ended */
 		kill_group(s, SIGKILL);
-		s->t_max_kill = NEVER;
+		s->t_max_kill = LR_MS_NEVER;
 		return 0;
 	case LOST: /* killed already */
-		s->t_max_kill = NEVER;
+		s->t_max_kill = LR_MS_NEVER;
 		return 0;
 	case WAITING:
 	case SPLAYING:
@@ -1135,13 +1134,13 @@ static void release(struct sup *s)
 					      .why = failed(&err, rc) });
 }
 
-/* The earliest time at which something is due, or NEVER. */
+/* The earliest time at which something is due, or LR_MS_NEVER. */
 static int64_t next_deadline(const struct sup *s)
 {
 	const int64_t t[] = { s->t_kill,    s->t_grace,	    s->t_drain_kill,
 			      s->t_max,	    s->t_max_kill,  s->t_wait_over,
 			      s->t_renew,   s->t_acquire };
-	int64_t next = NEVER;
+	int64_t next = LR_MS_NEVER;
 	size_t i;
 
 	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -1163,9 +1162,10 @@ static void start(struct sup *s, const struct lr_sup_cfg *cfg,
 	s->renew_ms = cfg->renew_ms;
 	s->grace_ms = cfg->grace_ms;
 	s->t_acquire = s->t_start = lr_now_ms();
-	s->t_wait_over = cfg->wait_ms > 0 ? s->t_acquire + cfg->wait_ms : NEVER;
-	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = NEVER;
-	s->t_max = s->t_max_kill = NEVER;
+	s->t_wait_over = cfg->wait_ms > 0 ? s->t_acquire + cfg->wait_ms
+					   : LR_MS_NEVER;
+	s->t_renew = s->t_grace = s->t_kill = s->t_drain_kill = LR_MS_NEVER;
+	s->t_max = s->t_max_kill = LR_MS_NEVER;
 	s->backoff = 50;
 	s->seed = (unsigned)getpid() ^ (unsigned)s->t_acquire;
 	s->rep = (struct lr_reporter){ cfg->name, cfg->limit, cfg->shared, 0 };
@@ -1174,7 +1174,7 @@ static void start(struct sup *s, const struct lr_sup_cfg *cfg,
 
 		s->state = SPLAYING;
 		s->t_acquire += d;
-		s->t_wait_over = NEVER;
+		s->t_wait_over = LR_MS_NEVER;
 		report(s, (struct lr_report){ .kind = LR_REP_SPLAY, .ms = d });
 	}
 }
@@ -1240,7 +1240,7 @@ static int wait_once(struct sup *s, int tfd)
 	if ((s->state == DRAINING || s->state == LOST) && s->reaped &&
 	    now + 100 < next)
 		next = now + 100;
-	lr_timerfd_arm(tfd, next == NEVER ? -1 : next);
+	lr_timerfd_arm(tfd, next == LR_MS_NEVER ? -1 : next);
 
 	pfd[0] = (struct pollfd){ cfg->sigfd, POLLIN, 0 };
 	pfd[1] = (struct pollfd){ tfd, POLLIN, 0 };

@@ -18,7 +18,7 @@ struct lr_sup_cfg {
 	int64_t ttl_ms;      /* requested TTL */
 	int64_t renew_ms;    /* R */
 	int64_t grace_ms;    /* stop signal this long before the deadline */
-	int64_t wait_ms;     /* -1: wait for ever; 0: -n */
+	int64_t wait_ms;     /* LR_MS_FOREVER; 0: -n */
 	int stop_signal;     /* --signal */
 	int warn_signal;     /* --warn-signal: at the first failed renew; 0 */
 	int foreground;

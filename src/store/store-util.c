@@ -100,7 +100,7 @@ struct lr_holder *lr_info_add(struct lr_info *info)
 	}
 	h = &info->h[info->n++];
 	memset(h, 0, sizeof(*h));
-	h->ttl_left_ms = -1;
+	h->ttl_left_ms = LR_MS_UNKNOWN;
 	return h;
 }
 
@@ -230,8 +230,8 @@ size_t lr_open_fds(int *fds, size_t max)
 void lr_run_init(struct lr_run *run)
 {
 	memset(run, 0, sizeof(*run));
-	run->ago_ms = -1;
-	run->next_ms = -1;
+	run->ago_ms = LR_MS_UNKNOWN;
+	run->next_ms = LR_MS_UNKNOWN;
 	run->status = -1;
 }
 

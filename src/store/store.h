@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/duration.h"
 #include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
@@ -112,7 +113,7 @@ struct lr_holder {
 	char host[256];         /* "" unknown */
 	long pid;               /* 0 unknown */
 	int64_t since_ms;       /* wall-clock ms; 0 unknown */
-	int64_t ttl_left_ms;    /* -1: no TTL or unknown */
+	int64_t ttl_left_ms;    /* LR_MS_UNKNOWN: no TTL, or unknown */
 	uint64_t fence;         /* 0 unknown */
 };
 
