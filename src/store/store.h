@@ -18,6 +18,13 @@
  *  - A store never puts a password into an error message.
  *  - "Not ours" on renew is LR_LOST (certain loss), never LR_ERROR.
  *  - close() accepts a store that open() only half built, and NULL.
+ *
+ * Names, so that a reader can tell whose a function is: a store's own
+ * functions start with the store's name (redis_acquire(), etcd_renew(),
+ * zk_open(), pg_, file_), except the MySQL store's, which start with my_,
+ * since libmariadb owns mysql_.  st is always a struct lr_store pointer.
+ * A count of milliseconds ends in _ms; its special values (for ever,
+ * unknown, not given, never) are the LR_MS_* of store/duration.h.
  */
 #ifndef LEASERUN_BACKEND_H
 #define LEASERUN_BACKEND_H
