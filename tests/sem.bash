@@ -231,23 +231,37 @@ shared_exclusive() {
 }
 
 # A waiting exclusive run is not passed by a shared run that comes after
-# it, though the shared holder in front would let that one in.
+# it, though the shared holder in front would let that one in.  The
+# holder in front stays until the test lets it go, and the later shared
+# run comes only once a -n shared run is refused: the exclusive one has
+# queued, however long its connect took (a slow one under ASan let a
+# fixed sleep pass it).
 writer_first() {
 	local t
-	"$LEASERUN" -s "$N" sh -c 'sleep 1.5; date +%s%N > "$0/a.end"' "$D" 2>"$D/a.err" &
+	"$LEASERUN" -s "$N" sh -c 'until [ -e "$0/go" ]; do sleep 0.02; done; date +%s%N > "$0/a.end"' "$D" 2>"$D/a.err" &
 	BG_PIDS="$BG_PIDS $!"
 	wait_until 10 "$LEASERUN" --status "$N"
 	"$LEASERUN" -w 30s "$N" sh -c 'date +%s%N > "$0/w.start"; sleep 0.3; date +%s%N > "$0/w.end"' "$D" 2>"$D/w.err" &
 	BG_PIDS="$BG_PIDS $!"
-	sleep 0.5
-	run -1 "$LEASERUN" -n -s "$N" true
+	wait_until 20 shared_refused
 	"$LEASERUN" -s -w 30s "$N" sh -c 'date +%s%N > "$0/b.start"' "$D" 2>"$D/b.err" &
 	BG_PIDS="$BG_PIDS $!"
+	sleep 1
+	: > "$D/go"
 	wait_until 20 exists "$D/b.start"
 	t=$(( ($(cat "$D/b.start") - $(cat "$D/w.end")) / 1000000 ))
 	echo "# the shared run started ${t}ms after the exclusive one ended" >&3
 	(($(cat "$D/w.start") >= $(cat "$D/a.end")))
 	((t >= 0))
+}
+
+# Succeeds once a -n shared run of N is refused as busy (1); fails on
+# any other status, and fails the test on one that is not 0 or 1.
+shared_refused() {
+	local rc=0
+	"$LEASERUN" -n -s "$N" true 2>>"$D/probe.err" || rc=$?
+	((rc <= 1)) || { echo "a -n shared run ended $rc" >&2; return 2; }
+	((rc == 1))
 }
 
 # util-linux's flock tests (tests/ts/misc/flock), on the store: a shared
