@@ -24,15 +24,15 @@
  * MODULE.so, which configure builds with --with-MODULE (NULL: built in).
  * package: the binary package (debian/control) that installs it, named to
  * whoever lacks the module; NULL for a test-only module, which is never
- * installed nor listed.  helper: a module the store loads for this scheme
- * only, from the same directory and the same package (the etcd store's
- * etcd-tls.so for etcds://).
+ * installed nor listed.  tls_module: the TLS module the store loads for
+ * this scheme only, from the same directory and the same package (the
+ * etcd store's etcd-tls.so for etcds://).
  */
 static const struct {
 	const char *scheme;
 	const char *module;
 	const char *package;
-	const char *helper;
+	const char *tls_module;
 } schemes[] = {
 	{ "file", NULL, "leaserun", NULL },
 	{ "redis", "redis", "leaserun-redis", NULL },
@@ -144,19 +144,19 @@ const struct lr_store_ops *lr_store_find(const char *scheme,
 }
 
 /* "etcds:// (TLS module): available" for a scheme of module m that needs
- * a helper module; NULL if none does. */
-static const char *helper_note(const char *m, char *buf, size_t len)
+ * a TLS module; NULL if none does. */
+static const char *tls_module_note(const char *m, char *buf, size_t len)
 {
 	char path[4096];
 	size_t i;
 
 	for (i = 0; i < NSCHEMES; i++) {
-		if (!schemes[i].helper || !schemes[i].module ||
+		if (!schemes[i].tls_module || !schemes[i].module ||
 		    strcmp(schemes[i].module, m) != 0)
 			continue;
 		snprintf(buf, len, "%s:// with %s.so: %s", schemes[i].scheme,
-			 schemes[i].helper,
-			 module_file(schemes[i].helper, path, sizeof(path))
+			 schemes[i].tls_module,
+			 module_file(schemes[i].tls_module, path, sizeof(path))
 				 ? "available"
 				 : "not installed");
 		return buf;
@@ -189,7 +189,7 @@ void lr_store_each(void (*fn)(const struct lr_store_avail *a, void *ctx),
 		a.package = schemes[i].package;
 		a.installed = !m || module_file(m, path, sizeof(path));
 		a.error = m && !load(i, &err) ? err.msg : NULL;
-		a.note = m ? helper_note(m, note, sizeof(note)) : NULL;
+		a.note = m ? tls_module_note(m, note, sizeof(note)) : NULL;
 		fn(&a, ctx);
 	}
 }

@@ -1008,7 +1008,9 @@ static int on_child(struct sup *s, int64_t now)
 	switch (s->state) {
 	case WAITING:
 	case SPLAYING:
-		return 0; /* a store's helper: the store reaps it */
+		/* A store's own child (the file store's flocker): the store
+		 * reaps it. */
+		return 0;
 	case HELD:
 	case AT_RISK:
 	case STOPPING:

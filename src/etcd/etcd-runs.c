@@ -63,28 +63,28 @@ static void run_parse(ProtobufCBinaryData v, struct lr_run *run)
 /* The transaction of a start: if PREFIX.run/NAME was last modified at
  * mod (0: it does not exist), put it bound to lease and put
  * PREFIX.last/NAME; else read both. */
-static int run_txn_rpc(struct rpc *r, const char *gate, const char *last,
-		       int64_t mod, int64_t lease, const char *gval,
+static int run_txn_rpc(struct rpc *r, const char *runk, const char *last,
+		       int64_t mod, int64_t lease, const char *runv,
 		       const char *lval)
 {
 	LrEtcd__Compare cmp = LR_ETCD__COMPARE__INIT, *cmps[1] = {&cmp};
-	LrEtcd__PutRequest pg = LR_ETCD__PUT_REQUEST__INIT,
+	LrEtcd__PutRequest pr = LR_ETCD__PUT_REQUEST__INIT,
 			   pl = LR_ETCD__PUT_REQUEST__INIT;
-	LrEtcd__RangeRequest rg = LR_ETCD__RANGE_REQUEST__INIT,
+	LrEtcd__RangeRequest rr = LR_ETCD__RANGE_REQUEST__INIT,
 			     rl = LR_ETCD__RANGE_REQUEST__INIT;
-	LrEtcd__RequestOp op_pg = LR_ETCD__REQUEST_OP__INIT,
+	LrEtcd__RequestOp op_pr = LR_ETCD__REQUEST_OP__INIT,
 			  op_pl = LR_ETCD__REQUEST_OP__INIT,
-			  op_rg = LR_ETCD__REQUEST_OP__INIT,
+			  op_rr = LR_ETCD__REQUEST_OP__INIT,
 			  op_rl = LR_ETCD__REQUEST_OP__INIT;
-	LrEtcd__RequestOp *succ[2] = {&op_pg, &op_pl}, *fail[2] = {&op_rg, &op_rl};
+	LrEtcd__RequestOp *succ[2] = {&op_pr, &op_pl}, *fail[2] = {&op_rr, &op_rl};
 
-	modrev_is(&cmp, gate, mod);
-	put_op(&op_pg, &pg, gate, gval, lease);
+	modrev_is(&cmp, runk, mod);
+	put_op(&op_pr, &pr, runk, runv, lease);
 	put_op(&op_pl, &pl, last, lval, 0);
-	rg.key = bytes(gate);
+	rr.key = bytes(runk);
 	rl.key = bytes(last);
-	op_rg.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
-	op_rg.request_range = &rg;
+	op_rr.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op_rr.request_range = &rr;
 	op_rl.request_case = LR_ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
 	op_rl.request_range = &rl;
 	return txn_rpc(r, "run transaction", cmps, 1, succ, 2, fail, 2);
@@ -228,28 +228,28 @@ enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
 			      uint64_t fence, int64_t deadline,
 			      struct lr_run *last, struct lr_err *err)
 {
-	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
-	char gval[32], lval[400];
+	char *runk = run_key(st, ".run"), *lkey = run_key(st, ".last");
+	char runv[32], lval[400];
 	struct rpc r;
 	enum lr_status s = LR_ERROR;
 	int64_t lease = 0, mod = 0;
 	int tries;
 
 	memset(&r, 0, sizeof(r));
-	if (!gate || !lkey)
+	if (!runk || !lkey)
 		goto oom;
-	snprintf(gval, sizeof(gval), "%" PRIu64, fence);
+	snprintf(runv, sizeof(runv), "%" PRIu64, fence);
 	run_format_start(st, period_ms, fence, lval, sizeof(lval));
 	s = run_lease(st, period_ms, deadline, &lease, err);
 	if (s != LR_OK)
 		goto out;
 	for (tries = 0; tries < 3; tries++) {
 		const LrEtcd__TxnResponse *t;
-		const LrEtcd__KeyValue *gkv, *lkv;
+		const LrEtcd__KeyValue *runkv, *lkv;
 		int64_t ago, left;
 
 		rpc_clear(&r);
-		if (run_txn_rpc(&r, gate, lkey, mod, lease, gval, lval) < 0)
+		if (run_txn_rpc(&r, runk, lkey, mod, lease, runv, lval) < 0)
 			goto oom;
 		s = call1(st, &r, deadline, err);
 		if (s != LR_OK)
@@ -261,31 +261,31 @@ enum lr_status etcd_run_start(struct lr_store *st, int64_t period_ms,
 			lease = 0; /* it holds the period now */
 			goto out;
 		}
-		gkv = txn_kv(t, 0);
+		runkv = txn_kv(t, 0);
 		lkv = txn_kv(t, 1);
-		if (!gkv) { /* gone meanwhile */
+		if (!runkv) { /* gone meanwhile */
 			mod = 0;
 			continue;
 		}
-		if (bytes_eq(gkv->value, gval)) {
+		if (bytes_eq(runkv->value, runv)) {
 			/* Ours already (a repeat): s is LR_OK. */
-			run_recorded(st, gkv->mod_revision,
+			run_recorded(st, runkv->mod_revision,
 				     lkv ? bytes_dup(lkv->value) : NULL);
 			goto out;
 		}
-		s = run_age(st, gkv->lease, deadline, &ago, &left, err);
+		s = run_age(st, runkv->lease, deadline, &ago, &left, err);
 		if (s != LR_OK)
 			goto out;
 		if (ago < 0 || ago * 1000 >= period_ms) {
 			/* Its period is over, or ours, shorter, is. */
-			mod = gkv->mod_revision;
+			mod = runkv->mod_revision;
 			continue;
 		}
 		run_held_back(last, lkv, ago, period_ms);
 		s = LR_BUSY;
 		goto out;
 	}
-	lr_err_set(err, "etcd: the record %s keeps changing", gate);
+	lr_err_set(err, "etcd: the record %s keeps changing", runk);
 	s = LR_ERROR;
 	goto out;
 oom:
@@ -295,7 +295,7 @@ out:
 	if (lease)
 		lease_revoke(st, lease, deadline);
 	rpc_clear(&r);
-	free(gate);
+	free(runk);
 	free(lkey);
 	return s;
 }
@@ -339,14 +339,14 @@ enum lr_status etcd_run_end(struct lr_store *st, uint64_t fence, int status,
 enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
 			     struct lr_run *last, struct lr_err *err)
 {
-	char *gate = run_key(st, ".run"), *lkey = run_key(st, ".last");
+	char *runk = run_key(st, ".run"), *lkey = run_key(st, ".last");
 	struct rpc r[2];
 	enum lr_status s = LR_ERROR;
 	const LrEtcd__RangeResponse *g, *l;
 
 	lr_run_init(last);
 	memset(r, 0, sizeof(r));
-	if (!gate || !lkey || range_rpc(&r[0], "range", gate, NULL, 0) < 0 ||
+	if (!runk || !lkey || range_rpc(&r[0], "range", runk, NULL, 0) < 0 ||
 	    range_rpc(&r[1], "range", lkey, NULL, 0) < 0) {
 		lr_err_set(err, "out of memory");
 		goto out;
@@ -384,7 +384,7 @@ enum lr_status etcd_run_last(struct lr_store *st, int64_t deadline,
 out:
 	rpc_clear(&r[0]);
 	rpc_clear(&r[1]);
-	free(gate);
+	free(runk);
 	free(lkey);
 	return s;
 }

@@ -983,7 +983,7 @@ static enum lr_status holder_row(struct lr_store *st, int64_t deadline,
  * limit of another live holder that is not ours (0 none), and how many
  * live shared holders there are besides us. */
 struct others {
-	int plain;
+	int plain_held;
 	unsigned limit;
 	unsigned long shared;
 };
@@ -1011,7 +1011,7 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 		 * user may not see them: leaserun-mysql(7) says so). */
 		return LR_OK;
 	if (s == LR_OK && (r = row_of(res, 3))) {
-		o->plain = r[0] && strcmp(r[0], "0") != 0;
+		o->plain_held = r[0] && strcmp(r[0], "0") != 0;
 		o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
 		o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
 	}
@@ -1186,7 +1186,7 @@ static enum lr_status slotted_acquire(struct lr_store *st, int64_t deadline,
 		/* Every slot taken: by runs of another limit? */
 		if (!st->req->shared &&
 		    others(st, deadline, &o, err) == LR_OK &&
-		    (o.limit || o.plain))
+		    (o.limit || o.plain_held))
 			return refuse(st, o.limit ? o.limit : 1, deadline, err);
 		return LR_BUSY;
 	}
@@ -1196,9 +1196,9 @@ static enum lr_status slotted_acquire(struct lr_store *st, int64_t deadline,
 		s = holder_row(st, deadline, err);
 	if (s == LR_OK)
 		s = others(st, deadline, &o, err);
-	if (s == LR_OK && (o.limit || (o.plain && !st->req->shared)))
+	if (s == LR_OK && (o.limit || (o.plain_held && !st->req->shared)))
 		return refuse(st, o.limit ? o.limit : 1, deadline, err);
-	if (s == LR_OK && o.plain)
+	if (s == LR_OK && o.plain_held)
 		s = LR_BUSY;
 	if (s != LR_OK)
 		give_back(st, deadline);

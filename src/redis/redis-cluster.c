@@ -111,7 +111,7 @@ void cluster_suspect(struct lr_store *st)
  * forbids it) teaches nothing. */
 void cluster_map_read(struct lr_store *st, const redisReply *r)
 {
-	unsigned slot = cluster_slot(st->plain);
+	unsigned slot = cluster_slot(st->lease_key);
 	size_t i, j;
 
 	if (r->type != REDIS_REPLY_ARRAY)

@@ -89,8 +89,8 @@ struct lr_store {
 	char *key, *fence_key, *chan, *ks_chan, *done_key;
 	char *waiters, *wake_prefix, *wake_chan;
 	/* Shared holders and slots: key is then our Pholder:{NAME}:TOK, and
-	 * plain the lease's key; slot_key our slot's, once granted. */
-	char *plain, *holders, *limit_key, *hold_prefix, *slot_prefix;
+	 * lease_key the plain lease's key; slot_key our slot's, once granted. */
+	char *lease_key, *holders, *limit_key, *hold_prefix, *slot_prefix;
 	char *slot_key;
 	int slotted;       /* shared, or a limit above 1 */
 	unsigned slot;     /* our slot, once granted */

@@ -40,9 +40,9 @@ static const struct script list_lua = SCRIPT("list", LIST);
 /* The key prefix P: the plain lease's key of the name "" is "P{}". */
 static char *key_prefix(const struct lr_store *st)
 {
-	size_t n = strlen(st->plain);
+	size_t n = strlen(st->lease_key);
 
-	return n >= 2 ? strndup(st->plain, n - 2) : NULL;
+	return n >= 2 ? strndup(st->lease_key, n - 2) : NULL;
 }
 
 /* "Pfence:{PATTERN}" with P's glob characters escaped. */

@@ -262,7 +262,7 @@ static int make_keys(struct lr_store *st, const struct lr_store_req *req,
 
 	st->slotted = req->shared || req->limit > 1;
 	st->key = malloc(n);
-	st->plain = malloc(n);
+	st->lease_key = malloc(n);
 	st->fence_key = malloc(n);
 	st->chan = malloc(n);
 	m = n + 40;
@@ -276,7 +276,7 @@ static int make_keys(struct lr_store *st, const struct lr_store_req *req,
 	st->hold_prefix = malloc(n);
 	st->slot_prefix = malloc(n);
 	st->slot_key = malloc(n);
-	if (!st->key || !st->plain || !st->fence_key || !st->chan ||
+	if (!st->key || !st->lease_key || !st->fence_key || !st->chan ||
 	    !st->ks_chan || !st->waiters || !st->wake_prefix ||
 	    !st->wake_chan || !st->done_key || !st->holders ||
 	    !st->limit_key || !st->hold_prefix || !st->slot_prefix ||
@@ -287,16 +287,16 @@ static int make_keys(struct lr_store *st, const struct lr_store_req *req,
 	snprintf(st->wake_chan, n, "%s%s%s", st->wake_prefix,
 		 st->slotted ? "m:" : "", tok);
 	snprintf(st->done_key, n, "%sdone:{%s}:%s", v, req->name, tok);
-	snprintf(st->plain, n, "%s{%s}", v, req->name);
+	snprintf(st->lease_key, n, "%s{%s}", v, req->name);
 	snprintf(st->hold_prefix, n, "%sholder:{%s}:", v, req->name);
 	if (st->slotted)
 		snprintf(st->key, n, "%s%s", st->hold_prefix, tok);
 	else
-		snprintf(st->key, n, "%s", st->plain);
+		snprintf(st->key, n, "%s", st->lease_key);
 	snprintf(st->fence_key, n, "%sfence:{%s}", v, req->name);
 	snprintf(st->chan, n, "%sreleased:{%s}", v, req->name);
 	snprintf(st->ks_chan, n + 40, "__keyspace@%ld__:%s", st->db,
-		 st->plain);
+		 st->lease_key);
 	snprintf(st->holders, n, "%sholders:{%s}", v, req->name);
 	snprintf(st->limit_key, n, "%slimit:{%s}", v, req->name);
 	snprintf(st->slot_prefix, n, "%sslot:{%s}:", v, req->name);

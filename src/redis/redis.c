@@ -397,7 +397,7 @@ static void redis_close(struct lr_store *st)
 	free(st->sentinel_user);
 	lr_wipe_free(st->sentinel_pass);
 	free(st->key);
-	free(st->plain);
+	free(st->lease_key);
 	free(st->holders);
 	free(st->limit_key);
 	free(st->hold_prefix);
@@ -537,11 +537,11 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	char ttl[24], pid[24], since[24], lim[16], tail[400];
 	const char *host = req->host && *req->host ? req->host : "?";
 	const char *queue = st->watcher ? "1" : "0";
-	const char *kv[11] = { st->plain,   st->fence_key, st->waiters,
+	const char *kv[11] = { st->lease_key,   st->fence_key, st->waiters,
 			       st->holders, st->limit_key, req->token,
 			       ttl,	    pid,	   since,
 			       host,	    queue };
-	const char *mkv[13] = { st->plain,     st->fence_key,	st->waiters,
+	const char *mkv[13] = { st->lease_key,     st->fence_key,	st->waiters,
 				st->holders,   st->limit_key,	st->key,
 				req->token,    ttl,		tail,
 				queue,	       lim,		st->slot_prefix,
@@ -784,7 +784,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 static enum lr_status redis_inspect(struct lr_store *st, int64_t deadline,
 				    struct lr_info *info, struct lr_err *err)
 {
-	const char *kv[6] = { st->plain,       st->holders,
+	const char *kv[6] = { st->lease_key,       st->holders,
 			      st->limit_key,   st->waiters,
 			      st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];
@@ -825,7 +825,7 @@ static enum lr_status redis_break(struct lr_store *st, int slot,
 				  int64_t deadline, struct lr_err *err)
 {
 	char k[16];
-	const char *kv[9] = { st->plain,	 st->waiters,	  st->holders,
+	const char *kv[9] = { st->lease_key,	 st->waiters,	  st->holders,
 			      st->limit_key, k,		  st->chan,
 			      st->wake_prefix, st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];

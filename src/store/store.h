@@ -25,6 +25,13 @@
  * since libmariadb owns mysql_.  st is always a struct lr_store pointer.
  * A count of milliseconds ends in _ms; its special values (for ever,
  * unknown, not given, never) are the LR_MS_* of store/duration.h.
+ * The plain lease is a name taken with limit 1 and not shared (below);
+ * a store's key, lock or node for it says so (lease_key, plain_held).
+ * A run is one invocation of leaserun, and struct lr_run is what
+ * --once-per records of it (run_start(), run_last(), run_end()).  A
+ * status alone is what a store call returns (enum lr_status); what
+ * --status prints comes from inspect(); what a command ends with is its
+ * exit status.
  */
 #ifndef LEASERUN_BACKEND_H
 #define LEASERUN_BACKEND_H
