@@ -284,24 +284,34 @@ master_with_replica() {
 
 # The master of the key's slot moves the slot to port $2 by hand, as
 # redis-cli --cluster reshard does: IMPORTING, MIGRATING, the keys one
-# MIGRATE, then the slot's new owner told to every master.  $3 seconds
-# pass between the MIGRATE and the end, so that renewals meet ASK.
+# MIGRATE (slot_migrate), then the slot's new owner told to every master
+# (slot_settle).  $3 seconds pass between the two, so that renewals
+# meet ASK.
 move_slot() {
-	local key=$1 to=$2 pause=$3 from slot fid tid keys p
+	slot_migrate "$1" "$2"
+	sleep "$3"
+	slot_settle
+}
+
+slot_migrate() {
+	local key=$1 to=$2 from fid keys
 	from=$(cluster_master_of "$key")
-	slot=$(ccli "$from" cluster keyslot "$key")
+	MV_SLOT=$(ccli "$from" cluster keyslot "$key")
 	fid=$(ccli "$from" cluster myid)
-	tid=$(ccli "$to" cluster myid)
-	ccli "$to" cluster setslot "$slot" importing "$fid" >/dev/null
-	ccli "$from" cluster setslot "$slot" migrating "$tid" >/dev/null
-	keys=$(ccli "$from" cluster getkeysinslot "$slot" 100)
+	MV_TID=$(ccli "$to" cluster myid)
+	ccli "$to" cluster setslot "$MV_SLOT" importing "$fid" >/dev/null
+	ccli "$from" cluster setslot "$MV_SLOT" migrating "$MV_TID" >/dev/null
+	keys=$(ccli "$from" cluster getkeysinslot "$MV_SLOT" 100)
 	[ -n "$keys" ]
 	# shellcheck disable=SC2086
 	[ "$(ccli "$from" migrate 127.0.0.1 "$to" "" 0 5000 keys $keys)" = OK ]
-	sleep "$pause"
+}
+
+slot_settle() {
+	local p
 	for p in $CL_PORTS; do
 		cluster_alive "$p" && ccli "$p" role | head -1 | grep -qx master &&
-			ccli "$p" cluster setslot "$slot" node "$tid" >/dev/null
+			ccli "$p" cluster setslot "$MV_SLOT" node "$MV_TID" >/dev/null
 	done
 	return 0
 }
@@ -323,6 +333,43 @@ move_slot() {
 	run lr -n "$N" sh -c 'echo "$LEASERUN_FENCE" > "$0"' "$D/f2"
 	assert_success
 	[ "$(cat "$D/f2")" -gt "$(cat "$D/$N.fence")" ]
+}
+
+# Two names, on two masters: $LOW on the master that serves the lowest
+# slots, $HIGH elsewhere, in a higher slot than $LOW's.
+low_and_high() {
+	local i n slot p low_slot=16384
+	LOW= HIGH=
+	for i in $(seq 1 200); do
+		n=$N-$i
+		slot=$(ccli "${CL_PORTS%% *}" cluster keyslot "$(keyof "$n")")
+		((slot < low_slot)) && { LOW=$n; low_slot=$slot; }
+	done
+	p=$(cluster_master_of "$(keyof "$LOW")")
+	for i in $(seq 1 200); do
+		n=$N-$i
+		slot=$(ccli "${CL_PORTS%% *}" cluster keyslot "$(keyof "$n")")
+		[ "$(cluster_master_of "$(keyof "$n")")" != "$p" ] &&
+			((slot > low_slot)) && { HIGH=$n; break; }
+	done
+	LOW_MASTER=$p
+	[ -n "$HIGH" ]
+}
+
+@test "--list during a resharding: a slot's keys moved, its owner not yet told: every holder listed once" {
+	low_and_high
+	holds "$LOW" "$LOW" -t 30s
+	holds "$HIGH" "$HIGH" -t 30s
+	# HIGH's keys now live on LOW's master, which SCAN finds them on,
+	# in a page with LOW's; the slot is still HIGH's old master's, who
+	# answers ASK.  A script of the page must keep to one slot: on
+	# LOW's master, without ASKING, HIGH's keys are not its own yet.
+	slot_migrate "$(keyof "$HIGH")" "$LOW_MASTER"
+	run "$LEASERUN" --list --json "$N-*"
+	slot_settle
+	assert_success
+	assert_equal "$(jq -r '.[] | "\(.name) \(.pid)"' <<<"$output" | sort | xargs)" \
+		"$(printf '%s\n' "$LOW ${HP[$LOW]}" "$HIGH ${HP[$HIGH]}" | sort | xargs)"
 }
 
 @test "rediss+cluster://: a TLS-only cluster, through a seed that is not the slot's master (MOVED over TLS), with a waiter" {
