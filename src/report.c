@@ -178,6 +178,12 @@ static void say_holding(const struct lr_report *ev)
 		LR_NUM("left_ms", ev->left_ms),
 		LR_STR("error", ev->why ? ev->why : ""),
 	};
+	const int known = ev->node && *ev->node;
+	const struct lr_field ren[] = {
+		LR_NUM("latency_ms", ev->ms),
+		LR_NUM("left_ms", ev->left_ms),
+		LR_STR("node", known ? ev->node : ""),
+	};
 	const struct lr_field sig[] = {
 		LR_NUM("left_ms", ev->left_ms),
 		LR_NUM("signal", ev->n),
@@ -190,10 +196,13 @@ static void say_holding(const struct lr_report *ev)
 
 	switch (ev->kind) {
 	case LR_REP_RENEWED:
-		lr_logf(LR_LOG_INFO, "renewed", lat, 2,
-			"renewed%s in %lldms, %lldms left",
+		/* The server only when it changed: a failover, a moved
+		 * slot. */
+		lr_logf(LR_LOG_INFO, "renewed", ren, known ? 3 : 2,
+			"renewed%s in %lldms, %lldms left%s%s",
 			ev->again ? " again" : "", (long long)ev->ms,
-			(long long)ev->left_ms);
+			(long long)ev->left_ms, ev->moved ? "; now on " : "",
+			ev->moved ? ev->node : "");
 		return;
 	case LR_REP_RENEW_FAILED:
 		lr_logf(LR_LOG_WARN, "renew-failed", lat, 3,

@@ -81,6 +81,7 @@ struct lr_report {
 	int64_t left_ms;  /* the deadline minus now */
 	int64_t deadline; /* D, CLOCK_BOOTTIME ms */
 	const char *node; /* "host:port", or NULL or "" unknown */
+	int moved;        /* LR_REP_RENEWED: node is not the one before */
 	int again;
 	int stopping;
 	int lost;

@@ -131,6 +131,7 @@ struct sup {
 				* may heal: the wait's end is a failure */
 	struct lr_err last_err; /* ... that fault */
 	char said[LR_ERRLEN];  /* the fault last logged, "" none */
+	char node[300];        /* the server the store last named, "" none */
 };
 
 static int64_t jitter(struct sup *s, int64_t base)
@@ -623,6 +624,7 @@ static void try_acquire(struct sup *s, int64_t now)
 			return;
 		s->res->fence = g.fence;
 		s->t_acquired = now;
+		snprintf(s->node, sizeof(s->node), "%s", g.node);
 		report(s, (struct lr_report){ .kind = LR_REP_ACQUIRED,
 					      .slot = g.slot,
 					      .node = g.node,
@@ -685,21 +687,29 @@ static void try_renew(struct sup *s, int64_t now)
 	struct lr_err err = { "" };
 	int64_t t_send = lr_now_ms(), t1;
 	enum lr_status rc;
+	const char *node;
+	int moved;
 
 	rc = c->ops->renew(c->st, call_deadline(s, t_send, s->renew_ms), &err);
 	t1 = lr_now_ms();
 	switch (rc) {
 	case LR_OK:
 		extend(s, t_send);
+		node = c->ops->node ? c->ops->node(c->st) : NULL;
+		moved = node && *node && strcmp(node, s->node) != 0;
 		/* Told to stop (at D - grace, or draining what was left):
 		 * a renewal does not take that back. */
 		report(s, (struct lr_report){
 				  .kind = LR_REP_RENEWED,
 				  .ms = t1 - t_send,
 				  .left_ms = s->lease_deadline - t1,
+				  .node = node,
+				  .moved = moved,
 				  .again = s->state == AT_RISK,
 				  .stopping = s->stopped || s->timed_out ||
 					      s->state == DRAINING });
+		if (moved)
+			snprintf(s->node, sizeof(s->node), "%s", node);
 		heartbeat(s, t1 - t_send);
 		if (s->state == AT_RISK)
 			set_state(s, HELD);

@@ -327,9 +327,12 @@ slot_settle() {
 	asking=$(ccli "$to" info commandstats | tr -d '\r' | awk -F'[=,:]' '$1 == "cmdstat_asking" { print $3 }')
 	(( ${asking:-0} > ${asking0:-0} ))
 	[ "$(ccli "$to" get "$(keyof "$N")" | cut -d' ' -f2)" = "$(cat "$D/$N.fence")" ]
+	# The log says where the renewals went: the new master, once.
+	grep -q "renewed in [0-9]*ms, [0-9]*ms left; now on 127.0.0.1:$to$" "$D/$N.err"
 	release "$N"
 	assert_holder_rc 0
 	[ "$(ccli "$to" exists "$(keyof "$N")")" = 0 ]
+	[ "$(grep -c "; now on " "$D/$N.err")" = 1 ]
 	run lr -n "$N" sh -c 'echo "$LEASERUN_FENCE" > "$0"' "$D/f2"
 	assert_success
 	[ "$(cat "$D/f2")" -gt "$(cat "$D/$N.fence")" ]

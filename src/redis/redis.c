@@ -646,6 +646,13 @@ static enum lr_status redis_acquire(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
+/* The node of the last round trip's replies: on a cluster the master
+ * of the lease's slot, under Sentinel the master of the moment. */
+static const char *redis_node(struct lr_store *st)
+{
+	return st->answered;
+}
+
 static enum lr_status redis_renew(struct lr_store *st, int64_t deadline,
 				  struct lr_err *err)
 {
@@ -851,6 +858,7 @@ const struct lr_store_ops lr_store_ops = {
 	.process = redis_process,
 	.check = redis_check,
 	.renew = redis_renew,
+	.node = redis_node,
 	.release = redis_release,
 	.inspect = redis_inspect,
 	.break_lease = redis_break,

@@ -43,7 +43,7 @@
 #include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 6
+#define LR_STORE_ABI 7
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -222,6 +222,11 @@ struct lr_store_ops {
 	 * connection.  "Not ours" is LR_LOST. */
 	enum lr_status (*renew)(struct lr_store *st, int64_t deadline,
 				struct lr_err *err);
+	/* Optional.  The server that answered the last call that
+	 * succeeded, as lr_grant's node ("host:port"); NULL or "" when the
+	 * store does not say.  The core asks it after each renewal, so
+	 * that a failover or a moved slot shows in the log. */
+	const char *(*node)(struct lr_store *st);
 	/* Give back only our own grant.  LR_LOST if it was not ours any
 	 * more (nothing was deleted). */
 	enum lr_status (*release)(struct lr_store *st, int64_t deadline,
