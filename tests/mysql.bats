@@ -128,8 +128,10 @@ live_rows() {
 	assert_holder_rc 0
 	# Released, its row goes.
 	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
+	# GET_LOCK waits a little: the server may end the holder's
+	# session, and free its lock, a moment after leaserun has exited.
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
-		"SELECT GET_LOCK('leaserun:$n#0', 0); SELECT SLEEP(10)" >/dev/null &
+		"SELECT GET_LOCK('leaserun:$n#0', 5); SELECT SLEEP(10)" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
 	wait_until 5 test "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#0')")" != NULL
 	run lr -n -l 2 "$n" sh -c 'echo "slot $LEASERUN_SLOT"'
@@ -156,7 +158,7 @@ live_rows() {
 	assert_equal "$RC" 0
 	[ "$(my_sql "SELECT COUNT(*) FROM lr.leaserun_holders WHERE name = 'leaserun:$n'")" = 0 ]
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
-		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(10)" >/dev/null &
+		"SELECT GET_LOCK('leaserun:$n', 5); SELECT SLEEP(10)" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
 	wait_until 5 is_held "$n"
 	run lr -n -s "$n" true
@@ -208,7 +210,7 @@ live_rows() {
 	is_free "$n"
 	# A SQL client holding the lock keeps leaserun out.
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
-		"SELECT GET_LOCK('leaserun:$n', 0); SELECT SLEEP(3)" >/dev/null &
+		"SELECT GET_LOCK('leaserun:$n', 5); SELECT SLEEP(3)" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
 	wait_until 5 is_held "$n"
 	run lr -n "$n" true
