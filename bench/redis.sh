@@ -156,11 +156,13 @@ short_run() {
 			-n "leaserun -n (file)" "$LEASERUN -n -U file://$ftmp bench true" \
 			-n "floor (C client)" "$tmp/floor $port true" \
 			-n "leaserun -n (cluster)" "$LEASERUN -n -U $curl_own bench true" \
-			-n "leaserun -n (cluster, MOVED)" "$LEASERUN -n -U $curl_other bench true" \
+			-n "leaserun -n (cluster via MOVED)" "$LEASERUN -n -U $curl_other bench true" \
 			>/dev/null
 	done
 
-	# CSV: command,mean,stddev,median,user,system,min,max (seconds).  A
+	# CSV: command,mean,stddev,median,user,system,min,max (seconds); no
+	# command's name may hold a comma (hyperfine would quote it, and awk
+	# split it).  A
 	# ratio is taken within a round, between blocks well under a second
 	# apart, and the median of the rounds' ratios is reported.  This
 	# script once ran one hyperfine of 300 runs a command, which compares
