@@ -672,28 +672,45 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	return s;
 }
 
-/* Galera keeps GET_LOCK to the node it is taken on: two nodes would
- * each grant the same lease.  (SHOW VARIABLES, since MySQL has no
- * @@wsrep_on.) */
-static enum lr_status galera_guard(struct lr_store *st, int64_t deadline,
-				   struct lr_err *err)
+/* Galera and Group Replication keep GET_LOCK to the node it is taken
+ * on: two nodes would each grant the same lease.  One statement asks
+ * for both (SHOW VARIABLES, since MySQL has no @@wsrep_on and MariaDB
+ * no group_replication_*): wsrep_on is ON on a Galera node, and
+ * group_replication_group_name is set on a server configured as a
+ * member of a group.  (tests/mysql.bats starts a Galera node; MySQL,
+ * the only server with Group Replication, is not in Debian, so that
+ * branch is checked by reading only.) */
+static enum lr_status cluster_guard(struct lr_store *st, int64_t deadline,
+				    struct lr_err *err)
 {
 	MYSQL_RES *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
+	const char *what = NULL;
 
-	s = q_run(st, "SHOW VARIABLES LIKE 'wsrep\\_on'", "SHOW VARIABLES",
-		  deadline, &res, err);
+	s = q_run(st,
+		  "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', "
+		  "'group_replication_group_name')",
+		  "SHOW VARIABLES", deadline, &res, err);
 	if (s != LR_OK)
 		return s;
-	r = row_of(res, 2);
-	if (r && r[1] && !strcasecmp(r[1], "ON")) {
+	while (!what && (r = row_of(res, 2))) {
+		if (!r[0] || !r[1])
+			continue;
+		if (!strcasecmp(r[0], "wsrep_on") && !strcasecmp(r[1], "ON"))
+			what = "a Galera node (wsrep_on)";
+		else if (!strcasecmp(r[0], "group_replication_group_name") &&
+			 *r[1])
+			what = "a Group Replication member "
+			       "(group_replication_group_name is set)";
+	}
+	if (what) {
 		lr_err_set(err,
-			   "MySQL at %s is a Galera node (wsrep_on): its "
-			   "GET_LOCK() locks are its own, not the cluster's, "
-			   "so two nodes could grant the same lease; use a "
-			   "server outside the cluster, or another store",
-			   st->where);
+			   "MySQL at %s is %s: its GET_LOCK() locks are its "
+			   "own, not the cluster's, so two nodes could grant "
+			   "the same lease; use a server outside the cluster, "
+			   "or another store",
+			   st->where, what);
 		s = LR_ERROR;
 	}
 	mysql_free_result(res);
@@ -730,7 +747,7 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 		if (s == LR_OK)
 			s = setup(st, deadline, err);
 		if (s == LR_OK)
-			s = galera_guard(st, deadline, err);
+			s = cluster_guard(st, deadline, err);
 		/* The next host only for a fault of this one. */
 		if (s == LR_OK || (s == LR_ERROR && !err->heals))
 			break;
