@@ -339,23 +339,20 @@ slot_settle() {
 }
 
 # Two names, on two masters: $LOW on the master that serves the lowest
-# slots, $HIGH elsewhere, in a higher slot than $LOW's.
+# slots (LOW_MASTER), $HIGH elsewhere, in a higher slot than $LOW's.
 low_and_high() {
-	local i n slot p low_slot=16384
-	LOW= HIGH=
+	local i slot=() low=1
 	for i in $(seq 1 200); do
-		n=$N-$i
-		slot=$(ccli "${CL_PORTS%% *}" cluster keyslot "$(keyof "$n")")
-		((slot < low_slot)) && { LOW=$n; low_slot=$slot; }
+		slot[i]=$(ccli "${CL_PORTS%% *}" cluster keyslot "$(keyof "$N-$i")")
+		((slot[i] < slot[low])) && low=$i
 	done
-	p=$(cluster_master_of "$(keyof "$LOW")")
+	LOW=$N-$low HIGH=
+	LOW_MASTER=$(cluster_master_of "$(keyof "$LOW")")
 	for i in $(seq 1 200); do
-		n=$N-$i
-		slot=$(ccli "${CL_PORTS%% *}" cluster keyslot "$(keyof "$n")")
-		[ "$(cluster_master_of "$(keyof "$n")")" != "$p" ] &&
-			((slot > low_slot)) && { HIGH=$n; break; }
+		((slot[i] > slot[low])) &&
+			[ "$(cluster_master_of "$(keyof "$N-$i")")" != "$LOW_MASTER" ] &&
+			{ HIGH=$N-$i; break; }
 	done
-	LOW_MASTER=$p
 	[ -n "$HIGH" ]
 }
 

@@ -537,14 +537,14 @@ static enum lr_status try_acquire(struct lr_store *st, int64_t deadline,
 	char ttl[24], pid[24], since[24], lim[16], tail[400];
 	const char *host = req->host && *req->host ? req->host : "?";
 	const char *queue = st->watcher ? "1" : "0";
-	const char *kv[11] = { st->lease_key,   st->fence_key, st->waiters,
-			       st->holders, st->limit_key, req->token,
-			       ttl,	    pid,	   since,
-			       host,	    queue };
-	const char *mkv[13] = { st->lease_key,     st->fence_key,	st->waiters,
-				st->holders,   st->limit_key,	st->key,
-				req->token,    ttl,		tail,
-				queue,	       lim,		st->slot_prefix,
+	const char *kv[11] = { st->lease_key, st->fence_key, st->waiters,
+			       st->holders,   st->limit_key, req->token,
+			       ttl,	      pid,	     since,
+			       host,	      queue };
+	const char *mkv[13] = { st->lease_key,	 st->fence_key, st->waiters,
+				st->holders,	 st->limit_key, st->key,
+				req->token,	 ttl,		tail,
+				queue,		 lim,		st->slot_prefix,
 				st->wake_prefix };
 	struct cmd cmds[MAX_CMDS];
 	struct watch_cmds w;
@@ -791,7 +791,7 @@ enum lr_status holder_add(struct lr_info *info, const redisReply *v,
 static enum lr_status redis_inspect(struct lr_store *st, int64_t deadline,
 				    struct lr_info *info, struct lr_err *err)
 {
-	const char *kv[6] = { st->lease_key,       st->holders,
+	const char *kv[6] = { st->lease_key,   st->holders,
 			      st->limit_key,   st->waiters,
 			      st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];
@@ -832,8 +832,8 @@ static enum lr_status redis_break(struct lr_store *st, int slot,
 				  int64_t deadline, struct lr_err *err)
 {
 	char k[16];
-	const char *kv[9] = { st->lease_key,	 st->waiters,	  st->holders,
-			      st->limit_key, k,		  st->chan,
+	const char *kv[9] = { st->lease_key,   st->waiters,	st->holders,
+			      st->limit_key,   k,		st->chan,
 			      st->wake_prefix, st->hold_prefix, st->slot_prefix };
 	struct cmd cmds[1];
 	enum lr_status s;
