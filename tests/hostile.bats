@@ -31,6 +31,7 @@ url() {
 	redis) echo "redis://:Hunter2-pw@127.0.0.1:$HPORT" ;;
 	etcd) echo "etcd://127.0.0.1:$HPORT" ;;
 	zk) echo "zk://127.0.0.1:$HPORT" ;;
+	mysql) echo "mysql://lr:Hunter2-pw@127.0.0.1:$HPORT/db" ;;
 	esac
 }
 
@@ -67,7 +68,7 @@ store_built() {
 }
 
 @test "every store, a server that accepts and never answers: -n gives up by its 2s connect, 125" {
-	for p in pg redis etcd zk; do
+	for p in pg redis etcd zk mysql; do
 		store_built "$p"
 		hostile "$p" silent
 		URL=$(url "$p")
@@ -82,7 +83,7 @@ store_built() {
 }
 
 @test "every store, a server that answers garbage, resets, or answers a byte a second: 125 within -w" {
-	for p in pg redis etcd zk; do
+	for p in pg redis etcd zk mysql; do
 		store_built "$p"
 		for m in garbage reset slow; do
 			hostile "$p" "$m"
@@ -242,6 +243,50 @@ store_built() {
 			assert_regex "$stderr" "fence 0, out of range"
 		fi
 		(( MS < 2000 && KB < 65536 ))
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
+# ---- MySQL ----------------------------------------------------------------
+# hostile.py's MySQL modes greet as MySQL 8.0, take any login and answer
+# the session's setup, then misbehave where the mode says.
+
+@test "MySQL: a server that says it is a Group Replication member: refused, 125, one line saying why" {
+	store_built mysql
+	hostile mysql grouprepl
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "is a Group Replication member \(group_replication_group_name is set\): its GET_LOCK\(\) locks are its own"
+	assert_equal "${#stderr_lines[@]}" 1
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: rows without end: cut off at 8 MB, 125 at once, memory bounded" {
+	store_built mysql
+	hostile mysql endless
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "the answer runs past 8 MB .*the connection was closed"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: packets of 16 MB that never end, in the greeting or in an answer: 125 within -w, none of it kept" {
+	store_built mysql
+	for m in huge hugerow; do
+		hostile mysql "$m"
+		URL=$(url mysql)
+		measured -w 2s -t 20s job touch "$T/ran"
+		assert_equal "$status" 125
+		(( MS < 4000 && KB < 65536 ))
+		no_secret
 		kill_bg
 		BG_PIDS=
 	done

@@ -46,6 +46,15 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
                    back before the command; the next has fence 500
   redis deadmaster a sentinel that names a master nobody listens for
                    (127.0.0.1:1): one cut off from the others
+MySQL modes (PROTO mysql): a server that greets as MySQL 8.0 does
+(mysql_native_password, no TLS), takes any login, and answers the
+session's setup as a server would:
+  mysql grouprepl  SHOW VARIABLES says group_replication_group_name is
+                   set: a member of a Group Replication group
+  mysql endless    the setup's SELECT is answered by rows without end
+  mysql huge       the greeting's header claims a packet of 2^24-1 bytes,
+                   the first of a chain that never ends, sent as fast as
+                   the client reads
 """
 
 import os
@@ -440,11 +449,131 @@ def redis_serve(mode, conn):
             conn.sendall(b"+OK\r\n")
 
 
+# ---- MySQL (the client/server protocol, 4.1 and later) ----
+
+def my_packet(seq, body):
+    return struct.pack("<I", len(body))[:3] + bytes([seq & 0xff]) + body
+
+
+def my_lenenc(v):
+    """A length-encoded string (None: SQL NULL)."""
+    if v is None:
+        return b"\xfb"
+    if isinstance(v, str):
+        v = v.encode()
+    assert len(v) < 251
+    return bytes([len(v)]) + v
+
+
+def my_read(conn):
+    """One packet's (seq, body), or None if the client went away."""
+    head = read_exact(conn, 4)
+    if not head:
+        return None
+    n = head[0] | head[1] << 8 | head[2] << 16
+    body = read_exact(conn, n)
+    return None if body is None else (head[3], body)
+
+
+MY_OK = b"\x00\x00\x00\x02\x00\x00\x00"  # no rows, autocommit, no warnings
+MY_EOF = b"\xfe\x00\x00\x02\x00"
+
+
+def my_greeting():
+    caps = (0x1 | 0x4 | 0x8 | 0x200 | 0x2000 | 0x8000 | 0x20000 |
+            0x80000)  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH...
+    return (b"\x0a8.0.36-hostile\x00" + struct.pack("<I", 7) +
+            b"abcdefgh\x00" + struct.pack("<H", caps & 0xffff) +
+            b"\x2d" + struct.pack("<H", 2) + struct.pack("<H", caps >> 16) +
+            b"\x15" + b"\x00" * 10 + b"ijklmnopqrst\x00" +
+            b"mysql_native_password\x00")
+
+
+def my_rows(conn, names, rows):
+    """A result set of text columns."""
+    seq = 1
+    out = [my_packet(seq, bytes([len(names)]))]
+    for n in names:
+        seq += 1
+        out.append(my_packet(seq, my_lenenc("def") + b"\x00\x00\x00" +
+                             my_lenenc(n) + my_lenenc(n) + b"\x0c" +
+                             struct.pack("<HIBHB", 45, 255, 0xfd, 0, 0) +
+                             b"\x00\x00"))
+    seq += 1
+    out.append(my_packet(seq, MY_EOF))
+    for r in rows:
+        seq += 1
+        out.append(my_packet(seq, b"".join(my_lenenc(v) for v in r)))
+    seq += 1
+    out.append(my_packet(seq, MY_EOF))
+    conn.sendall(b"".join(out))
+
+
+def my_flood_rows(conn):
+    """The header of a one-column result set, then rows without end."""
+    conn.sendall(my_packet(1, b"\x01") +
+                 my_packet(2, my_lenenc("def") + b"\x00\x00\x00\x01x\x01x" +
+                           b"\x0c" + struct.pack("<HIBHB", 45, 255, 0xfd, 0,
+                                                  0) + b"\x00\x00") +
+                 my_packet(3, MY_EOF))
+    seq = 4
+    while True:
+        conn.sendall(b"".join(my_packet(seq + i, b"\x08hostile!")
+                              for i in range(4096)))
+        seq += 4096
+
+
+def my_chain(conn, seq):
+    """Packets of 2^24-1 bytes, each saying that another follows, without
+    end, as fast as the client reads."""
+    chunk = b"\0" * (1 << 16)
+    while True:
+        conn.sendall(b"\xff\xff\xff" + bytes([seq & 0xff]))
+        for _ in range(((1 << 24) - 1) // len(chunk)):
+            conn.sendall(chunk)
+        conn.sendall(chunk[:((1 << 24) - 1) % len(chunk)])
+        seq += 1
+
+
+def my_serve(mode, conn):
+    if mode == "huge":
+        drain(conn)
+        my_chain(conn, 0)
+    conn.sendall(my_packet(0, my_greeting()))
+    if my_read(conn) is None:  # the login, whatever it holds
+        return
+    conn.sendall(my_packet(2, MY_OK))
+    while True:
+        got = my_read(conn)
+        if got is None or got[1][:1] == b"\x01":  # COM_QUIT
+            return
+        sql = got[1][1:].decode(errors="replace")
+        if sql.startswith("SELECT CONNECTION_ID()"):
+            if mode == "endless":
+                my_flood_rows(conn)
+            if mode == "hugerow":
+                my_chain(conn, 1)
+            my_rows(conn, ["id", "lock", "ro", "flush", "rlock", "engine"],
+                    [["7", "lr:hostile", "0", "1", "lr:hostile#r7",
+                      "InnoDB"]])
+        elif sql.startswith("SHOW VARIABLES"):
+            my_rows(conn, ["Variable_name", "Value"],
+                    [["group_replication_group_name",
+                      "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]]
+                    if mode == "grouprepl" else [])
+        elif sql.startswith("SELECT"):
+            my_rows(conn, ["x"], [])
+        else:
+            conn.sendall(my_packet(1, MY_OK))
+
+
 def serve(proto, mode, conn):
     if mode == "silent":
         while conn.recv(65536):
             pass
     elif mode == "garbage":
+        if proto == "mysql":  # the server speaks first
+            conn.sendall(b"\x00\xff\x01garbage\r\n\x7f" * 64)
         while conn.recv(65536):
             conn.sendall(b"\x00\xff\x01garbage\r\n\x7f" * 64)
     elif mode == "reset":
@@ -478,6 +607,9 @@ def serve(proto, mode, conn):
             time.sleep(1)
     elif proto == "redis":
         redis_serve(mode, conn)
+    elif proto == "mysql" and mode in ("grouprepl", "endless", "huge",
+                                        "hugerow"):
+        my_serve(mode, conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))
 

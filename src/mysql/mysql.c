@@ -121,7 +121,28 @@ static const struct lr_url_opt opts[O_N] = {
 };
 
 /* What is in flight on the connection. */
-enum op { OP_NONE = 0, OP_CONNECT, OP_QUERY, OP_STORE };
+enum op { OP_NONE = 0, OP_CONNECT, OP_QUERY, OP_FETCH };
+
+/* Bounds on what a server can make us keep: one packet, and one
+ * statement's rows.  Ours are a few short rows, and a page of --list
+ * (LIST_PAGE rows) is some 100 kB; a server that sends more is
+ * misbehaving, and is cut off. */
+#define MAX_PACKET (1ul << 20)
+#define MAX_ANSWER ((size_t)8 << 20)
+
+/* A statement's rows, copied out of the connection one at a time
+ * (mysql_use_result), as mysql_store_result would, but counted: a
+ * server that sends rows without end meets MAX_ANSWER rather than our
+ * memory.  Each row is one allocation, its column pointers then their
+ * text (NULL for SQL NULL). */
+struct rows {
+	unsigned nf;  /* columns */
+	size_t n;     /* rows */
+	size_t next;  /* the next for rows_next() */
+	size_t cap;
+	size_t bytes; /* what they take, about */
+	char ***row;
+};
 
 struct lr_store {
 	const struct lr_store_req *req;
@@ -130,7 +151,9 @@ struct lr_store {
 	int wait;          /* MYSQL_WAIT_* of the operation in flight */
 	int qret;          /* mysql_real_query's result */
 	MYSQL *cret;       /* mysql_real_connect's result */
-	MYSQL_RES *res;    /* the answer so far */
+	MYSQL_RES *use;    /* the answer being read (mysql_use_result) */
+	MYSQL_ROW row;     /* mysql_fetch_row's result */
+	struct rows *res;  /* the answer so far */
 	union lr_url_val o[O_N];
 	struct lr_url_host *hosts;
 	size_t nhosts;
@@ -152,6 +175,64 @@ struct lr_store {
 	int warned;        /* the durability warning went out */
 	int tls_warned;    /* the plaintext warning went out */
 };
+
+static void rows_free(struct rows *rs)
+{
+	size_t i;
+
+	if (!rs)
+		return;
+	for (i = 0; i < rs->n; i++)
+		free(rs->row[i]);
+	free(rs->row);
+	free(rs);
+}
+
+/* The next row of rs, or NULL (as mysql_fetch_row). */
+static MYSQL_ROW rows_next(struct rows *rs)
+{
+	return rs && rs->next < rs->n ? rs->row[rs->next++] : NULL;
+}
+
+/* Copies row r (len: its columns' lengths) into rs.  0, or -1 out of
+ * memory or past MAX_ANSWER. */
+static int rows_add(struct rows *rs, MYSQL_ROW r, const unsigned long *len)
+{
+	size_t need = rs->nf * sizeof(char *) + 1, i;
+	char **row, *p;
+
+	for (i = 0; i < rs->nf; i++)
+		if (r[i])
+			need += len[i] + 1;
+	/* With the allocator's own bookkeeping, and the row's pointer. */
+	if (need > MAX_ANSWER || rs->bytes + need + 32 > MAX_ANSWER)
+		return -1;
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? 2 * rs->cap : 4;
+		char ***more = realloc(rs->row, cap * sizeof(*more));
+
+		if (!more)
+			return -1;
+		rs->row = more;
+		rs->cap = cap;
+	}
+	row = malloc(need);
+	if (!row)
+		return -1;
+	p = (char *)(row + rs->nf);
+	for (i = 0; i < rs->nf; i++) {
+		row[i] = NULL;
+		if (!r[i])
+			continue;
+		row[i] = p;
+		memcpy(p, r[i], len[i]);
+		p[len[i]] = '\0';
+		p += len[i] + 1;
+	}
+	rs->row[rs->n++] = row;
+	rs->bytes += need + 32;
+	return 0;
+}
 
 /* A run that is not the plain lease: a semaphore's or a shared one. */
 static int slotted(const struct lr_store *st)
@@ -312,13 +393,35 @@ static void step(struct lr_store *st, int ready, int64_t deadline)
 	case OP_QUERY:
 		st->wait = mysql_real_query_cont(&st->qret, st->m, ready);
 		break;
-	case OP_STORE:
-		st->wait = mysql_store_result_cont(&st->res, st->m, ready);
+	case OP_FETCH:
+		st->wait = mysql_fetch_row_cont(&st->row, st->use, ready);
 		break;
 	case OP_NONE:
 		st->wait = 0;
 		break;
 	}
+}
+
+/* The answer to what ran past MAX_ANSWER (or out of our memory): the
+ * connection is closed under the rows still coming, which ends the
+ * session, and with it any lock it held. */
+static enum lr_status cut_off(struct lr_store *st, const char *what,
+			      struct lr_err *err)
+{
+	(void)shutdown(mysql_get_socket(st->m), SHUT_RDWR);
+	mysql_free_result(st->use); /* its reads of the rest end at once */
+	st->use = NULL;
+	rows_free(st->res);
+	st->res = NULL;
+	st->op = OP_NONE;
+	st->wait = 0;
+	lr_err_set(err,
+		   "%s on MySQL at %s: the answer runs past %zu MB (or out "
+		   "of memory); the connection was closed",
+		   what, st->where, MAX_ANSWER >> 20);
+	mark_gone(st, "its answer ran past the bound: we closed the "
+		      "connection");
+	return LR_ERROR;
 }
 
 /* Drives the operation in flight to its end, by deadline.  LR_OK: done,
@@ -328,6 +431,8 @@ static void step(struct lr_store *st, int ready, int64_t deadline)
 static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 				   const char *what, struct lr_err *err)
 {
+	int failed = 0;
+
 	for (;;) {
 		while (st->wait) {
 			int ready = io_wait(st, deadline);
@@ -342,15 +447,34 @@ static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 		}
 		if (st->op == OP_QUERY && st->qret == 0 &&
 		    mysql_field_count(st->m) > 0) {
-			st->op = OP_STORE;
-			bound(st, deadline);
-			st->wait = mysql_store_result_start(&st->res, st->m);
-			continue;
+			/* The rows, one fetch at a time (this reads nothing). */
+			st->use = mysql_use_result(st->m);
+			failed = !st->use;
+			if (failed)
+				break;
+			st->res = calloc(1, sizeof(*st->res));
+			if (!st->res)
+				return cut_off(st, what, err);
+			st->res->nf = mysql_num_fields(st->use);
+			st->op = OP_FETCH;
+		} else if (st->op == OP_FETCH && st->row) {
+			if (rows_add(st->res, st->row,
+				     mysql_fetch_lengths(st->use)) < 0)
+				return cut_off(st, what, err);
+		} else {
+			break;
 		}
-		break;
+		bound(st, deadline);
+		st->row = NULL;
+		st->wait = mysql_fetch_row_start(&st->row, st->use);
 	}
-	if ((st->op == OP_QUERY && st->qret != 0) ||
-	    (st->op == OP_STORE && !st->res) ||
+	if (st->op == OP_FETCH) {
+		/* The last row read, or an error: nothing more comes. */
+		failed = mysql_errno(st->m) != 0;
+		mysql_free_result(st->use);
+		st->use = NULL;
+	}
+	if ((st->op == OP_QUERY && st->qret != 0) || failed ||
 	    (st->op == OP_CONNECT && !st->cret)) {
 		st->op = OP_NONE;
 		q_fail(st, what, err);
@@ -361,10 +485,10 @@ static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 }
 
 /* Runs one statement to its end.  *out gets its rows (NULL for a
- * statement without; mysql_free_result it).  what names it in errors. */
+ * statement without; rows_free it).  what names it in errors. */
 static enum lr_status q_run(struct lr_store *st, const char *sql,
 			    const char *what, int64_t deadline,
-			    MYSQL_RES **out, struct lr_err *err)
+			    struct rows **out, struct lr_err *err)
 {
 	enum lr_status s;
 
@@ -377,7 +501,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 	if (st->op != OP_NONE) {
 		/* An earlier statement's late answer: drop it. */
 		s = drive_to_end(st, deadline, "an earlier statement", err);
-		mysql_free_result(st->res);
+		rows_free(st->res);
 		st->res = NULL;
 		if (s != LR_OK)
 			return s;
@@ -395,11 +519,11 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 }
 
 /* The first row of res with at least n columns, or NULL. */
-static MYSQL_ROW row_of(MYSQL_RES *res, unsigned n)
+static MYSQL_ROW row_of(struct rows *res, unsigned n)
 {
-	if (!res || mysql_num_fields(res) < n)
+	if (!res || res->nf < n)
 		return NULL;
-	return mysql_fetch_row(res);
+	return rows_next(res);
 }
 
 /* The string s as a SQL literal in buf ('' quoted, escaped for the
@@ -513,6 +637,7 @@ static enum lr_status connect_one(struct lr_store *st,
 				  int64_t deadline, struct lr_err *err)
 {
 	unsigned secs, rw;
+	unsigned long max_packet = MAX_PACKET;
 	int64_t left = deadline - lr_now_ms();
 	my_bool off = 0;
 	const char *user = st->req->u->user;
@@ -533,6 +658,7 @@ static enum lr_status connect_one(struct lr_store *st,
 	rw = (unsigned)((st->req->ttl_ms + 999) / 1000) + 1;
 	mysql_options(st->m, MYSQL_OPT_NONBLOCK, 0);
 	mysql_options(st->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+	mysql_options(st->m, MYSQL_OPT_MAX_ALLOWED_PACKET, &max_packet);
 	mysql_options(st->m, MYSQL_OPT_READ_TIMEOUT, &rw);
 	mysql_options(st->m, MYSQL_OPT_WRITE_TIMEOUT, &rw);
 	/* A reconnect would be a new session without our lock. */
@@ -613,7 +739,7 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	char sql[4400], pre[200], name[500], lock[600], rlock[600];
 	const char *prefix = st->o[O_PREFIX].s;
 	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -634,7 +760,7 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 		 "SESSION time_zone = '+00:00', @lr_full = CONCAT(%s, %s)",
 		 wt, pre, name);
 	s = q_run(st, sql, "setting up the session", deadline, &res, err);
-	mysql_free_result(res);
+	rows_free(res);
 	if (s != LR_OK)
 		return s;
 	snprintf(lock, sizeof(lock), LOCK_SQL, "@lr_full");
@@ -654,7 +780,7 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	    literal(st, r[4], st->rlock, sizeof(st->rlock)) < 0) {
 		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
 			   st->where);
-		mysql_free_result(res);
+		rows_free(res);
 		return LR_ERROR;
 	}
 	st->conn_id = strtoul(r[0], NULL, 10);
@@ -668,7 +794,7 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	} else {
 		durability(st, r[5], r[3]);
 	}
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -678,12 +804,12 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
  * no group_replication_*): wsrep_on is ON on a Galera node, and
  * group_replication_group_name is set on a server configured as a
  * member of a group.  (tests/mysql.bats starts a Galera node; MySQL,
- * the only server with Group Replication, is not in Debian, so that
- * branch is checked by reading only.) */
+ * the only server with Group Replication, is not in Debian, so
+ * tests/hostile.bats has a server answer as a member would.) */
 static enum lr_status cluster_guard(struct lr_store *st, int64_t deadline,
 				    struct lr_err *err)
 {
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 	const char *what = NULL;
@@ -713,13 +839,19 @@ static enum lr_status cluster_guard(struct lr_store *st, int64_t deadline,
 			   st->where, what);
 		s = LR_ERROR;
 	}
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
 static void disconnect(struct lr_store *st)
 {
-	mysql_free_result(st->res);
+	if (st->use) {
+		/* Rows still coming, of a statement out of time: unread. */
+		(void)shutdown(mysql_get_socket(st->m), SHUT_RDWR);
+		mysql_free_result(st->use);
+		st->use = NULL;
+	}
+	rows_free(st->res);
 	st->res = NULL;
 	/* The goodbye over TLS is written by OpenSSL: briefly. */
 	bound(st, lr_now_ms() + 100);
@@ -878,12 +1010,12 @@ static enum lr_status table_fix(struct lr_store *st, const char *table,
 				struct lr_err *err)
 {
 	unsigned e = mysql_errno(st->m);
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s;
 
 	if (e == ER_NO_SUCH_TABLE) {
 		s = q_run(st, create, "creating a table", deadline, &res, err);
-		mysql_free_result(res);
+		rows_free(res);
 		if (s != LR_ERROR || mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
 			return s;
 		lr_err_set(err,
@@ -908,13 +1040,13 @@ static enum lr_status q_write(struct lr_store *st, const char *sql,
 			      const char *table, const char *create,
 			      int64_t deadline, struct lr_err *err)
 {
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s = LR_ERROR;
 	int tries;
 
 	for (tries = 0; tries < 2; tries++) {
 		s = q_run(st, sql, "writing the table", deadline, &res, err);
-		mysql_free_result(res);
+		rows_free(res);
 		if (s != LR_ERROR || st->gone)
 			break;
 		s = table_fix(st, table, create, deadline, err);
@@ -1009,7 +1141,7 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 			     struct others *o, struct lr_err *err)
 {
 	char sql[1200];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -1032,7 +1164,7 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 		o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
 		o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
 	}
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1041,14 +1173,14 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 static void give_back(struct lr_store *st, int64_t deadline)
 {
 	char sql[800];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	struct lr_err ignored;
 
 	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);
 	if (st->held && !st->gone && lr_now_ms() < deadline &&
 	    q_run(st, sql, "RELEASE_LOCK", deadline, &res, &ignored) == LR_OK)
 		st->held = 0;
-	mysql_free_result(res);
+	rows_free(res);
 	if (st->held)
 		disconnect(st);
 	st->held = 0;
@@ -1068,7 +1200,7 @@ static enum lr_status refuse(struct lr_store *st, unsigned recorded,
 static enum lr_status q_lock(struct lr_store *st, const char *sql,
 			     int64_t deadline, long *got, struct lr_err *err)
 {
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -1080,7 +1212,7 @@ static enum lr_status q_lock(struct lr_store *st, const char *sql,
 		disconnect(st);
 	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
 		*got = strtol(r[0], NULL, 10);
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1294,7 +1426,7 @@ static enum lr_status my_process(struct lr_store *st, short revents,
 						"a late answer", err);
 
 		if (s != LR_TIMEOUT) {
-			mysql_free_result(st->res);
+			rows_free(st->res);
 			st->res = NULL;
 		}
 		if (st->gone)
@@ -1323,7 +1455,7 @@ static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
 			       struct lr_err *err)
 {
 	char sql[800];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 	unsigned long id;
@@ -1365,7 +1497,7 @@ static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
 		s = LR_LOST;
 	}
 out:
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1375,7 +1507,7 @@ out:
 static void forget(struct lr_store *st, int64_t deadline)
 {
 	char sql[1200];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	struct lr_err ignored;
 
 	snprintf(sql, sizeof(sql),
@@ -1383,14 +1515,14 @@ static void forget(struct lr_store *st, int64_t deadline)
 		 "(lock_name = %s OR NOT IS_USED_LOCK(lock_name) <=> conn)",
 		 st->lock, st->mine);
 	q_run(st, sql, "forgetting our row", deadline, &res, &ignored);
-	mysql_free_result(res);
+	rows_free(res);
 }
 
 static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	char sql[1200];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -1426,7 +1558,7 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 	if (slotted(st))
 		forget(st, deadline);
 out:
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1435,7 +1567,7 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
 				unsigned long *id, struct lr_err *err)
 {
 	char sql[400];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -1444,7 +1576,7 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
 	s = q_run(st, sql, "IS_USED_LOCK", deadline, &res, err);
 	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
 		*id = strtoul(r[0], NULL, 10);
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1453,7 +1585,7 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
  * since_ms, fence, lim.  *out NULL when there is no table (or this
  * user may not read it). */
 static enum lr_status live_rows(struct lr_store *st, int slot,
-				int64_t deadline, MYSQL_RES **out,
+				int64_t deadline, struct rows **out,
 				struct lr_err *err)
 {
 	char sql[1200], only[48] = "";
@@ -1480,7 +1612,7 @@ static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
 				   struct lr_err *err)
 {
 	char sql[800];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	struct lr_holder *h = NULL;
 	enum lr_status s;
@@ -1511,18 +1643,17 @@ static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
 	if (h && !h->host[0])
 		/* Someone took the lock from SQL: say who. */
 		snprintf(h->host, sizeof(h->host), "MySQL connection %lu", id);
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
 /* Adds the live rows to info; *shared gets how many are shared. */
-static int add_rows(MYSQL_RES *res, struct lr_info *info, size_t *shared)
+static int add_rows(struct rows *res, struct lr_info *info, size_t *shared)
 {
 	MYSQL_ROW r;
 
 	*shared = 0;
-	while (res && mysql_num_fields(res) >= 8 &&
-	       (r = mysql_fetch_row(res))) {
+	while (res && res->nf >= 8 && (r = rows_next(res))) {
 		struct lr_holder *h = lr_info_add(info);
 
 		if (!h)
@@ -1545,7 +1676,7 @@ static int add_rows(MYSQL_RES *res, struct lr_info *info, size_t *shared)
 static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 				 struct lr_info *info, struct lr_err *err)
 {
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	unsigned long id;
 	size_t shared;
 	enum lr_status s;
@@ -1556,11 +1687,11 @@ static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 	if (s != LR_OK)
 		return s;
 	if (add_rows(res, info, &shared) < 0) {
-		mysql_free_result(res);
+		rows_free(res);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	mysql_free_result(res);
+	rows_free(res);
 	if (!info->limit)
 		info->limit = 1;
 	s = plain_holder(st, shared ? 0 : id, deadline, info, err);
@@ -1573,7 +1704,7 @@ static enum lr_status holder_conns(struct lr_store *st, int slot,
 				   int64_t deadline, unsigned long **ids,
 				   size_t *n, struct lr_err *err)
 {
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	unsigned long id = 0;
 	enum lr_status s;
@@ -1585,18 +1716,18 @@ static enum lr_status holder_conns(struct lr_store *st, int slot,
 		s = live_rows(st, slot, deadline, &res, err);
 	if (s != LR_OK)
 		return s;
-	*ids = calloc((res ? mysql_num_rows(res) : 0) + 1, sizeof(**ids));
+	*ids = calloc((res ? res->n : 0) + 1, sizeof(**ids));
 	if (!*ids) {
-		mysql_free_result(res);
+		rows_free(res);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
 	if (id)
 		(*ids)[(*n)++] = id;
-	while (res && (r = mysql_fetch_row(res)))
+	while (res && (r = rows_next(res)))
 		if (r[0])
 			(*ids)[(*n)++] = strtoul(r[0], NULL, 10);
-	mysql_free_result(res);
+	rows_free(res);
 	return LR_OK;
 }
 
@@ -1605,12 +1736,12 @@ static enum lr_status kill_conn(struct lr_store *st, unsigned long id,
 				int64_t deadline, struct lr_err *err)
 {
 	char sql[64];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s;
 
 	snprintf(sql, sizeof(sql), "KILL CONNECTION %lu", id);
 	s = q_run(st, sql, "KILL CONNECTION", deadline, &res, err);
-	mysql_free_result(res);
+	rows_free(res);
 	if (s == LR_ERROR && mysql_errno(st->m) == ER_KILL_DENIED_ERROR)
 		lr_err_set(err,
 			   "cannot break the lease on MySQL at %s: killing "
@@ -1692,13 +1823,13 @@ static enum lr_status runs_table(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	unsigned e = mysql_errno(st->m);
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s;
 
 	if (e == ER_NO_SUCH_TABLE) {
 		s = q_run(st, RUNS_SQL, "creating the table of runs", deadline,
 			  &res, err);
-		mysql_free_result(res);
+		rows_free(res);
 		if (s != LR_ERROR ||
 		    mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
 			return s;
@@ -1727,7 +1858,7 @@ static enum lr_status run_read(struct lr_store *st, int64_t period,
 			       uint64_t *fence, struct lr_err *err)
 {
 	char sql[800];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	enum lr_status s;
 
@@ -1755,7 +1886,7 @@ static enum lr_status run_read(struct lr_store *st, int64_t period,
 		}
 		lr_run_times(run, strtoll(r[0], NULL, 10), period);
 	}
-	mysql_free_result(res);
+	rows_free(res);
 	return LR_OK;
 }
 
@@ -1766,7 +1897,7 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 				   struct lr_run *last, struct lr_err *err)
 {
 	char sql[1400], host[600];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s = LR_ERROR;
 	uint64_t was;
 	int tries;
@@ -1796,7 +1927,7 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 		 "VALUES(started_ms), ended_ms = NULL, status = NULL",
 		 st->lock, fence, host, st->req->pid, period_ms);
 	s = q_run(st, sql, "recording the run", deadline, &res, err);
-	mysql_free_result(res);
+	rows_free(res);
 	if (s == LR_ERROR && !st->gone)
 		runs_table(st, deadline, err);
 	return s;
@@ -1807,7 +1938,7 @@ static enum lr_status my_run_end(struct lr_store *st, uint64_t fence,
 				 struct lr_err *err)
 {
 	char sql[800];
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	enum lr_status s;
 
 	snprintf(sql, sizeof(sql),
@@ -1815,7 +1946,7 @@ static enum lr_status my_run_end(struct lr_store *st, uint64_t fence,
 		 "WHERE name = %s AND fence = %" PRIu64,
 		 status, st->lock, fence);
 	s = q_run(st, sql, "recording the run's end", deadline, &res, err);
-	mysql_free_result(res);
+	rows_free(res);
 	return s;
 }
 
@@ -1892,7 +2023,7 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 	const char *prefix = st->o[O_PREFIX].s;
 	char pre[200], last[200] = "''", sql[1000];
 	enum lr_status s = LR_OK;
-	MYSQL_RES *res = NULL;
+	struct rows *res = NULL;
 	MYSQL_ROW r;
 	int rows = LIST_PAGE, stop = 0;
 
@@ -1907,9 +2038,8 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 			  &res, err);
 		if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
 			return LR_OK; /* nothing granted yet */
-		for (rows = 0; s == LR_OK && res && !stop &&
-			       mysql_num_fields(res) >= 7 &&
-			       (r = mysql_fetch_row(res));
+		for (rows = 0; s == LR_OK && res && !stop && res->nf >= 7 &&
+			       (r = rows_next(res));
 		     rows++) {
 			if (!r[0] || literal(st, r[0], last, sizeof(last)) < 0) {
 				lr_err_set(err, "MySQL: a lock name too long");
@@ -1920,7 +2050,7 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 		}
 		if (stop < 0)
 			lr_err_set(err, "out of memory");
-		mysql_free_result(res);
+		rows_free(res);
 		res = NULL;
 	}
 	return stop < 0 ? LR_ERROR : s;
