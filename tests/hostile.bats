@@ -122,6 +122,19 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "PostgreSQL: rows without end: cut off at 8 MB, 125 within -w, memory bounded" {
+	store_built pg
+	hostile pg endless
+	URL=$(url pg)
+	measured -w 2s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "an answer ran past 8 MB, on which leaserun closed the connection"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 4000 && KB < 65536 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
 # ---- ZooKeeper ----
 
 @test "ZooKeeper: a reply whose length prefix claims 2 GB: 125 at once, nothing of it allocated" {

@@ -16,6 +16,8 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                messages without end
   pg huge      decline TLS, then a message header claiming 2 GB, and
                its body a byte a second
+  pg endless   decline TLS, accept the login, then answer the first
+               query with rows without end
   zk huge      answer the session request, then a reply whose length
                prefix claims 2 GB, and its body as fast as the client
                takes it
@@ -597,6 +599,20 @@ def serve(proto, mode, conn):
         zk_serve(mode, conn)
     elif proto == "etcd" and mode in ("huge", "endless"):
         etcd_serve(mode, conn)
+    elif proto == "pg" and mode == "endless":
+        if not pg_startup(conn):
+            return
+        conn.sendall(pg_message(b"R", struct.pack("!I", 0)) +
+                     pg_message(b"K", struct.pack("!II", 7, 7)) +
+                     pg_message(b"Z", b"I"))
+        if read_exact(conn, 1) is None:  # the first query
+            return
+        drain(conn)
+        conn.sendall(pg_message(b"T", struct.pack("!H", 1) + b"x\0" +
+                                struct.pack("!IHIhih", 0, 0, 25, -1, -1, 0)))
+        row = pg_message(b"D", struct.pack("!HI", 1, 8) + b"hostile!")
+        while True:
+            conn.sendall(row * 4096)
     elif proto == "pg" and mode == "huge":
         if not pg_startup(conn):
             return
