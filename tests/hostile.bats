@@ -278,6 +278,20 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "MySQL: a server that closes the connection as TLS starts, as one that restarts does: a waiting run tries again until -w" {
+	store_built mysql
+	hostile mysql tlsdrop
+	URL="$(url mysql)?ssl-mode=REQUIRED"
+	measured -w 2s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "TLS/SSL error: unexpected eof"
+	assert_equal "${#stderr_lines[@]}" 1
+	# Not the first failure: the last, at the end of the wait.
+	(( MS >= 1900 && MS < 4000 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
 @test "MySQL: rows without end: cut off at 8 MB, 125 at once, memory bounded" {
 	store_built mysql
 	hostile mysql endless

@@ -54,6 +54,8 @@ session's setup as a server would:
   mysql grouprepl  SHOW VARIABLES says group_replication_group_name is
                    set: a member of a Group Replication group
   mysql endless    the setup's SELECT is answered by rows without end
+  mysql tlsdrop    the greeting offers TLS, and the connection is closed
+                   as the client starts it (a server that restarts)
   mysql huge       the greeting's header claims a packet of 2^24-1 bytes,
                    the first of a chain that never ends, sent as fast as
                    the client reads
@@ -481,9 +483,11 @@ MY_OK = b"\x00\x00\x00\x02\x00\x00\x00"  # no rows, autocommit, no warnings
 MY_EOF = b"\xfe\x00\x00\x02\x00"
 
 
-def my_greeting():
+def my_greeting(tls=False):
     caps = (0x1 | 0x4 | 0x8 | 0x200 | 0x2000 | 0x8000 | 0x20000 |
             0x80000)  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH...
+    if tls:
+        caps |= 0x800  # CLIENT_SSL
     return (b"\x0a8.0.36-hostile\x00" + struct.pack("<I", 7) +
             b"abcdefgh\x00" + struct.pack("<H", caps & 0xffff) +
             b"\x2d" + struct.pack("<H", 2) + struct.pack("<H", caps >> 16) +
@@ -541,8 +545,8 @@ def my_serve(mode, conn):
     if mode == "huge":
         drain(conn)
         my_chain(conn, 0)
-    conn.sendall(my_packet(0, my_greeting()))
-    if my_read(conn) is None:  # the login, whatever it holds
+    conn.sendall(my_packet(0, my_greeting(mode == "tlsdrop")))
+    if my_read(conn) is None or mode == "tlsdrop":  # the login, or TLS
         return
     conn.sendall(my_packet(2, MY_OK))
     while True:
@@ -624,7 +628,7 @@ def serve(proto, mode, conn):
     elif proto == "redis":
         redis_serve(mode, conn)
     elif proto == "mysql" and mode in ("grouprepl", "endless", "huge",
-                                        "hugerow"):
+                                        "hugerow", "tlsdrop"):
         my_serve(mode, conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))

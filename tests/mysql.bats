@@ -40,6 +40,9 @@ name() { echo "my-$BATS_TEST_NUMBER"; }
 holder_conn() { my_sql "SELECT IS_USED_LOCK('leaserun:$1')"; }
 is_free() { [ "$(holder_conn "$1")" = NULL ]; }
 is_held() { [ "$(holder_conn "$1")" != NULL ]; }
+# sql_is SQL VALUE: SQL's answer is VALUE (a check for wait_until, which
+# runs it again each time).
+sql_is() { [ "$(my_sql "$1")" = "$2" ]; }
 
 gone() {
 	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
@@ -133,7 +136,7 @@ live_rows() {
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
 		"SELECT GET_LOCK('leaserun:$n#0', 5); SELECT SLEEP(10)" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
-	wait_until 5 test "$(my_sql "SELECT IS_USED_LOCK('leaserun:$n#0')")" != NULL
+	wait_until 5 is_held "$n#0"
 	run lr -n -l 2 "$n" sh -c 'echo "slot $LEASERUN_SLOT"'
 	assert_success
 	assert_output "slot 1"
@@ -320,6 +323,34 @@ live_rows() {
 	mysql_server_restart
 	wait_rc "$BG"
 	[ "$RC" = 124 ]
+	wait_rc "$w"
+	cat "$BATS_TEST_TMPDIR/w.err"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/w.out")" = ran ]
+}
+
+@test "faults: a statement given up on, whose late answer is an error, does not end a waiting run" {
+	n=$(name)
+	lr -l 2 "$n-t" true # the table of holders
+	start_holder "$n"
+	# A session holds that table: the waiting run's look at who holds
+	# the lease waits for it, past that look's deadline (1s), and the run
+	# goes on waiting, the statement still in flight.
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"LOCK TABLES lr.leaserun_holders WRITE; SELECT SLEEP(5); UNLOCK TABLES" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 sql_is "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep'" 1
+	lr -w 30s "$n" echo ran >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	q="SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'lr' AND STATE = 'Waiting for table metadata lock' AND INFO LIKE 'SELECT conn, slot,%'"
+	wait_until 5 sql_is "SELECT COUNT(*) FROM ($q) AS w" 1
+	sleep 1.5 # past the look's deadline
+	# Its late answer is an error, which the run's next try reads first.
+	my_sql "KILL QUERY $(my_sql "$q")"
+	sleep 1
+	release "$n"
+	assert_holder_rc 0
 	wait_rc "$w"
 	cat "$BATS_TEST_TMPDIR/w.err"
 	[ "$RC" = 0 ]

@@ -282,6 +282,25 @@ static int heals(unsigned e)
 	return 0;
 }
 
+/* A TLS handshake that the server's end cut short, as a server that
+ * shuts down does to the connections it has just accepted: a fault of
+ * the transport, as CR_SERVER_LOST is, not of the certificates (which
+ * Connector/C reports with the same number). */
+static int tls_cut(MYSQL *m)
+{
+	static const char *const words[] = { "unexpected eof", "reset by peer",
+					     "Broken pipe", NULL };
+	const char *msg = mysql_error(m);
+	size_t i;
+
+	if (mysql_errno(m) != CR_SSL_CONNECTION_ERROR)
+		return 0;
+	for (i = 0; words[i]; i++)
+		if (strstr(msg, words[i]))
+			return 1;
+	return 0;
+}
+
 /* The server ended the session: certain loss of its locks.  (Not
  * ER_QUERY_INTERRUPTED: KILL QUERY ends a statement, not the session.) */
 static int ended(unsigned e)
@@ -499,12 +518,19 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 		return LR_ERROR;
 	}
 	if (st->op != OP_NONE) {
-		/* An earlier statement's late answer: drop it. */
-		s = drive_to_end(st, deadline, "an earlier statement", err);
+		/* An earlier statement's late answer: drop it, and its error
+		 * too (a statement given up on is no one's business), unless
+		 * the connection went with it. */
+		struct lr_err late = { .heals = 0 };
+
+		s = drive_to_end(st, deadline, "an earlier statement", &late);
 		rows_free(st->res);
 		st->res = NULL;
-		if (s != LR_OK)
+		if (s == LR_TIMEOUT || (s == LR_ERROR &&
+					(st->gone || broken(mysql_errno(st->m))))) {
+			*err = late;
 			return s;
+		}
 	}
 	st->op = OP_QUERY;
 	bound(st, deadline);
@@ -688,7 +714,7 @@ static enum lr_status connect_one(struct lr_store *st,
 				     "require_secure_transport; add "
 				     "ssl-mode=VERIFY_IDENTITY)"
 				   : "");
-	if (s == LR_ERROR && heals(mysql_errno(st->m)))
+	if (s == LR_ERROR && (heals(mysql_errno(st->m)) || tls_cut(st->m)))
 		lr_err_heals(err);
 	if (s == LR_OK) {
 		int fd = mysql_get_socket(st->m);
