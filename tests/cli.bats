@@ -167,6 +167,14 @@ refuses() {
 	refuses --status --break job
 }
 
+@test "the same mode given twice is the mode, as any option given twice" {
+	run -1 "$LEASERUN" --status --status job
+	assert_line "state:   free"
+	run -0 "$LEASERUN" --break --break job
+	run -0 "$LEASERUN" --list --list
+	refuses --status --list job
+}
+
 @test "a timing that cannot stop the command in time is refused" {
 	refuses -t 10s -k 7s job true
 	assert_regex "$stderr" "no time to stop the command"

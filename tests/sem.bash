@@ -291,7 +291,7 @@ flock_scenarios() {
 # --status lists every holder with its slot and fence; --break --slot K
 # stops only the holder of slot K (124); --break stops the rest.
 status_and_break() {
-	local id s f rc
+	local id s f rc victim second
 	three_holders -l 3 -t 6s
 	run --separate-stderr "$LEASERUN" --status --json "$N"
 	assert_success
@@ -319,10 +319,24 @@ status_and_break() {
 	for id in a b c; do
 		[ "$id" = "$victim" ] || alive "${HP[$id]}"
 	done
+	# A second goes: the lone holder of a semaphore still shows as its
+	# slot, of the 3.
+	for id in a b c; do
+		[ "$id" = "$victim" ] || { second=$id; break; }
+	done
+	run "$LEASERUN" --break --slot "$(cut -d' ' -f1 "$D/$second.slot")" "$N"
+	assert_success
+	rc=0
+	timeout 10 tail --pid="${HP[$second]}" -f /dev/null
+	wait "${HP[$second]}" || rc=$?
+	assert_equal "$rc" 124
+	run "$LEASERUN" --status "$N"
+	assert_line "state:   held, 1 of 3 slots"
+	assert_line --regexp "^slot [02]:  $(hostname) pid [0-9]+, since .*, fence [0-9]+$"
 	run "$LEASERUN" --break "$N"
 	assert_success
 	for id in a b c; do
-		[ "$id" = "$victim" ] && continue
+		[ "$id" = "$victim" ] || [ "$id" = "$second" ] && continue
 		rc=0
 		timeout 10 tail --pid="${HP[$id]}" -f /dev/null
 		wait "${HP[$id]}" || rc=$?
