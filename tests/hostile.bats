@@ -99,6 +99,27 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "every store over TLS, a server that closes the connection in the handshake, as one that shuts down does: a waiting run tries again until -w" {
+	for p in pg redis etcd; do
+		store_built "$p"
+		[ "$p" = pg ] || store_built "$p-tls"
+		hostile "$p" eof
+		case $p in
+		pg) URL="postgres://lr:Hunter2-pw@127.0.0.1:$HPORT/db?sslmode=require" ;;
+		redis) URL="rediss://:Hunter2-pw@127.0.0.1:$HPORT" ;;
+		etcd) URL="etcds://127.0.0.1:$HPORT" ;;
+		esac
+		measured -w 2s -t 20s job touch "$T/ran"
+		assert_equal "$status" 125
+		# Not the first failure: the last, at the end of the wait.
+		(( MS >= 1900 && MS < 4000 ))
+		no_secret
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
 @test "PostgreSQL: notices without end during the startup do not hold the open past its deadline" {
 	store_built pg
 	hostile pg notices

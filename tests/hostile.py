@@ -11,6 +11,8 @@ Modes for every PROTO:
   garbage   answer each read with bytes that are no protocol's
   reset     close at once with a reset (SO_LINGER 0)
   slow      answer one byte a second, of a reply that never ends
+  eof       read what the client sends first, then close (over TLS: in
+            the handshake, as a server that shuts down does)
 Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
   pg notices   decline TLS, accept the startup, then send NoticeResponse
                messages without end
@@ -582,6 +584,8 @@ def serve(proto, mode, conn):
             conn.sendall(b"\x00\xff\x01garbage\r\n\x7f" * 64)
         while conn.recv(65536):
             conn.sendall(b"\x00\xff\x01garbage\r\n\x7f" * 64)
+    elif mode == "eof":
+        conn.recv(65536)
     elif mode == "reset":
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                         struct.pack("ii", 1, 0))

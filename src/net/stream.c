@@ -26,8 +26,12 @@ static int tls_broke(const char *msg)
 				     ECONNABORTED };
 	size_t i;
 
+	/* OpenSSL 3 says "unexpected eof while reading" for a close
+	 * without close_notify, as when a server that shuts down ends the
+	 * connections it has just accepted. */
 	if (strstr(msg, "closed the connection") ||
-	    strstr(msg, "connection was closed"))
+	    strstr(msg, "connection was closed") ||
+	    strstr(msg, "unexpected eof"))
 		return 1;
 	for (i = 0; i < sizeof(broke) / sizeof(*broke); i++)
 		if (strstr(msg, strerror(broke[i])))
