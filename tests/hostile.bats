@@ -156,6 +156,22 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "PostgreSQL: a row whose header claims 1 GB, sent at 60 MB/s: cut off once 8 MB have come, 125 within -w, memory bounded" {
+	store_built pg
+	hostile pg hugerow
+	URL=$(url pg)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "an answer ran past 8 MB, on which leaserun closed the connection"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 4500 && KB < 65536 ))
+	# A server that sends faster than leaserun reads is bounded only by
+	# libpq, which reads on while bytes keep coming (leaserun-postgresql(7),
+	# Guards).
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
 # ---- ZooKeeper ----
 
 @test "ZooKeeper: a reply whose length prefix claims 2 GB: 125 at once, nothing of it allocated" {

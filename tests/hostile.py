@@ -20,6 +20,8 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                its body a byte a second
   pg endless   decline TLS, accept the login, then answer the first
                query with rows without end
+  pg hugerow   the same, with one row whose header claims 1 GB, and its
+               body at about 60 MB/s (64 kB a ms)
   zk huge      answer the session request, then a reply whose length
                prefix claims 2 GB, and its body as fast as the client
                takes it
@@ -607,7 +609,7 @@ def serve(proto, mode, conn):
         zk_serve(mode, conn)
     elif proto == "etcd" and mode in ("huge", "endless"):
         etcd_serve(mode, conn)
-    elif proto == "pg" and mode == "endless":
+    elif proto == "pg" and mode in ("endless", "hugerow"):
         if not pg_startup(conn):
             return
         conn.sendall(pg_message(b"R", struct.pack("!I", 0)) +
@@ -618,6 +620,13 @@ def serve(proto, mode, conn):
         drain(conn)
         conn.sendall(pg_message(b"T", struct.pack("!H", 1) + b"x\0" +
                                 struct.pack("!IHIhih", 0, 0, 25, -1, -1, 0)))
+        if mode == "hugerow":
+            conn.sendall(b"D" + struct.pack("!IHI", 0x3fffffff, 1,
+                                            0x3fffffff - 10))
+            zeros = b"\0" * 65536
+            while True:
+                conn.sendall(zeros)
+                time.sleep(0.001)
         row = pg_message(b"D", struct.pack("!HI", 1, 8) + b"hostile!")
         while True:
             conn.sendall(row * 4096)

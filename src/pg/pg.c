@@ -68,11 +68,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 
 #include <libpq-fe.h>
 
@@ -130,6 +134,7 @@ struct lr_store {
 	PGresult *res;     /* the answer so far to the query in flight */
 	PGresult *rows;    /* the rows so far of its statement in flight */
 	size_t rows_bytes; /* what they take, about */
+	int64_t rx_mark;   /* rx_bytes() when it was sent, or -1 */
 	int held;          /* we hold the lock (as far as we know) */
 	int handed;        /* the wait got the lock; acquire() returns it */
 	int want_wait;     /* acquire() said BUSY: wait_fd() starts the wait */
@@ -239,6 +244,49 @@ static int sock_wait(int fd, short events, int64_t deadline)
 	}
 }
 
+/*
+ * What a server can make us keep is bounded.  Queries run in libpq's
+ * single-row mode (q_send()), so that libpq keeps one row at a time,
+ * and the rows of a statement are gathered here, counted; and what
+ * libpq reads for one query is counted too (rx_bytes()), since it keeps
+ * a whole message before it parses it, and a row's may claim 1 GB.
+ * Ours are a few short rows: a server that sends more than MAX_ANSWER
+ * is misbehaving, and the connection is shut down under it.
+ */
+#define MAX_ANSWER ((size_t)8 << 20)
+
+/* What the server has sent on our connection so far, in bytes, or -1
+ * where that is not known (a Unix socket). */
+static int64_t rx_bytes(const struct lr_store *st)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int fd = PQsocket(st->conn);
+
+	memset(&ti, 0, sizeof(ti));
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) +
+			  sizeof(ti.tcpi_bytes_received))
+		return -1;
+	return (int64_t)ti.tcpi_bytes_received;
+}
+
+static void rows_drop(struct lr_store *st)
+{
+	PQclear(st->rows);
+	st->rows = NULL;
+	st->rows_bytes = 0;
+}
+
+/* The answer ran past MAX_ANSWER: the session ends here. */
+static void cut_off(struct lr_store *st)
+{
+	(void)shutdown(PQsocket(st->conn), SHUT_RDWR);
+	mark_gone(st, "an answer ran past 8 MB, on which leaserun closed "
+		      "the connection");
+	rows_drop(st);
+}
+
 /* Reads what the server sent.  Before libpq reads (and, on end of file,
  * closes) the socket, look whether the server closed it: an orderly close
  * or a reset from the server's host means our backend is gone.  Returns 0,
@@ -258,27 +306,15 @@ static int consume(struct lr_store *st)
 	}
 	if (!PQconsumeInput(st->conn))
 		return -1;
+	if (st->rx_mark >= 0 &&
+	    rx_bytes(st) - st->rx_mark > (int64_t)MAX_ANSWER) {
+		cut_off(st);
+		return -1;
+	}
 	/* Parse now: an error that arrives while no query runs reaches
 	 * notice_rx() only when libpq parses its input. */
 	PQisBusy(st->conn);
 	return 0;
-}
-
-/*
- * What a server can make us keep is bounded.  Queries run in libpq's
- * single-row mode (q_send()), so that libpq keeps one row at a time,
- * and the rows of a statement are gathered here, counted: ours are a
- * few short rows, and a server that sends more than MAX_ANSWER is
- * misbehaving.  (libpq itself refuses a message of more than 1 GB, and
- * every message but a row's of more than 30 kB.)
- */
-#define MAX_ANSWER ((size_t)8 << 20)
-
-static void rows_drop(struct lr_store *st)
-{
-	PQclear(st->rows);
-	st->rows = NULL;
-	st->rows_bytes = 0;
 }
 
 /* Adds the row of r (a PGRES_SINGLE_TUPLE result, cleared here) to
@@ -326,10 +362,7 @@ static int collect(struct lr_store *st)
 		if (PQresultStatus(r) == PGRES_SINGLE_TUPLE) {
 			if (rows_add(st, r) == 0)
 				continue;
-			(void)shutdown(PQsocket(st->conn), SHUT_RDWR);
-			mark_gone(st, "an answer ran past 8 MB, on which "
-				      "leaserun closed the connection");
-			rows_drop(st);
+			cut_off(st);
 			PQclear(st->res);
 			st->res = NULL;
 			return 1;
@@ -419,6 +452,7 @@ static enum lr_status q_send(struct lr_store *st, const char *sql,
 		return LR_ERROR;
 	}
 	(void)PQsetSingleRowMode(st->conn); /* see MAX_ANSWER */
+	st->rx_mark = rx_bytes(st);
 	st->inflight = kind;
 	return LR_OK;
 }
@@ -860,6 +894,7 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 	st->conn = NULL;
 	st->res = NULL;
 	st->inflight = Q_NONE;
+	st->rx_mark = -1;
 	st->held = st->handed = st->want_wait = st->gone = 0;
 	st->gated = st->other = 0;
 	st->gone_why[0] = '\0';
