@@ -70,9 +70,9 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -132,8 +132,6 @@ struct lr_store {
 	struct lr_waitset ws; /* their sockets and ours, for wait_fd() */
 	enum q_kind inflight;
 	PGresult *res;     /* the answer so far to the query in flight */
-	PGresult *rows;    /* the rows so far of its statement in flight */
-	size_t rows_bytes; /* what they take, about */
 	int64_t rx_mark;   /* rx_bytes() when it was sent, or -1 */
 	int held;          /* we hold the lock (as far as we know) */
 	int handed;        /* the wait got the lock; acquire() returns it */
@@ -245,13 +243,14 @@ static int sock_wait(int fd, short events, int64_t deadline)
 }
 
 /*
- * What a server can make us keep is bounded.  Queries run in libpq's
- * single-row mode (q_send()), so that libpq keeps one row at a time,
- * and the rows of a statement are gathered here, counted; and what
- * libpq reads for one query is counted too (rx_bytes()), since it keeps
- * a whole message before it parses it, and a row's may claim 1 GB.
+ * What a server can make us keep is bounded: what comes in for a query
+ * (rx_bytes() since q_send()) is counted after each read (consume()).
  * Ours are a few short rows: a server that sends more than MAX_ANSWER
- * is misbehaving, and the connection is shut down under it.
+ * is misbehaving, and the connection is shut down under it.  The count
+ * sees what libpq has read only when it hands back: it keeps a message
+ * whole before it parses it, sizing its buffer as the header says (a
+ * row may claim 1 GB), and reads on in one call while bytes keep coming
+ * (leaserun-postgresql(7), Guards).
  */
 #define MAX_ANSWER ((size_t)8 << 20)
 
@@ -271,20 +270,12 @@ static int64_t rx_bytes(const struct lr_store *st)
 	return (int64_t)ti.tcpi_bytes_received;
 }
 
-static void rows_drop(struct lr_store *st)
-{
-	PQclear(st->rows);
-	st->rows = NULL;
-	st->rows_bytes = 0;
-}
-
 /* The answer ran past MAX_ANSWER: the session ends here. */
 static void cut_off(struct lr_store *st)
 {
 	(void)shutdown(PQsocket(st->conn), SHUT_RDWR);
 	mark_gone(st, "an answer ran past 8 MB, on which leaserun closed "
 		      "the connection");
-	rows_drop(st);
 }
 
 /* Reads what the server sent.  Before libpq reads (and, on end of file,
@@ -317,40 +308,8 @@ static int consume(struct lr_store *st)
 	return 0;
 }
 
-/* Adds the row of r (a PGRES_SINGLE_TUPLE result, cleared here) to
- * st->rows.  0, or -1 past MAX_ANSWER or out of memory. */
-static int rows_add(struct lr_store *st, PGresult *r)
-{
-	int f, nf = PQnfields(r), ok = 1;
-	size_t need = 32;
-
-	for (f = 0; f < nf; f++)
-		need += 16 + (size_t)PQgetlength(r, 0, f) + 1;
-	if (st->rows_bytes + need > MAX_ANSWER) {
-		ok = 0;
-	} else if (!st->rows) {
-		st->rows = PQcopyResult(r, PG_COPYRES_ATTRS |
-					   PG_COPYRES_TUPLES);
-		ok = st->rows != NULL;
-	} else {
-		int t = PQntuples(st->rows);
-
-		for (f = 0; ok && f < nf; f++)
-			ok = PQsetvalue(st->rows, t, f,
-					PQgetisnull(r, 0, f)
-						? NULL
-						: PQgetvalue(r, 0, f),
-					PQgetlength(r, 0, f));
-	}
-	st->rows_bytes += need;
-	PQclear(r);
-	return ok ? 0 : -1;
-}
-
 /* Collects the answers that are complete without blocking.  Returns 1 when
- * the query in flight is finished (its answer in st->res), 0 if not yet.
- * An answer past MAX_ANSWER finishes it with no answer and the session
- * ended: the connection is shut down under the rows still coming. */
+ * the query in flight is finished (its answer in st->res), 0 if not yet. */
 static int collect(struct lr_store *st)
 {
 	while (!PQisBusy(st->conn)) {
@@ -359,22 +318,6 @@ static int collect(struct lr_store *st)
 		if (!r)
 			return 1;
 		note_result(st, r);
-		if (PQresultStatus(r) == PGRES_SINGLE_TUPLE) {
-			if (rows_add(st, r) == 0)
-				continue;
-			cut_off(st);
-			PQclear(st->res);
-			st->res = NULL;
-			return 1;
-		}
-		if (st->rows && PQresultStatus(r) == PGRES_TUPLES_OK) {
-			/* The end of a statement's rows: they are its
-			 * answer. */
-			PQclear(r);
-			r = st->rows;
-			st->rows = NULL;
-		}
-		rows_drop(st);
 		/* Keep the first error, else the last answer. */
 		if (st->res && PQresultStatus(st->res) == PGRES_FATAL_ERROR) {
 			PQclear(r);
@@ -419,8 +362,6 @@ static enum lr_status q_wait(struct lr_store *st, int64_t deadline,
 		if (w < 0 || consume(st) < 0)
 			goto broken;
 	}
-	if (st->gone && !st->res)
-		goto broken; /* collect() cut the answer off */
 	st->inflight = Q_NONE;
 	*out = st->res;
 	st->res = NULL;
@@ -429,7 +370,6 @@ broken:
 	st->inflight = Q_NONE;
 	PQclear(st->res);
 	st->res = NULL;
-	rows_drop(st);
 	if (st->gone)
 		lr_err_set(err, "PostgreSQL at %s ended our session: %s",
 			   st->where, st->gone_why);
@@ -451,8 +391,7 @@ static enum lr_status q_send(struct lr_store *st, const char *sql,
 			   st->where, conn_msg(st, buf, sizeof(buf)));
 		return LR_ERROR;
 	}
-	(void)PQsetSingleRowMode(st->conn); /* see MAX_ANSWER */
-	st->rx_mark = rx_bytes(st);
+	st->rx_mark = rx_bytes(st); /* see MAX_ANSWER */
 	st->inflight = kind;
 	return LR_OK;
 }
@@ -890,7 +829,6 @@ static enum lr_status pg_connect(struct lr_store *st, int64_t deadline,
 
 	PQfinish(st->conn);
 	PQclear(st->res);
-	rows_drop(st);
 	st->conn = NULL;
 	st->res = NULL;
 	st->inflight = Q_NONE;
@@ -1158,7 +1096,6 @@ static void aux_close(struct lr_store *st)
 
 	for (i = 0; i < st->nslot_sess; i++) {
 		PQclear(st->slot_sess[i]->res);
-		rows_drop(st->slot_sess[i]);
 		PQfinish(st->slot_sess[i]->conn);
 		free(st->slot_sess[i]);
 	}
@@ -2035,7 +1972,6 @@ static void pg_close(struct lr_store *st)
 	 * client_connection_check_interval. */
 	aux_close(st);
 	PQclear(st->res);
-	rows_drop(st);
 	PQfinish(st->conn);
 	free(st);
 }
