@@ -256,6 +256,22 @@ bg() {
 	assert_regex "$stderr" "must not stop or kill the command"
 }
 
+@test "no place to write the state file (/tmp and /dev/shm read-only, no TMPDIR): one warning, and the command runs without LEASERUN_STATE" {
+	# A mount namespace, where /tmp and /dev/shm are read-only tmpfs; what
+	# the run needs is copied to /run first (the tree may be under /tmp).
+	d=$(mktemp -d /run/leaserun-test.XXXXXX)
+	cp "$LEASERUN" "$d/leaserun"
+	mkdir "$d/locks"
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o ro none /dev/shm && mount -t tmpfs -o ro none /tmp &&
+		exec env -u XDG_RUNTIME_DIR -u TMPDIR LEASERUN_URL="file://$0/locks" \
+			"$0/leaserun" job sh -c "echo ran; echo \"state=\$LEASERUN_STATE\""' "$d"
+	rm -rf "$d"
+	assert_success
+	assert_output $'ran\nstate='
+	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Permission denied); the command runs without LEASERUN_STATE"
+}
+
 @test "kill -9 of leaserun: the guard removes the state directory with the command's group" {
 	bg "$LEASERUN" job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; exec sleep 60' "$T"
 	wait_until 5 exists "$T/path"
