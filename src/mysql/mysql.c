@@ -59,7 +59,11 @@
  * No call blocks past its deadline, except the host name lookup inside
  * the connect (Connector/C resolves names synchronously); over TLS, see
  * bound().  A statement that runs out of time stays in flight; the next
- * call finishes it first.
+ * call finishes it first, and drops its answer, an error too, unless the
+ * connection went with it (q_run()).
+ *
+ * What a server can make us keep is bounded: a packet by MAX_PACKET, a
+ * statement's rows by MAX_ANSWER (struct rows).
  */
 #include "config.h"
 
