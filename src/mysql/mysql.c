@@ -85,6 +85,7 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 
+#include "net/net.h"
 #include "store/store.h"
 
 #define DEFAULT_PORT 3306
@@ -292,17 +293,8 @@ static int heals(unsigned e)
  * Connector/C reports with the same number). */
 static int tls_cut(MYSQL *m)
 {
-	static const char *const words[] = { "unexpected eof", "reset by peer",
-					     "Broken pipe", NULL };
-	const char *msg = mysql_error(m);
-	size_t i;
-
-	if (mysql_errno(m) != CR_SSL_CONNECTION_ERROR)
-		return 0;
-	for (i = 0; words[i]; i++)
-		if (strstr(msg, words[i]))
-			return 1;
-	return 0;
+	return mysql_errno(m) == CR_SSL_CONNECTION_ERROR &&
+	       lr_tls_broke(mysql_error(m));
 }
 
 /* The server ended the session: certain loss of its locks.  (Not

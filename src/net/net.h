@@ -88,6 +88,10 @@ int lr_stream_tls(struct lr_stream *s, const struct lr_tls_conf *conf,
  * done and the server's certificate checked, LR_IO_AGAIN, or -1 with
  * err. */
 int lr_stream_handshake(struct lr_stream *s, struct lr_err *err);
+/* Is msg, a TLS failure, the connection breaking (closed, reset: a server
+ * that stopped, OpenSSL 3's "unexpected eof") rather than TLS itself
+ * refusing (a certificate, an alert)?  Any TLS library's words. */
+int lr_tls_broke(const char *msg);
 /* Bytes read (> 0), 0 when the server closed the connection, LR_IO_AGAIN,
  * or -1 with err. */
 ssize_t lr_stream_read(struct lr_stream *s, void *buf, size_t len,

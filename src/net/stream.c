@@ -17,10 +17,7 @@
 #include "net/net.h"
 #include "net/tls.h"
 
-/* Is msg, a TLS failure, the connection breaking (closed, reset: a server
- * that stopped) rather than TLS itself refusing (a certificate, an
- * alert)? */
-static int tls_broke(const char *msg)
+int lr_tls_broke(const char *msg)
 {
 	static const int broke[] = { ECONNRESET, EPIPE, ETIMEDOUT,
 				     ECONNABORTED };
@@ -57,7 +54,7 @@ static void tls_failed(struct lr_stream *s, struct lr_err *err)
 		    strstr(a.msg, "alert"))
 			*err = a;
 	}
-	err->heals = tls_broke(err->msg);
+	err->heals = lr_tls_broke(err->msg);
 	n = strlen(err->msg);
 	if (!s->has_cert && (strstr(err->msg, "alert certificate required") ||
 			     strstr(err->msg, "alert bad certificate")))
