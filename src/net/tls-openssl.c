@@ -7,7 +7,8 @@
  * fails over, so sharing a context would save nothing worth its state.
  * The server's certificate is verified against the CA bundle given (else
  * the system's) and must name the host we connected to (a DNS name, or an
- * IP address in subjectAltName); TLS 1.2 at least.
+ * IP address in subjectAltName), unless the store asks for less
+ * (conf->verify, for MySQL's ssl-modes); TLS 1.2 at least.
  */
 #include "config.h"
 
@@ -79,10 +80,15 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 		goto fail;
 	}
 	SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
-	SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
-	if (conf->cacert
-		? SSL_CTX_load_verify_locations(t->ctx, conf->cacert, NULL) != 1
-		: SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
+	SSL_CTX_set_verify(t->ctx, conf->verify == LR_TLS_VERIFY_NONE
+					   ? SSL_VERIFY_NONE
+					   : SSL_VERIFY_PEER,
+			   NULL);
+	if (conf->verify != LR_TLS_VERIFY_NONE &&
+	    (conf->cacert
+		     ? SSL_CTX_load_verify_locations(t->ctx, conf->cacert,
+						     NULL) != 1
+		     : SSL_CTX_set_default_verify_paths(t->ctx) != 1)) {
 		ssl_err(t, err,
 			conf->cacert ? conf->cacert
 				     : "the system's CA certificates");
@@ -105,10 +111,12 @@ static struct lr_tls *tls_client(int fd, const struct lr_tls_conf *conf,
 	}
 	is_ip = inet_pton(AF_INET, conf->host, ip) == 1 ||
 		inet_pton(AF_INET6, conf->host, ip) == 1;
-	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl),
-						  conf->host) != 1
-		  : SSL_set1_host(t->ssl, conf->host) != 1 ||
-			SSL_set_tlsext_host_name(t->ssl, conf->host) != 1) {
+	/* The name to check (only for a full check), and to send as SNI. */
+	if ((conf->verify == LR_TLS_VERIFY_FULL &&
+	     (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl),
+						    conf->host) != 1
+		    : SSL_set1_host(t->ssl, conf->host) != 1)) ||
+	    (!is_ip && SSL_set_tlsext_host_name(t->ssl, conf->host) != 1)) {
 		ssl_err(t, err, "cannot set up TLS");
 		goto fail;
 	}

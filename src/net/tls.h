@@ -29,7 +29,7 @@
 #define LR_TLS_SUFFIX "-tls"
 
 /* Bump when struct lr_tls_ops or anything it points to changes. */
-#define LR_TLS_ABI    1
+#define LR_TLS_ABI    2
 #define LR_TLS_SYMBOL "lr_tls_ops"
 
 /* Results of handshake(), read() and write() other than a byte count. */
@@ -48,7 +48,17 @@ struct lr_tls_conf {
 	size_t alpn_len;
 	const char *alpn_need; /* the protocol the server must choose, or
 				  NULL */
+	int verify;         /* LR_TLS_VERIFY_*: what of the server's
+			       certificate is checked */
 };
+
+/* The server's certificate: its chain and that it names conf->host (the
+ * default, 0), its chain only (MySQL's ssl-mode=VERIFY_CA), or nothing,
+ * the connection encrypted but the server not known (MySQL's
+ * ssl-mode=REQUIRED). */
+#define LR_TLS_VERIFY_FULL  0
+#define LR_TLS_VERIFY_CHAIN 1
+#define LR_TLS_VERIFY_NONE  2
 
 struct lr_tls;
 
