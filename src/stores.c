@@ -26,13 +26,15 @@
  * whoever lacks the module; NULL for a test-only module, which is never
  * installed nor listed.  tls_module: the TLS module the store loads for
  * this scheme only, from the same directory and the same package (the
- * etcd store's etcd-tls.so for etcds://).
+ * etcd store's etcd-tls.so for etcds://), or, when tls_when says so, for
+ * URLs of the scheme with that option (MySQL's ssl-mode).
  */
 static const struct {
 	const char *scheme;
 	const char *module;
 	const char *package;
 	const char *tls_module;
+	const char *tls_when;
 } schemes[] = {
 	{ "file", NULL, "leaserun", NULL },
 	{ "redis", "redis", "leaserun-redis", NULL },
@@ -44,8 +46,8 @@ static const struct {
 	{ "rediss+cluster", "redis", "leaserun-redis", "redis-tls" },
 	{ "postgres", "pg", "leaserun-postgresql", NULL },
 	{ "postgresql", "pg", "leaserun-postgresql", NULL },
-	{ "mysql", "mysql", "leaserun-mysql", NULL },
-	{ "mariadb", "mysql", "leaserun-mysql", NULL },
+	{ "mysql", "mysql", "leaserun-mysql", "mysql-tls", "...?ssl-mode=" },
+	{ "mariadb", "mysql", "leaserun-mysql", "mysql-tls", "...?ssl-mode=" },
 	{ "etcd", "etcd", "leaserun-etcd", NULL },
 	{ "etcds", "etcd", "leaserun-etcd", "etcd-tls" },
 	{ "zk", "zk", "leaserun-zookeeper", NULL },
@@ -154,7 +156,8 @@ static const char *tls_module_note(const char *m, char *buf, size_t len)
 		if (!schemes[i].tls_module || !schemes[i].module ||
 		    strcmp(schemes[i].module, m) != 0)
 			continue;
-		snprintf(buf, len, "%s:// with %s.so: %s", schemes[i].scheme,
+		snprintf(buf, len, "%s://%s with %s.so: %s", schemes[i].scheme,
+			 schemes[i].tls_when ? schemes[i].tls_when : "",
 			 schemes[i].tls_module,
 			 module_file(schemes[i].tls_module, path, sizeof(path))
 				 ? "available"

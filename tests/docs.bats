@@ -314,7 +314,7 @@ store_packages() {
 		grep -qE "^usr/lib/[^ ]*/leaserun/$h\.so$" "$LR_SRCDIR/debian/$p.install" ||
 			fail "debian/$p.install does not install $h.so, which the $m store loads"
 	done < <("$LEASERUN" --version |
-		sed -nE 's/^  ([a-z]+) +available \([a-z+]+:\/\/ with ([a-z-]+)\.so: .*/\1 \2/p')
+		sed -nE 's/^  ([a-z]+) +available \([a-z+]+:\/\/[^ ]* with ([a-z-]+)\.so: .*/\1 \2/p')
 	# And no module package that the table does not know.
 	for p in $(sed -n 's/^Package: \(leaserun-.*\)/\1/p' "$LR_SRCDIR/debian/control"); do
 		store_packages | grep -q " $p\$" ||

@@ -330,7 +330,8 @@ store_built() {
 	URL="$(url mysql)?ssl-mode=REQUIRED"
 	measured -w 2s job touch "$T/ran"
 	assert_equal "$status" 125
-	assert_regex "$stderr" "TLS/SSL error: unexpected eof"
+	# (Our ClientHello may meet the close, or arrive after it.)
+	assert_regex "$stderr" "TLS handshake failed: (unexpected eof|Connection reset by peer)"
 	assert_equal "${#stderr_lines[@]}" 1
 	# Not the first failure: the last, at the end of the wait.
 	(( MS >= 1900 && MS < 4000 ))
@@ -358,10 +359,75 @@ store_built() {
 		URL=$(url mysql)
 		measured -w 2s -t 20s job touch "$T/ran"
 		assert_equal "$status" 125
+		assert_regex "$stderr" "the server sent a packet of 16777215 bytes, past the bound of 1048576"
+		assert_equal "${#stderr_lines[@]}" 1
 		(( MS < 4000 && KB < 65536 ))
 		no_secret
 		kill_bg
 		BG_PIDS=
 	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: caching_sha2_password's fast login, and a switch to mysql_native_password: the right password runs the command, a wrong one is refused, 125, one line" {
+	store_built mysql
+	for m in sha2 switch; do
+		hostile mysql "$m"
+		URL=$(url mysql)
+		measured -w 2s job touch "$T/ran.$m"
+		assert_equal "$status" 0
+		[ -e "$T/ran.$m" ]
+		no_secret
+		URL=${URL/Hunter2-pw/Wrong-pw}
+		measured -w 2s job touch "$T/wrong.$m"
+		assert_equal "$status" 125
+		assert_regex "$stderr" "Access denied for user 'lr'"
+		assert_equal "${#stderr_lines[@]}" 1
+		[ ! -e "$T/wrong.$m" ]
+		kill_bg
+		BG_PIDS=
+	done
+}
+
+@test "MySQL: a server that wants the password itself over a connection without TLS gets nothing: 125, one line naming ssl-mode" {
+	store_built mysql
+	hostile mysql sha2full
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "wants the password in clear \(caching_sha2_password\), which leaserun sends only over TLS or a Unix socket: add ssl-mode="
+	assert_equal "${#stderr_lines[@]}" 1
+	# A refusal, not a fault: no second try.
+	(( MS < 2000 ))
+	grep -qx "login lr" "$T/port.got"
+	run ! grep -q cleartext "$T/port.got"
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: a login method leaserun does not speak (client_ed25519): 125, one line naming it" {
+	store_built mysql
+	hostile mysql ed25519
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "wants the login method client_ed25519, which leaserun does not speak"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: ssl-mode=REQUIRED to a server that offers no TLS: refused before the login goes out, 125, one line" {
+	store_built mysql
+	hostile mysql notls
+	for mode in REQUIRED VERIFY_CA VERIFY_IDENTITY; do
+		URL="$(url mysql)?ssl-mode=$mode"
+		measured -w 3s job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_regex "$stderr" "the server does not offer TLS"
+		assert_equal "${#stderr_lines[@]}" 1
+		(( MS < 2000 ))
+	done
+	[ ! -e "$T/port.got" ]
 	[ ! -e "$T/ran" ]
 }

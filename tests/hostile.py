@@ -63,8 +63,21 @@ session's setup as a server would:
   mysql huge       the greeting's header claims a packet of 2^24-1 bytes,
                    the first of a chain that never ends, sent as fast as
                    the client reads
+  mysql hugerow    the setup's SELECT is answered by such a chain
+Logins (PROTO mysql), each checked against the password Hunter2-pw; a
+wrong one is refused as a server would (1045, Access denied), and what
+the client sent is written to PORTFILE.got ("login USER", "cleartext"):
+  mysql sha2       caching_sha2_password, its scramble in the cache: the
+                   fast login
+  mysql sha2full   caching_sha2_password, not in the cache: the server
+                   asks for the password itself
+  mysql switch     greets with caching_sha2_password, then switches the
+                   client to mysql_native_password with a new nonce
+  mysql ed25519    switches the client to MariaDB's client_ed25519
+  mysql notls      greets without TLS (for a client that requires it)
 """
 
+import hashlib
 import os
 import socket
 import struct
@@ -487,16 +500,86 @@ MY_OK = b"\x00\x00\x00\x02\x00\x00\x00"  # no rows, autocommit, no warnings
 MY_EOF = b"\xfe\x00\x00\x02\x00"
 
 
-def my_greeting(tls=False):
+MY_PASSWORD = b"Hunter2-pw"
+MY_NONCE = b"abcdefghijklmnopqrst"
+PORTFILE = None
+
+
+def my_greeting(tls=False, plugin=b"mysql_native_password"):
     caps = (0x1 | 0x4 | 0x8 | 0x200 | 0x2000 | 0x8000 | 0x20000 |
             0x80000)  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH...
     if tls:
         caps |= 0x800  # CLIENT_SSL
     return (b"\x0a8.0.36-hostile\x00" + struct.pack("<I", 7) +
-            b"abcdefgh\x00" + struct.pack("<H", caps & 0xffff) +
+            MY_NONCE[:8] + b"\x00" + struct.pack("<H", caps & 0xffff) +
             b"\x2d" + struct.pack("<H", 2) + struct.pack("<H", caps >> 16) +
-            b"\x15" + b"\x00" * 10 + b"ijklmnopqrst\x00" +
-            b"mysql_native_password\x00")
+            b"\x15" + b"\x00" * 10 + MY_NONCE[8:] + b"\x00" + plugin +
+            b"\x00")
+
+
+def xor(a, b):
+    return bytes(x ^ y for x, y in zip(a, b))
+
+
+def my_native(pw, nonce):
+    """mysql_native_password's scramble, as the server checks it."""
+    h1 = hashlib.sha1(pw).digest()
+    return xor(h1, hashlib.sha1(nonce + hashlib.sha1(h1).digest()).digest())
+
+
+def my_sha2(pw, nonce):
+    """caching_sha2_password's scramble, as the server checks it."""
+    h1 = hashlib.sha256(pw).digest()
+    h2 = hashlib.sha256(hashlib.sha256(h1).digest() + nonce).digest()
+    return xor(h1, h2)
+
+
+def my_got(what):
+    with open(PORTFILE + ".got", "a") as f:
+        f.write(what + "\n")
+
+
+def my_denied(conn, seq):
+    conn.sendall(my_packet(seq, b"\xff" + struct.pack("<H", 1045) +
+                           b"#28000Access denied for user 'lr' (hostile)"))
+
+
+def my_login(mode, conn):
+    """The login of the modes that check it.  True if it succeeded (the
+    OK sent); False if refused or gone."""
+    got = my_read(conn)
+    if got is None:
+        return False
+    body = got[1]
+    end = body.index(b"\0", 32)
+    user = body[32:end]
+    auth = body[end + 2:end + 2 + body[end + 1]]
+    my_got("login " + user.decode(errors="replace"))
+    if mode == "sha2":
+        if auth != my_sha2(MY_PASSWORD, MY_NONCE):
+            my_denied(conn, 2)
+            return False
+        conn.sendall(my_packet(2, b"\x01\x03") + my_packet(3, MY_OK))
+        return True
+    if mode == "sha2full":
+        conn.sendall(my_packet(2, b"\x01\x04"))
+        got = my_read(conn)
+        if got is not None and MY_PASSWORD in got[1]:
+            my_got("cleartext")
+        if got is not None:
+            my_denied(conn, 4)
+        return False
+    new = b"ABCDEFGHIJKLMNOPQRST"
+    name = b"client_ed25519" if mode == "ed25519" else b"mysql_native_password"
+    conn.sendall(my_packet(2, b"\xfe" + name + b"\x00" + new + b"\x00"))
+    got = my_read(conn)
+    if got is None:
+        return False
+    if got[1] != my_native(MY_PASSWORD, new):
+        my_denied(conn, 4)
+        return False
+    conn.sendall(my_packet(4, MY_OK))
+    return True
 
 
 def my_rows(conn, names, rows):
@@ -549,10 +632,19 @@ def my_serve(mode, conn):
     if mode == "huge":
         drain(conn)
         my_chain(conn, 0)
-    conn.sendall(my_packet(0, my_greeting(mode == "tlsdrop")))
-    if my_read(conn) is None or mode == "tlsdrop":  # the login, or TLS
-        return
-    conn.sendall(my_packet(2, MY_OK))
+    plugin = b"mysql_native_password"
+    if mode in ("sha2", "sha2full", "switch", "ed25519"):
+        plugin = b"caching_sha2_password"
+    conn.sendall(my_packet(0, my_greeting(mode == "tlsdrop", plugin)))
+    if mode in ("sha2", "sha2full", "switch", "ed25519"):
+        if not my_login(mode, conn):
+            return
+    else:
+        got = my_read(conn)  # the login, or TLS
+        if got is None or mode == "tlsdrop":
+            return
+        my_got("login")
+        conn.sendall(my_packet(2, MY_OK))
     while True:
         got = my_read(conn)
         if got is None or got[1][:1] == b"\x01":  # COM_QUIT
@@ -571,8 +663,20 @@ def my_serve(mode, conn):
                     [["group_replication_group_name",
                       "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]]
                     if mode == "grouprepl" else [])
+        # The rest of a grant, as a server that has the lock free: the
+        # lock taken, no other holder, fence 5, the lock ours, released.
+        elif sql.startswith("SELECT IF(IS_USED_LOCK(") or \
+                sql.startswith("SELECT RELEASE_LOCK("):
+            my_rows(conn, ["x"], [["1"]])
+        elif sql.startswith("SELECT COALESCE(IS_USED_LOCK("):
+            my_rows(conn, ["x", "y", "z"], [["0", None, None]])
+        elif sql.startswith("SELECT IS_USED_LOCK(") and \
+                sql.endswith("CONNECTION_ID(), CONNECTION_ID()"):
+            my_rows(conn, ["x", "y"], [["1", "7"]])
         elif sql.startswith("SELECT"):
             my_rows(conn, ["x"], [])
+        elif sql.startswith("INSERT"):
+            conn.sendall(my_packet(1, b"\x00\x01\x05\x02\x00\x00\x00"))
         else:
             conn.sendall(my_packet(1, MY_OK))
 
@@ -641,7 +745,9 @@ def serve(proto, mode, conn):
     elif proto == "redis":
         redis_serve(mode, conn)
     elif proto == "mysql" and mode in ("grouprepl", "endless", "huge",
-                                        "hugerow", "tlsdrop"):
+                                        "hugerow", "tlsdrop", "sha2",
+                                        "sha2full", "switch", "ed25519",
+                                        "notls"):
         my_serve(mode, conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))
@@ -660,7 +766,9 @@ def main(argv):
     if len(argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
+    global PORTFILE
     proto, mode, portfile = argv[1:]
+    PORTFILE = portfile
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))

@@ -113,6 +113,27 @@ gone() {
 	assert_output ok
 }
 
+@test "a URL without a user logs in as the login name (here over the socket, without a password)" {
+	local me
+	me=$(id -un)
+	# root is there already, without a password (mysql-server.bash).
+	[ "$me" = root ] || my_sql "CREATE USER IF NOT EXISTS '$me'@'localhost';
+		GRANT ALL ON lr.* TO '$me'@'localhost'"
+	LEASERUN_URL="mysql:///lr?socket=$MY_DIR/sock" \
+		run lr "$(name)" sh -c 'echo ok'
+	assert_success
+	assert_output ok
+	# Not an anonymous login: the session that holds the lock is the
+	# login name's.
+	n=$(name)
+	LEASERUN_URL="mysql:///lr?socket=$MY_DIR/sock" \
+		run lr "$n" mariadb --no-defaults -S "$MY_DIR/sock" -u root -N -B \
+		-e "SELECT USER FROM information_schema.PROCESSLIST WHERE ID =
+			(SELECT conn FROM lr.leaserun_fences WHERE name = 'leaserun:$n')"
+	assert_success
+	assert_output "$me"
+}
+
 # The live rows of leaserun_holders for lease $1: "lock slot lim shared"
 # of each row whose connection holds its lock.
 live_rows() {

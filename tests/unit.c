@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "mysql/sha.h"
 #include "supervise.h"
 #include "store/url.h"
 #include "util.h"
@@ -992,6 +993,55 @@ static void test_cron(void)
 	CHECK(s.nend == 0);
 }
 
+/* The hex of a digest, for comparing with FIPS 180's examples. */
+static const char *hex(const unsigned char *d, size_t n)
+{
+	static char buf[2 * MY_SHA256_LEN + 1];
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		snprintf(buf + 2 * i, 3, "%02x", d[i]);
+	return buf;
+}
+
+/* The MySQL store's logins hash with its own SHA-1 and SHA-256: the
+ * examples of FIPS 180 (one block, two blocks, a message that fills the
+ * padding's block, a million 'a's). */
+static void test_sha(void)
+{
+	static const char two[] =
+		"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	static char million[1000000];
+	unsigned char d[MY_SHA256_LEN];
+
+	my_sha1("abc", 3, d);
+	CHECK(!strcmp(hex(d, MY_SHA1_LEN),
+		      "a9993e364706816aba3e25717850c26c9cd0d89d"));
+	my_sha1(two, strlen(two), d);
+	CHECK(!strcmp(hex(d, MY_SHA1_LEN),
+		      "84983e441c3bd26ebaae4aa1f95129e5e54670f1"));
+	my_sha1("", 0, d);
+	CHECK(!strcmp(hex(d, MY_SHA1_LEN),
+		      "da39a3ee5e6b4b0d3255bfef95601890afd80709"));
+	my_sha256("abc", 3, d);
+	CHECK(!strcmp(hex(d, MY_SHA256_LEN),
+		      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+	my_sha256(two, strlen(two), d);
+	CHECK(!strcmp(hex(d, MY_SHA256_LEN),
+		      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+	my_sha256("01234567890123456789012345678901234567890123456789012345",
+		  56, d);
+	CHECK(!strcmp(hex(d, MY_SHA256_LEN),
+		      "83aa034bda83e458a0dc9cbce0d4e354716aa0ff770ed37ac0ed2b292052e4af"));
+	memset(million, 'a', sizeof(million));
+	my_sha256(million, sizeof(million), d);
+	CHECK(!strcmp(hex(d, MY_SHA256_LEN),
+		      "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+	my_sha1(million, sizeof(million), d);
+	CHECK(!strcmp(hex(d, MY_SHA1_LEN),
+		      "34aa973cd4c4daa4f61eeb2bdbad27316534016f"));
+}
+
 int main(void)
 {
 	test_durations();
@@ -1010,6 +1060,7 @@ int main(void)
 	test_state_machine();
 	test_human();
 	test_cron();
+	test_sha();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

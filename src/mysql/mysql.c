@@ -1,6 +1,8 @@
 /*
- * mysql.c - the MySQL/MariaDB store: a session lock (GET_LOCK), through
- * MariaDB Connector/C's non-blocking API.
+ * mysql.c - the MySQL/MariaDB store: a session lock (GET_LOCK), over a
+ * connection of our own (wire.c speaks MySQL's protocol: a client
+ * library would cost each run more than all of the rest, see
+ * bench/README).
  *
  * The lease is the user-level lock named, on the server, by
  *
@@ -56,14 +58,13 @@
  * written while holding the lock, the write in autocommit before the
  * command starts.
  *
- * No call blocks past its deadline, except the host name lookup inside
- * the connect (Connector/C resolves names synchronously); over TLS, see
- * bound().  A statement that runs out of time stays in flight; the next
- * call finishes it first, and drops its answer, an error too, unless the
- * connection went with it (q_run()).
+ * No call blocks past its deadline, the host name lookup and the TLS
+ * handshake included.  A statement that runs out of time stays in
+ * flight; the next call finishes it first, and drops its answer, an
+ * error too, unless the connection went with it (q_run()).
  *
- * What a server can make us keep is bounded: a packet by MAX_PACKET, a
- * statement's rows by MAX_ANSWER (struct rows).
+ * What a server can make us keep is bounded: a packet by MY_MAX_PACKET,
+ * a statement's rows by MY_MAX_ANSWER (wire.h).
  */
 #include "config.h"
 
@@ -74,17 +75,16 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
-#include <errmsg.h>
-#include <mysql.h>
-#include <mysqld_error.h>
-
+#include "mysql/wire.h"
 #include "net/net.h"
 #include "store/store.h"
 
@@ -125,40 +125,9 @@ static const struct lr_url_opt opts[O_N] = {
 	[O_SSL_KEY] = { "ssl-key", LR_OPT_PATH, 0, 0, NULL },
 };
 
-/* What is in flight on the connection. */
-enum op { OP_NONE = 0, OP_CONNECT, OP_QUERY, OP_FETCH };
-
-/* Bounds on what a server can make us keep: one packet, and one
- * statement's rows.  Ours are a few short rows, and a page of --list
- * (LIST_PAGE rows) is some 100 kB; a server that sends more is
- * misbehaving, and is cut off. */
-#define MAX_PACKET (1ul << 20)
-#define MAX_ANSWER ((size_t)8 << 20)
-
-/* A statement's rows, copied out of the connection one at a time
- * (mysql_use_result), as mysql_store_result would, but counted: a
- * server that sends rows without end meets MAX_ANSWER rather than our
- * memory.  Each row is one allocation, its column pointers then their
- * text (NULL for SQL NULL). */
-struct rows {
-	unsigned nf;  /* columns */
-	size_t n;     /* rows */
-	size_t next;  /* the next for rows_next() */
-	size_t cap;
-	size_t bytes; /* what they take, about */
-	char ***row;
-};
-
 struct lr_store {
 	const struct lr_store_req *req;
-	MYSQL *m;
-	enum op op;
-	int wait;          /* MYSQL_WAIT_* of the operation in flight */
-	int qret;          /* mysql_real_query's result */
-	MYSQL *cret;       /* mysql_real_connect's result */
-	MYSQL_RES *use;    /* the answer being read (mysql_use_result) */
-	MYSQL_ROW row;     /* mysql_fetch_row's result */
-	struct rows *res;  /* the answer so far */
+	struct my_conn c;  /* c.s.fd -1: no connection */
 	union lr_url_val o[O_N];
 	struct lr_url_host *hosts;
 	size_t nhosts;
@@ -180,64 +149,6 @@ struct lr_store {
 	int warned;        /* the durability warning went out */
 	int tls_warned;    /* the plaintext warning went out */
 };
-
-static void rows_free(struct rows *rs)
-{
-	size_t i;
-
-	if (!rs)
-		return;
-	for (i = 0; i < rs->n; i++)
-		free(rs->row[i]);
-	free(rs->row);
-	free(rs);
-}
-
-/* The next row of rs, or NULL (as mysql_fetch_row). */
-static MYSQL_ROW rows_next(struct rows *rs)
-{
-	return rs && rs->next < rs->n ? rs->row[rs->next++] : NULL;
-}
-
-/* Copies row r (len: its columns' lengths) into rs.  0, or -1 out of
- * memory or past MAX_ANSWER. */
-static int rows_add(struct rows *rs, MYSQL_ROW r, const unsigned long *len)
-{
-	size_t need = rs->nf * sizeof(char *) + 1, i;
-	char **row, *p;
-
-	for (i = 0; i < rs->nf; i++)
-		if (r[i])
-			need += len[i] + 1;
-	/* With the allocator's own bookkeeping, and the row's pointer. */
-	if (need > MAX_ANSWER || rs->bytes + need + 32 > MAX_ANSWER)
-		return -1;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? 2 * rs->cap : 4;
-		char ***more = realloc(rs->row, cap * sizeof(*more));
-
-		if (!more)
-			return -1;
-		rs->row = more;
-		rs->cap = cap;
-	}
-	row = malloc(need);
-	if (!row)
-		return -1;
-	p = (char *)(row + rs->nf);
-	for (i = 0; i < rs->nf; i++) {
-		row[i] = NULL;
-		if (!r[i])
-			continue;
-		row[i] = p;
-		memcpy(p, r[i], len[i]);
-		p[len[i]] = '\0';
-		p += len[i] + 1;
-	}
-	rs->row[rs->n++] = row;
-	rs->bytes += need + 32;
-	return 0;
-}
 
 /* A run that is not the plain lease: a semaphore's or a shared one. */
 static int slotted(const struct lr_store *st)
@@ -264,7 +175,7 @@ static void mark_gone(struct lr_store *st, const char *why)
 	if (st->gone)
 		return;
 	st->gone = 1;
-	snprintf(st->gone_why, sizeof(st->gone_why), "%s", why);
+	snprintf(st->gone_why, sizeof(st->gone_why), "%.159s", why);
 }
 
 /* Faults that may heal by themselves: the server down, restarting, full
@@ -287,16 +198,6 @@ static int heals(unsigned e)
 	return 0;
 }
 
-/* A TLS handshake that the server's end cut short, as a server that
- * shuts down does to the connections it has just accepted: a fault of
- * the transport, as CR_SERVER_LOST is, not of the certificates (which
- * Connector/C reports with the same number). */
-static int tls_cut(MYSQL *m)
-{
-	return mysql_errno(m) == CR_SSL_CONNECTION_ERROR &&
-	       lr_tls_broke(mysql_error(m));
-}
-
 /* The server ended the session: certain loss of its locks.  (Not
  * ER_QUERY_INTERRUPTED: KILL QUERY ends a statement, not the session.) */
 static int ended(unsigned e)
@@ -304,262 +205,135 @@ static int ended(unsigned e)
 	return e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN;
 }
 
-/* The connection is of no more use: a new one is needed. */
-static int broken(unsigned e)
+static int connected(const struct lr_store *st)
 {
-	return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || ended(e);
+	return st->c.s.fd >= 0;
 }
 
 /* err = "WHAT on MySQL at WHERE failed: ERROR (errno)". */
 static void q_fail(struct lr_store *st, const char *what, struct lr_err *err)
 {
-	unsigned e = st->m ? mysql_errno(st->m) : 0;
+	unsigned e = st->c.err;
 
 	lr_err_set(err, "%s on MySQL at %s failed: %s (%u)", what, st->where,
-		   st->m && e ? mysql_error(st->m) : "no answer", e);
-	if (heals(e))
+		   e ? st->c.msg : "no answer", e);
+	if (heals(e) || st->c.heals)
 		lr_err_heals(err);
 	if (ended(e))
-		mark_gone(st, mysql_error(st->m));
+		mark_gone(st, st->c.msg);
 }
 
-/* Waits for what Connector/C asked for (MYSQL_WAIT_*) until deadline.
- * Returns what happened as MYSQL_WAIT_* for the _cont call, or 0 when the
- * deadline passed. */
-static int io_wait(struct lr_store *st, int64_t deadline)
-{
-	struct pollfd p = { .fd = mysql_get_socket(st->m) };
-	int ready;
-
-	if (st->wait & MYSQL_WAIT_READ)
-		p.events |= POLLIN;
-	if (st->wait & MYSQL_WAIT_WRITE)
-		p.events |= POLLOUT;
-	if (st->wait & MYSQL_WAIT_EXCEPT)
-		p.events |= POLLPRI;
-	for (;;) {
-		int64_t left = deadline - lr_now_ms();
-		int n, t;
-
-		if (left <= 0)
-			return 0;
-		t = left > INT_MAX ? INT_MAX : (int)left;
-		if (st->wait & MYSQL_WAIT_TIMEOUT) {
-			unsigned lib = mysql_get_timeout_value_ms(st->m);
-
-			if (lib < (unsigned)t)
-				t = (int)lib;
-		}
-		n = poll(&p, 1, t);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 && (st->wait & MYSQL_WAIT_TIMEOUT) &&
-		    lr_now_ms() < deadline)
-			return MYSQL_WAIT_TIMEOUT;
-		if (n == 0)
-			continue;
-		if (n < 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)))
-			return st->wait & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
-		ready = 0;
-		if (p.revents & POLLIN)
-			ready |= MYSQL_WAIT_READ;
-		if (p.revents & POLLOUT)
-			ready |= MYSQL_WAIT_WRITE;
-		if (p.revents & POLLPRI)
-			ready |= MYSQL_WAIT_EXCEPT;
-		return ready;
-	}
-}
-
-/*
- * Over TLS, Connector/C 3.3 is not as non-blocking as it says: OpenSSL
- * reads and writes our socket itself, which the library has made
- * blocking, with SO_RCVTIMEO and SO_SNDTIMEO from the connect timeout,
- * so the handshake and every read of a TLS record wait there, in the
- * call, rather than hand the wait to us.  So before each call the
- * socket's timeouts are what is left until its deadline (in ms, where
- * the library's own timeouts count whole seconds): a call may still
- * wait, but never past it.
- */
-static void bound(struct lr_store *st, int64_t deadline)
-{
-	int64_t left = deadline - lr_now_ms();
-	struct timeval tv;
-	int fd;
-
-	if (!st->m || st->o[O_SSL_MODE].n == TLS_DISABLED ||
-	    (fd = mysql_get_socket(st->m)) < 0)
-		return;
-	if (left < 1)
-		left = 1;
-	tv.tv_sec = (time_t)(left / 1000);
-	tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-static void step(struct lr_store *st, int ready, int64_t deadline)
-{
-	bound(st, deadline);
-	switch (st->op) {
-	case OP_CONNECT:
-		st->wait = mysql_real_connect_cont(&st->cret, st->m, ready);
-		break;
-	case OP_QUERY:
-		st->wait = mysql_real_query_cont(&st->qret, st->m, ready);
-		break;
-	case OP_FETCH:
-		st->wait = mysql_fetch_row_cont(&st->row, st->use, ready);
-		break;
-	case OP_NONE:
-		st->wait = 0;
-		break;
-	}
-}
-
-/* The answer to what ran past MAX_ANSWER (or out of our memory): the
- * connection is closed under the rows still coming, which ends the
- * session, and with it any lock it held. */
-static enum lr_status cut_off(struct lr_store *st, const char *what,
-			      struct lr_err *err)
-{
-	(void)shutdown(mysql_get_socket(st->m), SHUT_RDWR);
-	mysql_free_result(st->use); /* its reads of the rest end at once */
-	st->use = NULL;
-	rows_free(st->res);
-	st->res = NULL;
-	st->op = OP_NONE;
-	st->wait = 0;
-	lr_err_set(err,
-		   "%s on MySQL at %s: the answer runs past %zu MB (or out "
-		   "of memory); the connection was closed",
-		   what, st->where, MAX_ANSWER >> 20);
-	mark_gone(st, "its answer ran past the bound: we closed the "
-		      "connection");
-	return LR_ERROR;
-}
-
-/* Drives the operation in flight to its end, by deadline.  LR_OK: done,
- * its answer (if any) in st->res; LR_TIMEOUT: still in flight for a later
- * call; LR_ERROR: it failed (err says why; st->gone if the server ended
- * our session). */
+/* Drives the statement in flight to its end, by deadline.  LR_OK: done,
+ * its rows (if any) in st->c.res; LR_TIMEOUT: still in flight for a
+ * later call; LR_ERROR: it failed (err says why; st->gone if the server
+ * ended our session, or we cut it off). */
 static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 				   const char *what, struct lr_err *err)
 {
-	int failed = 0;
+	enum lr_status s = my_wire_drive(&st->c, deadline);
 
-	for (;;) {
-		while (st->wait) {
-			int ready = io_wait(st, deadline);
-
-			if (!ready) {
-				lr_err_set(err, "MySQL at %s did not answer "
-						"in time",
-					   st->where);
-				return LR_TIMEOUT;
-			}
-			step(st, ready, deadline);
-		}
-		if (st->op == OP_QUERY && st->qret == 0 &&
-		    mysql_field_count(st->m) > 0) {
-			/* The rows, one fetch at a time (this reads nothing). */
-			st->use = mysql_use_result(st->m);
-			failed = !st->use;
-			if (failed)
-				break;
-			st->res = calloc(1, sizeof(*st->res));
-			if (!st->res)
-				return cut_off(st, what, err);
-			st->res->nf = mysql_num_fields(st->use);
-			st->op = OP_FETCH;
-		} else if (st->op == OP_FETCH && st->row) {
-			if (rows_add(st->res, st->row,
-				     mysql_fetch_lengths(st->use)) < 0)
-				return cut_off(st, what, err);
-		} else {
-			break;
-		}
-		bound(st, deadline);
-		st->row = NULL;
-		st->wait = mysql_fetch_row_start(&st->row, st->use);
+	if (s == LR_TIMEOUT) {
+		lr_err_set(err, "MySQL at %s did not answer in time",
+			   st->where);
+		return LR_TIMEOUT;
 	}
-	if (st->op == OP_FETCH) {
-		/* The last row read, or an error: nothing more comes. */
-		failed = mysql_errno(st->m) != 0;
-		mysql_free_result(st->use);
-		st->use = NULL;
-	}
-	if ((st->op == OP_QUERY && st->qret != 0) || failed ||
-	    (st->op == OP_CONNECT && !st->cret)) {
-		st->op = OP_NONE;
-		q_fail(st, what, err);
+	if (s == LR_ERROR && st->c.err == CR_NET_PACKET_TOO_LARGE) {
+		/* The connection is shut down under what still comes, which
+		 * ends the session, and with it any lock it held. */
+		lr_err_set(err, "%s on MySQL at %s: %s; the connection was "
+				"closed",
+			   what, st->where, st->c.msg);
+		mark_gone(st, "its answer ran past the bound: we closed the "
+			      "connection");
 		return LR_ERROR;
 	}
-	st->op = OP_NONE;
-	return LR_OK;
+	if (s == LR_ERROR)
+		q_fail(st, what, err);
+	return s;
 }
 
 /* Runs one statement to its end.  *out gets its rows (NULL for a
- * statement without; rows_free it).  what names it in errors. */
+ * statement without; my_rows_free it).  what names it in errors. */
 static enum lr_status q_run(struct lr_store *st, const char *sql,
 			    const char *what, int64_t deadline,
-			    struct rows **out, struct lr_err *err)
+			    struct my_rows **out, struct lr_err *err)
 {
 	enum lr_status s;
 
 	*out = NULL;
-	if (!st->m || st->gone) {
+	if (!connected(st) || st->gone || st->c.broken) {
 		lr_err_set(err, "no connection to MySQL at %s", st->where);
 		lr_err_heals(err);
 		return LR_ERROR;
 	}
-	if (st->op != OP_NONE) {
+	if (st->c.state != MW_IDLE) {
 		/* An earlier statement's late answer: drop it, and its error
 		 * too (a statement given up on is no one's business), unless
 		 * the connection went with it. */
 		struct lr_err late = { .heals = 0 };
 
 		s = drive_to_end(st, deadline, "an earlier statement", &late);
-		rows_free(st->res);
-		st->res = NULL;
-		if (s == LR_TIMEOUT || (s == LR_ERROR &&
-					(st->gone || broken(mysql_errno(st->m))))) {
+		my_rows_free(st->c.res);
+		st->c.res = NULL;
+		if (s == LR_TIMEOUT ||
+		    (s == LR_ERROR && (st->gone || st->c.broken))) {
 			*err = late;
 			return s;
 		}
 	}
-	st->op = OP_QUERY;
-	bound(st, deadline);
-	st->wait = mysql_real_query_start(&st->qret, st->m, sql,
-					  (unsigned long)strlen(sql));
+	if (my_wire_send(&st->c, sql) < 0) {
+		q_fail(st, what, err);
+		return LR_ERROR;
+	}
 	s = drive_to_end(st, deadline, what, err);
 	if (s == LR_OK) {
-		*out = st->res;
-		st->res = NULL;
+		*out = st->c.res;
+		st->c.res = NULL;
 	}
 	return s;
 }
 
 /* The first row of res with at least n columns, or NULL. */
-static MYSQL_ROW row_of(struct rows *res, unsigned n)
+static my_row row_of(struct my_rows *res, unsigned n)
 {
 	if (!res || res->nf < n)
 		return NULL;
-	return rows_next(res);
+	return my_rows_next(res);
 }
 
-/* The string s as a SQL literal in buf ('' quoted, escaped for the
- * connection's character set).  0, or -1 if it does not fit. */
-static int literal(struct lr_store *st, const char *s, char *buf, size_t len)
+/* The string s as a SQL literal in buf, the same whatever the session's
+ * sql_mode (NO_BACKSLASH_ESCAPES or not): quoted, its quotes doubled,
+ * or, if it holds a backslash or a control character, in hex
+ * (_utf8mb4 X'...').  0, or -1 if it does not fit. */
+static int literal(const char *s, char *buf, size_t len)
 {
-	size_t n = strlen(s);
+	size_t n = strlen(s), i, o = 0;
+	int plain = 1;
 
-	if (2 * n + 3 > len)
-		return -1;
-	buf[0] = '\'';
-	n = mysql_real_escape_string(st->m, buf + 1, s, (unsigned long)n);
-	buf[n + 1] = '\'';
-	buf[n + 2] = '\0';
+	for (i = 0; i < n; i++)
+		if (s[i] == '\\' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			plain = 0;
+	if (plain) {
+		if (2 * n + 3 > len)
+			return -1;
+		buf[o++] = '\'';
+		for (i = 0; i < n; i++) {
+			if (s[i] == '\'')
+				buf[o++] = '\'';
+			buf[o++] = s[i];
+		}
+	} else {
+		if (2 * n + 12 > len)
+			return -1;
+		memcpy(buf, "_utf8mb4 X'", 11);
+		o = 11;
+		for (i = 0; i < n; i++) {
+			buf[o++] = "0123456789abcdef"[(unsigned char)s[i] >> 4];
+			buf[o++] = "0123456789abcdef"[s[i] & 15];
+		}
+	}
+	buf[o++] = '\'';
+	buf[o] = '\0';
 	return 0;
 }
 
@@ -590,47 +364,16 @@ static void keepalive(int fd, int64_t ttl_ms)
 
 /* ---- TLS ------------------------------------------------------------- */
 
-/* The options of the URL's ssl-mode and files. */
-static void tls_options(struct lr_store *st)
+/* After the connect to host (NULL: a socket): a warning where the login
+ * could go in clear (PREFERRED), or the connection crosses the network
+ * without TLS.  (A mode that requires TLS was met by the login.) */
+static void tls_warn(struct lr_store *st, const char *host)
 {
-	my_bool on = 1, ident = st->o[O_SSL_MODE].n == TLS_VERIFY_IDENTITY;
-
-	if (st->o[O_SSL_MODE].n == TLS_DISABLED)
-		return;
-	/* PREFERRED and REQUIRED verify nothing; VERIFY_CA checks the chain
-	 * (against ssl-ca, else the system's CAs), VERIFY_IDENTITY also the
-	 * host name.  Only VERIFY_IDENTITY makes Connector/C 3.3 refuse a
-	 * server without TLS itself; tls_check() does for REQUIRED and
-	 * VERIFY_CA. */
-	mysql_options(st->m, MYSQL_OPT_SSL_ENFORCE, &on);
-	mysql_options(st->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &ident);
-	if (st->o[O_SSL_CA].s)
-		mysql_options(st->m, MYSQL_OPT_SSL_CA, st->o[O_SSL_CA].s);
-	if (st->o[O_SSL_CERT].s)
-		mysql_options(st->m, MYSQL_OPT_SSL_CERT, st->o[O_SSL_CERT].s);
-	if (st->o[O_SSL_KEY].s)
-		mysql_options(st->m, MYSQL_OPT_SSL_KEY, st->o[O_SSL_KEY].s);
-}
-
-/* After the connect to host (NULL: a socket): TLS as the mode asks, and
- * a warning where the login could go in clear (PREFERRED), or the
- * connection crosses the network without TLS. */
-static enum lr_status tls_check(struct lr_store *st, const char *host,
-				struct lr_err *err)
-{
-	const char *cipher = mysql_get_ssl_cipher(st->m);
 	char msg[LR_ERRLEN];
 
-	if (!cipher && st->o[O_SSL_MODE].n >= TLS_REQUIRED) {
-		lr_err_set(err,
-			   "cannot connect to MySQL at %s: ssl-mode=%s, and "
-			   "the server does not offer TLS",
-			   st->where, ssl_modes[st->o[O_SSL_MODE].n]);
-		return LR_ERROR;
-	}
 	if (st->tls_warned || !st->req->warn)
-		return LR_OK;
-	if (st->o[O_SSL_MODE].n == TLS_PREFERRED && st->password)
+		return;
+	if (st->o[O_SSL_MODE].n == TLS_PREFERRED && st->password && host)
 		/* As libpq's sslmode=prefer: the store of passwords says so. */
 		snprintf(msg, sizeof(msg),
 			 "MySQL at %s: the password goes out with "
@@ -638,18 +381,31 @@ static enum lr_status tls_check(struct lr_store *st, const char *host,
 			 "answers in its place) that declines TLS have the "
 			 "login in clear%s; add ssl-mode=VERIFY_IDENTITY to "
 			 "the URL",
-			 st->where, cipher ? "" : ", as this one did");
-	else if (!cipher && host && !lr_host_is_local(host))
+			 st->where, st->c.tls ? "" : ", as this one did");
+	else if (!st->c.tls && host && !lr_host_is_local(host))
 		snprintf(msg, sizeof(msg),
 			 "MySQL at %s: the connection is not encrypted "
 			 "(ssl-mode=%s) and crosses the network; add "
 			 "ssl-mode=VERIFY_IDENTITY to the URL",
 			 st->where, ssl_modes[st->o[O_SSL_MODE].n]);
 	else
-		return LR_OK;
+		return;
 	st->tls_warned = 1;
 	st->req->warn(st->req->warn_ctx, msg);
-	return LR_OK;
+}
+
+/* The user of a URL that names none: the login name, as the mysql
+ * client takes it (a user authenticated by unix_socket, over a socket,
+ * then needs no URL user at all).  "" if it has none. */
+static const char *login_name(char *buf, size_t len)
+{
+	struct passwd pw, *p = NULL;
+	char tmp[1024];
+
+	buf[0] = '\0';
+	if (getpwuid_r(geteuid(), &pw, tmp, sizeof(tmp), &p) == 0 && p)
+		snprintf(buf, len, "%s", p->pw_name);
+	return buf;
 }
 
 /* One connection attempt to host h (NULL: the socket option), by
@@ -658,67 +414,57 @@ static enum lr_status connect_one(struct lr_store *st,
 				  const struct lr_url_host *h,
 				  int64_t deadline, struct lr_err *err)
 {
-	unsigned secs, rw;
-	unsigned long max_packet = MAX_PACKET;
-	int64_t left = deadline - lr_now_ms();
-	my_bool off = 0;
+	unsigned mode = st->o[O_SSL_MODE].n;
 	const char *user = st->req->u->user;
+	char me[256];
+	struct my_login l = {
+		.host = h ? h->host : NULL,
+		.port = h ? h->port : 0,
+		.path = st->o[O_SOCKET].s,
+		.user = user && *user ? user : login_name(me, sizeof(me)),
+		.password = st->password,
+		.db = st->db,
+		.tls = mode == TLS_DISABLED    ? MY_TLS_NO
+		       : mode == TLS_PREFERRED ? MY_TLS_IF_OFFERED
+					       : MY_TLS_MUST,
+		/* PREFERRED and REQUIRED verify nothing (as the mysql
+		 * client); VERIFY_CA checks the chain (against ssl-ca, else
+		 * the system's CAs), VERIFY_IDENTITY also the host name. */
+		.tls_conf = {
+			.host = h ? h->host : NULL,
+			.cacert = st->o[O_SSL_CA].s,
+			.cert = st->o[O_SSL_CERT].s,
+			.key = st->o[O_SSL_KEY].s,
+			.verify = mode == TLS_VERIFY_IDENTITY ? LR_TLS_VERIFY_FULL
+				  : mode == TLS_VERIFY_CA     ? LR_TLS_VERIFY_CHAIN
+							      : LR_TLS_VERIFY_NONE,
+		},
+	};
 	enum lr_status s;
 
 	if (h)
 		lr_url_host_format(h, st->where, sizeof(st->where));
 	else
 		snprintf(st->where, sizeof(st->where), "%s", st->o[O_SOCKET].s);
-	st->m = mysql_init(NULL);
-	if (!st->m) {
-		lr_err_set(err, "cannot connect to MySQL: out of memory");
-		return LR_ERROR;
-	}
-	secs = left > 2000 ? (unsigned)((left + 999) / 1000) : 2;
-	/* Statements are bounded by our deadlines; these are a backstop
-	 * of about the TTL, should a call ever wait unbounded. */
-	rw = (unsigned)((st->req->ttl_ms + 999) / 1000) + 1;
-	mysql_options(st->m, MYSQL_OPT_NONBLOCK, 0);
-	mysql_options(st->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
-	mysql_options(st->m, MYSQL_OPT_MAX_ALLOWED_PACKET, &max_packet);
-	mysql_options(st->m, MYSQL_OPT_READ_TIMEOUT, &rw);
-	mysql_options(st->m, MYSQL_OPT_WRITE_TIMEOUT, &rw);
-	/* A reconnect would be a new session without our lock. */
-	mysql_options(st->m, MYSQL_OPT_RECONNECT, &off);
-	mysql_options(st->m, MYSQL_OPT_LOCAL_INFILE, &off);
-	mysql_options(st->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-	tls_options(st);
-	/* No option file: the URL says it all, as for the other stores. */
-	st->op = OP_CONNECT;
-	st->wait = mysql_real_connect_start(
-		&st->cret, st->m, h ? h->host : NULL, user, st->password,
-		st->db, h ? (unsigned)h->port : 0,
-		h ? NULL : st->o[O_SOCKET].s, 0);
-	s = drive_to_end(st, deadline, "connecting", err);
-	if (s == LR_ERROR && mysql_errno(st->m) == CR_SSL_CONNECTION_ERROR &&
-	    lr_now_ms() >= deadline)
-		s = LR_TIMEOUT; /* bound() ended the TLS handshake */
+	s = my_wire_connect(&st->c, &l, deadline);
 	if (s == LR_TIMEOUT)
 		lr_err_set(err, "cannot connect to MySQL at %s: timed out",
 			   st->where);
 	else if (s != LR_OK)
 		lr_err_set(err, "cannot connect to MySQL at %s: %s%s",
-			   st->where, mysql_error(st->m),
-			   mysql_errno(st->m) == ER_ACCESS_DENIED_ERROR &&
-					   st->o[O_SSL_MODE].n <= TLS_PREFERRED
+			   st->where, st->c.msg,
+			   st->c.err == ER_ACCESS_DENIED_ERROR &&
+					   mode <= TLS_PREFERRED
 				   ? " (or the server requires TLS: "
 				     "require_secure_transport; add "
 				     "ssl-mode=VERIFY_IDENTITY)"
 				   : "");
-	if (s == LR_ERROR && (heals(mysql_errno(st->m)) || tls_cut(st->m)))
+	if (s == LR_ERROR && (heals(st->c.err) || st->c.heals))
 		lr_err_heals(err);
 	if (s == LR_OK) {
-		int fd = mysql_get_socket(st->m);
-
-		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		if (h)
-			keepalive(fd, st->req->ttl_ms);
-		s = tls_check(st, h ? h->host : NULL, err);
+			keepalive(st->c.s.fd, st->req->ttl_ms);
+		tls_warn(st, h ? h->host : NULL);
 	}
 	return s;
 }
@@ -752,97 +498,72 @@ static void durability(struct lr_store *st, const char *engine,
 	st->req->warn(st->req->warn_ctx, msg);
 }
 
-/* The session's settings, and what it is: its connection id, the lock
- * names, whether the server is read-only, and how durable the fences
- * are. */
-static enum lr_status setup(struct lr_store *st, int64_t deadline,
-			    struct lr_err *err)
+/* Runs the n statements of sql (each ending in '\0', one after the
+ * other) in one round trip where the server takes statements together,
+ * else one by one; their rows chained in order (struct my_rows).  The
+ * first that fails ends the batch. */
+static enum lr_status q_batch(struct lr_store *st, const char *sql, size_t n,
+			      const char *what, int64_t deadline,
+			      struct my_rows **out, struct lr_err *err)
 {
-	char sql[4400], pre[200], name[500], lock[600], rlock[600];
-	const char *prefix = st->o[O_PREFIX].s;
-	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
-	struct rows *res = NULL;
-	MYSQL_ROW r;
-	enum lr_status s;
+	char all[8192];
+	struct my_rows **tail = out, *res;
+	const char *p = sql;
+	size_t i, len = 0;
+	enum lr_status s = LR_OK;
 
-	if (literal(st, prefix, pre, sizeof(pre)) < 0 ||
-	    literal(st, st->req->name, name, sizeof(name)) < 0) {
-		lr_err_set(err, "MySQL: the lease name or prefix is too long");
-		return LR_ERROR;
+	*out = NULL;
+	if (st->c.multi) {
+		for (i = 0; i < n; p += strlen(p) + 1, i++) {
+			size_t k = strlen(p);
+
+			if (len + k + 3 > sizeof(all)) {
+				lr_err_set(err, "MySQL: a statement too long");
+				return LR_ERROR;
+			}
+			if (i) {
+				memcpy(all + len, "; ", 2);
+				len += 2;
+			}
+			memcpy(all + len, p, k + 1);
+			len += k;
+		}
+		return q_run(st, all, what, deadline, out, err);
 	}
-	/* wait_timeout: the server ends a silent holder's session (and
-	 * frees its lock) about one TTL after it last heard from it, never
-	 * before our own deadline.  autocommit: each fence is committed
-	 * on its own.  time_zone UTC: UNIX_TIMESTAMP(NOW(6)) (the fence's
-	 * floor, the runs' times) is then exact, even in the hour that a
-	 * local zone repeats when daylight saving time ends.  @lr_full:
-	 * what the lock names are made of. */
-	snprintf(sql, sizeof(sql),
-		 "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
-		 "SESSION time_zone = '+00:00', @lr_full = CONCAT(%s, %s)",
-		 wt, pre, name);
-	s = q_run(st, sql, "setting up the session", deadline, &res, err);
-	rows_free(res);
-	if (s != LR_OK)
-		return s;
-	snprintf(lock, sizeof(lock), LOCK_SQL, "@lr_full");
-	lock_expr(rlock, sizeof(rlock), "'#r', CONNECTION_ID()");
-	snprintf(sql, sizeof(sql),
-		 "SELECT CONNECTION_ID(), %s, @@read_only, "
-		 "@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE FROM "
-		 "information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
-		 "AND TABLE_NAME = '" FENCE_TABLE "')",
-		 lock, rlock);
-	s = q_run(st, sql, "setting up the session", deadline, &res, err);
-	if (s != LR_OK)
-		return s;
-	r = row_of(res, 6);
-	if (!r || !r[0] || !r[1] || !r[4] ||
-	    literal(st, r[1], st->lock, sizeof(st->lock)) < 0 ||
-	    literal(st, r[4], st->rlock, sizeof(st->rlock)) < 0) {
-		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
-			   st->where);
-		rows_free(res);
-		return LR_ERROR;
+	for (i = 0; i < n && s == LR_OK; p += strlen(p) + 1, i++) {
+		s = q_run(st, p, what, deadline, &res, err);
+		*tail = res;
+		while (*tail)
+			tail = &(*tail)->more;
 	}
-	st->conn_id = strtoul(r[0], NULL, 10);
-	if (r[2] && strcmp(r[2], "0") != 0 && st->req->token) {
-		lr_err_set(err,
-			   "MySQL at %s is read-only: the fence cannot be "
-			   "written; point the URL at the primary",
-			   st->where);
-		lr_err_heals(err); /* a failover may be under way */
-		s = LR_ERROR;
-	} else {
-		durability(st, r[5], r[3]);
+	if (s != LR_OK) {
+		my_rows_free(*out);
+		*out = NULL;
 	}
-	rows_free(res);
 	return s;
 }
 
 /* Galera and Group Replication keep GET_LOCK to the node it is taken
- * on: two nodes would each grant the same lease.  One statement asks
- * for both (SHOW VARIABLES, since MySQL has no @@wsrep_on and MariaDB
- * no group_replication_*): wsrep_on is ON on a Galera node, and
- * group_replication_group_name is set on a server configured as a
- * member of a group.  (tests/mysql.bats starts a Galera node; MySQL,
- * the only server with Group Replication, is not in Debian, so
+ * on: two nodes would each grant the same lease.  wsrep_on is ON on a
+ * Galera node, and group_replication_group_name is set on a server
+ * configured as a member of a group.  MariaDB (which has no Group
+ * Replication) is asked @@wsrep_on in the setup's SELECT, as cheap as
+ * any column; any other server, SHOW VARIABLES for both (which reads
+ * every variable: 0.5 ms), since MySQL has no @@wsrep_on and a server
+ * without the plugin no @@group_replication_group_name.  wsrep is
+ * @@wsrep_on (NULL: not asked); vars SHOW VARIABLES's rows (NULL: not
+ * asked).  (tests/mysql.bats starts a Galera node; MySQL, the only
+ * server with Group Replication, is not in Debian, so
  * tests/hostile.bats has a server answer as a member would.) */
-static enum lr_status cluster_guard(struct lr_store *st, int64_t deadline,
-				    struct lr_err *err)
+static enum lr_status cluster_guard(struct lr_store *st, const char *wsrep,
+				    struct my_rows *vars, struct lr_err *err)
 {
-	struct rows *res = NULL;
-	MYSQL_ROW r;
-	enum lr_status s;
 	const char *what = NULL;
+	my_row r;
 
-	s = q_run(st,
-		  "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', "
-		  "'group_replication_group_name')",
-		  "SHOW VARIABLES", deadline, &res, err);
-	if (s != LR_OK)
-		return s;
-	while (!what && (r = row_of(res, 2))) {
+	if (wsrep && (!strcmp(wsrep, "1") || !strcasecmp(wsrep, "ON")))
+		what = "a Galera node (wsrep_on)";
+	while (!what && (r = row_of(vars, 2))) {
 		if (!r[0] || !r[1])
 			continue;
 		if (!strcasecmp(r[0], "wsrep_on") && !strcasecmp(r[1], "ON"))
@@ -852,36 +573,105 @@ static enum lr_status cluster_guard(struct lr_store *st, int64_t deadline,
 			what = "a Group Replication member "
 			       "(group_replication_group_name is set)";
 	}
-	if (what) {
-		lr_err_set(err,
-			   "MySQL at %s is %s: its GET_LOCK() locks are its "
-			   "own, not the cluster's, so two nodes could grant "
-			   "the same lease; use a server outside the cluster, "
-			   "or another store",
-			   st->where, what);
-		s = LR_ERROR;
+	if (!what)
+		return LR_OK;
+	lr_err_set(err,
+		   "MySQL at %s is %s: its GET_LOCK() locks are its own, not "
+		   "the cluster's, so two nodes could grant the same lease; "
+		   "use a server outside the cluster, or another store",
+		   st->where, what);
+	return LR_ERROR;
+}
+
+/* The session's settings, and what it is: its connection id, the lock
+ * names, whether the server is read-only or one node of a cluster
+ * (cluster_guard()), and how durable the fences are.  One round trip:
+ * a SET, the SELECT, and on a server other than MariaDB SHOW
+ * VARIABLES. */
+static enum lr_status setup(struct lr_store *st, int64_t deadline,
+			    struct lr_err *err)
+{
+	char sql[4400], pre[200], name[500], lock[600], rlock[600];
+	const char *prefix = st->o[O_PREFIX].s;
+	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
+	struct my_rows *res = NULL;
+	my_row r;
+	enum lr_status s;
+	int n, wsrep = st->c.mariadb, k;
+
+	if (literal(prefix, pre, sizeof(pre)) < 0 ||
+	    literal(st->req->name, name, sizeof(name)) < 0) {
+		lr_err_set(err, "MySQL: the lease name or prefix is too long");
+		return LR_ERROR;
 	}
-	rows_free(res);
+	snprintf(lock, sizeof(lock), LOCK_SQL, "@lr_full");
+	lock_expr(rlock, sizeof(rlock), "'#r', CONNECTION_ID()");
+again:
+	/* wait_timeout: the server ends a silent holder's session (and
+	 * frees its lock) about one TTL after it last heard from it, never
+	 * before our own deadline.  autocommit: each fence is committed
+	 * on its own.  time_zone UTC: UNIX_TIMESTAMP(NOW(6)) (the fence's
+	 * floor, the runs' times) is then exact, even in the hour that a
+	 * local zone repeats when daylight saving time ends.  @lr_full:
+	 * what the lock names are made of. */
+	n = snprintf(sql, sizeof(sql),
+		     "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
+		     "SESSION time_zone = '+00:00', @lr_full = CONCAT(%s, %s)",
+		     wt, pre, name);
+	k = 2;
+	n += 1 + snprintf(sql + n + 1, sizeof(sql) - (size_t)n - 1,
+			  "SELECT CONNECTION_ID(), %s, @@read_only, "
+			  "@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE "
+			  "FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+			  "DATABASE() AND TABLE_NAME = '" FENCE_TABLE "')%s",
+			  lock, rlock, wsrep ? ", @@wsrep_on" : "");
+	if (!st->c.mariadb) {
+		snprintf(sql + n + 1, sizeof(sql) - (size_t)n - 1,
+			 "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', "
+			 "'group_replication_group_name')");
+		k = 3;
+	}
+	s = q_batch(st, sql, (size_t)k, "setting up the session", deadline,
+		    &res, err);
+	if (s == LR_ERROR && wsrep && st->c.err == ER_UNKNOWN_SYSTEM_VARIABLE &&
+	    !st->gone && !st->c.broken) {
+		wsrep = 0; /* a MariaDB built without Galera */
+		goto again;
+	}
+	if (s != LR_OK)
+		return s;
+	r = row_of(res, 6);
+	if (!r || !r[0] || !r[1] || !r[4] ||
+	    literal(r[1], st->lock, sizeof(st->lock)) < 0 ||
+	    literal(r[4], st->rlock, sizeof(st->rlock)) < 0 ||
+	    (wsrep && res->nf < 7) || (!st->c.mariadb && !res->more)) {
+		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
+			   st->where);
+		my_rows_free(res);
+		return LR_ERROR;
+	}
+	st->conn_id = strtoul(r[0], NULL, 10);
+	s = cluster_guard(st, wsrep && r[6] ? r[6] : NULL, res->more, err);
+	if (s == LR_OK && r[2] && strcmp(r[2], "0") != 0 && st->req->token) {
+		lr_err_set(err,
+			   "MySQL at %s is read-only: the fence cannot be "
+			   "written; point the URL at the primary",
+			   st->where);
+		lr_err_heals(err); /* a failover may be under way */
+		s = LR_ERROR;
+	} else if (s == LR_OK) {
+		durability(st, r[5], r[3]);
+	}
+	my_rows_free(res);
 	return s;
 }
 
 static void disconnect(struct lr_store *st)
 {
-	if (st->use) {
-		/* Rows still coming, of a statement out of time: unread. */
-		(void)shutdown(mysql_get_socket(st->m), SHUT_RDWR);
-		mysql_free_result(st->use);
-		st->use = NULL;
-	}
-	rows_free(st->res);
-	st->res = NULL;
-	/* The goodbye over TLS is written by OpenSSL: briefly. */
-	bound(st, lr_now_ms() + 100);
-	if (st->m)
-		mysql_close(st->m);
-	st->m = NULL;
-	st->op = OP_NONE;
-	st->wait = 0;
+	/* Rows still coming, of a statement out of time: unread. */
+	if (st->c.state != MW_IDLE)
+		my_wire_cut(&st->c);
+	my_wire_close(&st->c);
 	st->held = 0;
 	st->gone = 0;
 	st->gone_why[0] = '\0';
@@ -900,8 +690,6 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 				deadline, err);
 		if (s == LR_OK)
 			s = setup(st, deadline, err);
-		if (s == LR_OK)
-			s = cluster_guard(st, deadline, err);
 		/* The next host only for a fault of this one. */
 		if (s == LR_OK || (s == LR_ERROR && !err->heals))
 			break;
@@ -992,6 +780,7 @@ static enum lr_status my_open(const struct lr_store_req *req, int64_t deadline,
 		return LR_ERROR;
 	}
 	st->req = req;
+	lr_stream_init(&st->c.s, -1);
 	snprintf(st->where, sizeof(st->where), "%s", "the server");
 	s = parse(st, err);
 	return s == LR_OK ? my_connect(st, deadline, err) : s;
@@ -1031,14 +820,14 @@ static enum lr_status table_fix(struct lr_store *st, const char *table,
 				const char *create, int64_t deadline,
 				struct lr_err *err)
 {
-	unsigned e = mysql_errno(st->m);
-	struct rows *res = NULL;
+	unsigned e = st->c.err;
+	struct my_rows *res = NULL;
 	enum lr_status s;
 
 	if (e == ER_NO_SUCH_TABLE) {
 		s = q_run(st, create, "creating a table", deadline, &res, err);
-		rows_free(res);
-		if (s != LR_ERROR || mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
+		my_rows_free(res);
+		if (s != LR_ERROR || st->c.err != ER_TABLEACCESS_DENIED_ERROR)
 			return s;
 		lr_err_set(err,
 			   "MySQL at %s: the table %s.%s does not exist and "
@@ -1062,13 +851,13 @@ static enum lr_status q_write(struct lr_store *st, const char *sql,
 			      const char *table, const char *create,
 			      int64_t deadline, struct lr_err *err)
 {
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	enum lr_status s = LR_ERROR;
 	int tries;
 
 	for (tries = 0; tries < 2; tries++) {
 		s = q_run(st, sql, "writing the table", deadline, &res, err);
-		rows_free(res);
+		my_rows_free(res);
 		if (s != LR_ERROR || st->gone)
 			break;
 		s = table_fix(st, table, create, deadline, err);
@@ -1095,7 +884,7 @@ static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 	char sql[1400], host[600];
 	enum lr_status s;
 
-	if (literal(st, st->req->host ? st->req->host : "", host,
+	if (literal(st->req->host ? st->req->host : "", host,
 		    sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "''");
 	if (slotted(st))
@@ -1118,7 +907,7 @@ static enum lr_status fence_bump(struct lr_store *st, int64_t deadline,
 	s = q_write(st, sql, FENCE_TABLE, TABLE_SQL, deadline, err);
 	if (s != LR_OK)
 		return s;
-	st->fence = mysql_insert_id(st->m);
+	st->fence = st->c.insert_id;
 	if (st->fence == 0) {
 		lr_err_set(err, "MySQL at %s: no fence came back", st->where);
 		return LR_ERROR;
@@ -1132,7 +921,7 @@ static enum lr_status holder_row(struct lr_store *st, int64_t deadline,
 {
 	char sql[2400], host[600];
 
-	if (literal(st, st->req->host ? st->req->host : "", host,
+	if (literal(st->req->host ? st->req->host : "", host,
 		    sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "''");
 	snprintf(sql, sizeof(sql),
@@ -1163,8 +952,8 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 			     struct others *o, struct lr_err *err)
 {
 	char sql[1200];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 
 	memset(o, 0, sizeof(*o));
@@ -1176,8 +965,8 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 		 st->lock, st->req->limit, st->lock);
 	s = q_run(st, sql, "looking for other holders", deadline, &res, err);
 	if (s == LR_ERROR && !st->gone &&
-	    (mysql_errno(st->m) == ER_NO_SUCH_TABLE ||
-	     mysql_errno(st->m) == ER_TABLEACCESS_DENIED_ERROR))
+	    (st->c.err == ER_NO_SUCH_TABLE ||
+	     st->c.err == ER_TABLEACCESS_DENIED_ERROR))
 		/* No shared holder nor semaphore has come this way (or this
 		 * user may not see them: leaserun-mysql(7) says so). */
 		return LR_OK;
@@ -1186,7 +975,7 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 		o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
 		o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
 	}
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1195,14 +984,14 @@ static enum lr_status others(struct lr_store *st, int64_t deadline,
 static void give_back(struct lr_store *st, int64_t deadline)
 {
 	char sql[800];
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	struct lr_err ignored;
 
 	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);
 	if (st->held && !st->gone && lr_now_ms() < deadline &&
 	    q_run(st, sql, "RELEASE_LOCK", deadline, &res, &ignored) == LR_OK)
 		st->held = 0;
-	rows_free(res);
+	my_rows_free(res);
 	if (st->held)
 		disconnect(st);
 	st->held = 0;
@@ -1222,19 +1011,19 @@ static enum lr_status refuse(struct lr_store *st, unsigned recorded,
 static enum lr_status q_lock(struct lr_store *st, const char *sql,
 			     int64_t deadline, long *got, struct lr_err *err)
 {
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 
 	*got = -1;
 	s = q_run(st, sql, "GET_LOCK", deadline, &res, err);
-	if (s == LR_ERROR && (st->gone || broken(mysql_errno(st->m))))
+	if (s == LR_ERROR && (st->gone || st->c.broken))
 		/* Holding nothing: the next attempt connects again (a
 		 * restart or a failover ends every session). */
 		disconnect(st);
 	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
 		*got = strtol(r[0], NULL, 10);
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1381,7 +1170,7 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 {
 	enum lr_status s;
 
-	if (!st->m || st->gone) {
+	if (!connected(st) || st->gone) {
 		/* Not holding anything: a new session loses nothing. */
 		s = my_connect(st, deadline, err);
 		if (s != LR_OK)
@@ -1405,12 +1194,12 @@ static int my_wait_fd(struct lr_store *st, short *events)
 {
 	if (!st->held && st->want_wait)
 		st->queued = 1; /* the core waits: not a "-n" run */
-	if (!st->m || !st->held || st->gone)
+	if (!connected(st) || !st->held || st->gone)
 		return -1;
 	*events = POLLIN;
-	if (st->op != OP_NONE && (st->wait & MYSQL_WAIT_WRITE))
+	if (st->c.state == MW_SEND)
 		*events |= POLLOUT;
-	return mysql_get_socket(st->m);
+	return st->c.s.fd;
 }
 
 /* The socket is readable while no statement runs: the server sends
@@ -1418,20 +1207,8 @@ static int my_wait_fd(struct lr_store *st, short *events)
  * the close).  Returns 1 if it looks so. */
 static int idle_news(struct lr_store *st)
 {
-	int fd = mysql_get_socket(st->m);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char c;
-	ssize_t n;
-
-	if (poll(&p, 1, 0) <= 0)
-		return 0;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n == 0)
-		mark_gone(st, "the server closed the connection");
-	else if (n < 0 && errno == ECONNRESET)
-		mark_gone(st, "the server reset the connection");
-	else if (n > 0)
-		mark_gone(st, "the server ended the session unasked");
+	if (my_wire_idle(&st->c))
+		mark_gone(st, st->c.msg);
 	return st->gone;
 }
 
@@ -1440,16 +1217,16 @@ static enum lr_status my_process(struct lr_store *st, short revents,
 {
 	(void)revents;
 	(void)deadline; /* nothing here waits */
-	if (!st->m || !st->held)
+	if (!connected(st) || !st->held)
 		return LR_OK;
-	if (st->op != OP_NONE) {
+	if (st->c.state != MW_IDLE) {
 		/* A late answer: take what is there without waiting. */
 		enum lr_status s = drive_to_end(st, lr_now_ms() + 1,
 						"a late answer", err);
 
 		if (s != LR_TIMEOUT) {
-			rows_free(st->res);
-			st->res = NULL;
+			my_rows_free(st->c.res);
+			st->c.res = NULL;
 		}
 		if (st->gone)
 			return lost(st, err);
@@ -1466,7 +1243,7 @@ static enum lr_status my_check(struct lr_store *st, int64_t deadline,
 			       struct lr_err *err)
 {
 	(void)deadline;
-	if (st->held && !st->gone && st->m && st->op == OP_NONE)
+	if (st->held && !st->gone && connected(st) && st->c.state == MW_IDLE)
 		idle_news(st);
 	if (!st->held && !st->gone)
 		mark_gone(st, "the lock was not held");
@@ -1477,8 +1254,8 @@ static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
 			       struct lr_err *err)
 {
 	char sql[800];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 	unsigned long id;
 
@@ -1519,7 +1296,7 @@ static enum lr_status my_renew(struct lr_store *st, int64_t deadline,
 		s = LR_LOST;
 	}
 out:
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1529,7 +1306,7 @@ out:
 static void forget(struct lr_store *st, int64_t deadline)
 {
 	char sql[1200];
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	struct lr_err ignored;
 
 	snprintf(sql, sizeof(sql),
@@ -1537,23 +1314,23 @@ static void forget(struct lr_store *st, int64_t deadline)
 		 "(lock_name = %s OR NOT IS_USED_LOCK(lock_name) <=> conn)",
 		 st->lock, st->mine);
 	q_run(st, sql, "forgetting our row", deadline, &res, &ignored);
-	rows_free(res);
+	my_rows_free(res);
 }
 
 static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
 	char sql[1200];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 
-	if (!st->held || st->gone || !st->m) {
+	if (!st->held || st->gone || !connected(st)) {
 		if (!st->gone)
 			mark_gone(st, "the lock was not held");
 		return lost(st, err);
 	}
-	if (st->op != OP_NONE) {
+	if (st->c.state != MW_IDLE) {
 		/* An earlier statement is still unanswered: the server is not
 		 * answering.  Ending the session (close) frees the lock. */
 		lr_err_set(err, "MySQL at %s is not answering; closing our "
@@ -1580,7 +1357,7 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 	if (slotted(st))
 		forget(st, deadline);
 out:
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1589,8 +1366,8 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
 				unsigned long *id, struct lr_err *err)
 {
 	char sql[400];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 
 	*id = 0;
@@ -1598,7 +1375,7 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
 	s = q_run(st, sql, "IS_USED_LOCK", deadline, &res, err);
 	if (s == LR_OK && (r = row_of(res, 1)) && r[0])
 		*id = strtoul(r[0], NULL, 10);
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1607,7 +1384,7 @@ static enum lr_status holder_id(struct lr_store *st, int64_t deadline,
  * since_ms, fence, lim.  *out NULL when there is no table (or this
  * user may not read it). */
 static enum lr_status live_rows(struct lr_store *st, int slot,
-				int64_t deadline, struct rows **out,
+				int64_t deadline, struct my_rows **out,
 				struct lr_err *err)
 {
 	char sql[1200], only[48] = "";
@@ -1622,8 +1399,8 @@ static enum lr_status live_rows(struct lr_store *st, int slot,
 		 st->lock, only);
 	s = q_run(st, sql, "reading the holders", deadline, out, err);
 	if (s == LR_ERROR && !st->gone &&
-	    (mysql_errno(st->m) == ER_NO_SUCH_TABLE ||
-	     mysql_errno(st->m) == ER_TABLEACCESS_DENIED_ERROR))
+	    (st->c.err == ER_NO_SUCH_TABLE ||
+	     st->c.err == ER_TABLEACCESS_DENIED_ERROR))
 		return LR_OK;
 	return s;
 }
@@ -1634,8 +1411,8 @@ static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
 				   struct lr_err *err)
 {
 	char sql[800];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	struct lr_holder *h = NULL;
 	enum lr_status s;
 
@@ -1648,7 +1425,7 @@ static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
 		 " WHERE name = %s",
 		 st->lock);
 	s = q_run(st, sql, "reading the table of fences", deadline, &res, err);
-	if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+	if (s == LR_ERROR && st->c.err == ER_NO_SUCH_TABLE)
 		s = LR_OK; /* no fence handed out yet */
 	r = s == LR_OK ? row_of(res, 5) : NULL;
 	if (r && r[0] && r[1] && r[2] && r[3] && r[4]) {
@@ -1665,17 +1442,17 @@ static enum lr_status plain_holder(struct lr_store *st, unsigned long id,
 	if (h && !h->host[0])
 		/* Someone took the lock from SQL: say who. */
 		snprintf(h->host, sizeof(h->host), "MySQL connection %lu", id);
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
 /* Adds the live rows to info; *shared gets how many are shared. */
-static int add_rows(struct rows *res, struct lr_info *info, size_t *shared)
+static int add_rows(struct my_rows *res, struct lr_info *info, size_t *shared)
 {
-	MYSQL_ROW r;
+	my_row r;
 
 	*shared = 0;
-	while (res && res->nf >= 8 && (r = rows_next(res))) {
+	while (res && res->nf >= 8 && (r = my_rows_next(res))) {
 		struct lr_holder *h = lr_info_add(info);
 
 		if (!h)
@@ -1698,7 +1475,7 @@ static int add_rows(struct rows *res, struct lr_info *info, size_t *shared)
 static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 				 struct lr_info *info, struct lr_err *err)
 {
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	unsigned long id;
 	size_t shared;
 	enum lr_status s;
@@ -1709,11 +1486,11 @@ static enum lr_status my_inspect(struct lr_store *st, int64_t deadline,
 	if (s != LR_OK)
 		return s;
 	if (add_rows(res, info, &shared) < 0) {
-		rows_free(res);
+		my_rows_free(res);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
-	rows_free(res);
+	my_rows_free(res);
 	if (!info->limit)
 		info->limit = 1;
 	s = plain_holder(st, shared ? 0 : id, deadline, info, err);
@@ -1726,8 +1503,8 @@ static enum lr_status holder_conns(struct lr_store *st, int slot,
 				   int64_t deadline, unsigned long **ids,
 				   size_t *n, struct lr_err *err)
 {
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	unsigned long id = 0;
 	enum lr_status s;
 
@@ -1740,16 +1517,16 @@ static enum lr_status holder_conns(struct lr_store *st, int slot,
 		return s;
 	*ids = calloc((res ? res->n : 0) + 1, sizeof(**ids));
 	if (!*ids) {
-		rows_free(res);
+		my_rows_free(res);
 		lr_err_set(err, "out of memory");
 		return LR_ERROR;
 	}
 	if (id)
 		(*ids)[(*n)++] = id;
-	while (res && (r = rows_next(res)))
+	while (res && (r = my_rows_next(res)))
 		if (r[0])
 			(*ids)[(*n)++] = strtoul(r[0], NULL, 10);
-	rows_free(res);
+	my_rows_free(res);
 	return LR_OK;
 }
 
@@ -1758,19 +1535,19 @@ static enum lr_status kill_conn(struct lr_store *st, unsigned long id,
 				int64_t deadline, struct lr_err *err)
 {
 	char sql[64];
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	enum lr_status s;
 
 	snprintf(sql, sizeof(sql), "KILL CONNECTION %lu", id);
 	s = q_run(st, sql, "KILL CONNECTION", deadline, &res, err);
-	rows_free(res);
-	if (s == LR_ERROR && mysql_errno(st->m) == ER_KILL_DENIED_ERROR)
+	my_rows_free(res);
+	if (s == LR_ERROR && st->c.err == ER_KILL_DENIED_ERROR)
 		lr_err_set(err,
 			   "cannot break the lease on MySQL at %s: killing "
 			   "the holder's connection %lu needs its user, or the "
 			   "CONNECTION ADMIN (SUPER) privilege",
 			   st->where, id);
-	else if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_THREAD)
+	else if (s == LR_ERROR && st->c.err == ER_NO_SUCH_THREAD)
 		s = LR_OK;
 	return s;
 }
@@ -1844,16 +1621,16 @@ static enum lr_status my_break(struct lr_store *st, int slot, int64_t deadline,
 static enum lr_status runs_table(struct lr_store *st, int64_t deadline,
 				 struct lr_err *err)
 {
-	unsigned e = mysql_errno(st->m);
-	struct rows *res = NULL;
+	unsigned e = st->c.err;
+	struct my_rows *res = NULL;
 	enum lr_status s;
 
 	if (e == ER_NO_SUCH_TABLE) {
 		s = q_run(st, RUNS_SQL, "creating the table of runs", deadline,
 			  &res, err);
-		rows_free(res);
+		my_rows_free(res);
 		if (s != LR_ERROR ||
-		    mysql_errno(st->m) != ER_TABLEACCESS_DENIED_ERROR)
+		    st->c.err != ER_TABLEACCESS_DENIED_ERROR)
 			return s;
 		lr_err_set(err,
 			   "MySQL at %s: --once-per needs the table %s.%s, "
@@ -1880,8 +1657,8 @@ static enum lr_status run_read(struct lr_store *st, int64_t period,
 			       uint64_t *fence, struct lr_err *err)
 {
 	char sql[800];
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	enum lr_status s;
 
 	lr_run_init(run);
@@ -1908,7 +1685,7 @@ static enum lr_status run_read(struct lr_store *st, int64_t period,
 		}
 		lr_run_times(run, strtoll(r[0], NULL, 10), period);
 	}
-	rows_free(res);
+	my_rows_free(res);
 	return LR_OK;
 }
 
@@ -1919,7 +1696,7 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 				   struct lr_run *last, struct lr_err *err)
 {
 	char sql[1400], host[600];
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	enum lr_status s = LR_ERROR;
 	uint64_t was;
 	int tries;
@@ -1936,7 +1713,7 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 		return s;
 	if (last->known && was != fence && last->next_ms > 0)
 		return LR_BUSY;
-	if (literal(st, st->req->host ? st->req->host : "", host,
+	if (literal(st->req->host ? st->req->host : "", host,
 		    sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "''");
 	/* Autocommit: durable (as the fence is) before the command starts. */
@@ -1949,7 +1726,7 @@ static enum lr_status my_run_start(struct lr_store *st, int64_t period_ms,
 		 "VALUES(started_ms), ended_ms = NULL, status = NULL",
 		 st->lock, fence, host, st->req->pid, period_ms);
 	s = q_run(st, sql, "recording the run", deadline, &res, err);
-	rows_free(res);
+	my_rows_free(res);
 	if (s == LR_ERROR && !st->gone)
 		runs_table(st, deadline, err);
 	return s;
@@ -1960,7 +1737,7 @@ static enum lr_status my_run_end(struct lr_store *st, uint64_t fence,
 				 struct lr_err *err)
 {
 	char sql[800];
-	struct rows *res = NULL;
+	struct my_rows *res = NULL;
 	enum lr_status s;
 
 	snprintf(sql, sizeof(sql),
@@ -1968,7 +1745,7 @@ static enum lr_status my_run_end(struct lr_store *st, uint64_t fence,
 		 "WHERE name = %s AND fence = %" PRIu64,
 		 status, st->lock, fence);
 	s = q_run(st, sql, "recording the run's end", deadline, &res, err);
-	rows_free(res);
+	my_rows_free(res);
 	return s;
 }
 
@@ -1978,7 +1755,7 @@ static enum lr_status my_run_last(struct lr_store *st, int64_t deadline,
 	uint64_t fence;
 	enum lr_status s = run_read(st, 0, deadline, last, &fence, err);
 
-	if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+	if (s == LR_ERROR && st->c.err == ER_NO_SUCH_TABLE)
 		return LR_OK; /* no run recorded yet */
 	return s;
 }
@@ -2013,7 +1790,7 @@ static void my_close(struct lr_store *st)
 	"CHAR_LENGTH(%s)) = %s ORDER BY name LIMIT %d"
 
 /* A held row r of LIST_SQL to fn, as my_inspect() shows a holder. */
-static int list_row(MYSQL_ROW r, size_t skip, lr_list_fn fn, void *arg)
+static int list_row(my_row r, size_t skip, lr_list_fn fn, void *arg)
 {
 	unsigned long id = strtoul(r[6], NULL, 10);
 	struct lr_info info;
@@ -2045,12 +1822,12 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 	const char *prefix = st->o[O_PREFIX].s;
 	char pre[200], last[200] = "''", sql[1000];
 	enum lr_status s = LR_OK;
-	struct rows *res = NULL;
-	MYSQL_ROW r;
+	struct my_rows *res = NULL;
+	my_row r;
 	int rows = LIST_PAGE, stop = 0;
 
 	(void)pattern; /* the core matches the names */
-	if (literal(st, prefix, pre, sizeof(pre)) < 0) {
+	if (literal(prefix, pre, sizeof(pre)) < 0) {
 		lr_err_set(err, "MySQL: the prefix is too long");
 		return LR_ERROR;
 	}
@@ -2058,12 +1835,12 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 		snprintf(sql, sizeof(sql), LIST_SQL, last, pre, pre, LIST_PAGE);
 		s = q_run(st, sql, "reading the table of fences", deadline,
 			  &res, err);
-		if (s == LR_ERROR && mysql_errno(st->m) == ER_NO_SUCH_TABLE)
+		if (s == LR_ERROR && st->c.err == ER_NO_SUCH_TABLE)
 			return LR_OK; /* nothing granted yet */
 		for (rows = 0; s == LR_OK && res && !stop && res->nf >= 7 &&
-			       (r = rows_next(res));
+			       (r = my_rows_next(res));
 		     rows++) {
-			if (!r[0] || literal(st, r[0], last, sizeof(last)) < 0) {
+			if (!r[0] || literal(r[0], last, sizeof(last)) < 0) {
 				lr_err_set(err, "MySQL: a lock name too long");
 				s = LR_ERROR;
 			} else if (r[6]) {
@@ -2072,7 +1849,7 @@ static enum lr_status my_list(struct lr_store *st, const char *pattern,
 		}
 		if (stop < 0)
 			lr_err_set(err, "out of memory");
-		rows_free(res);
+		my_rows_free(res);
 		res = NULL;
 	}
 	return stop < 0 ? LR_ERROR : s;
