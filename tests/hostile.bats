@@ -431,3 +431,28 @@ store_built() {
 	[ ! -e "$T/port.got" ]
 	[ ! -e "$T/ran" ]
 }
+
+@test "MySQL: bytes sent with the greeting, before TLS, as one who answers in the server's place could: refused at once, never read as if they came over TLS" {
+	store_built mysql
+	hostile mysql tlsinject
+	URL="$(url mysql)?ssl-mode=VERIFY_IDENTITY"
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "the server sent bytes after its greeting, before TLS"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: answers without end, each saying another follows: cut off at once, 125, memory bounded" {
+	store_built mysql
+	hostile mysql moreflood
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "the server sent more answers than statements"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 2000 && KB < 65536 ))
+	[ ! -e "$T/ran" ]
+}

@@ -75,6 +75,11 @@ the client sent is written to PORTFILE.got ("login USER", "cleartext"):
                    client to mysql_native_password with a new nonce
   mysql ed25519    switches the client to MariaDB's client_ed25519
   mysql notls      greets without TLS (for a client that requires it)
+  mysql tlsinject  offers TLS, and sends a login OK with its greeting, as
+                   one who answers in the server's place would, so that
+                   the client reads it after TLS as if it came over TLS
+  mysql moreflood  answers the first statement with OKs without end,
+                   each saying that another result follows
 """
 
 import hashlib
@@ -635,6 +640,12 @@ def my_serve(mode, conn):
     plugin = b"mysql_native_password"
     if mode in ("sha2", "sha2full", "switch", "ed25519"):
         plugin = b"caching_sha2_password"
+    if mode == "tlsinject":
+        conn.sendall(my_packet(0, my_greeting(True, plugin)) +
+                     my_packet(3, MY_OK))
+        drain(conn)
+        time.sleep(30)
+        return
     conn.sendall(my_packet(0, my_greeting(mode == "tlsdrop", plugin)))
     if mode in ("sha2", "sha2full", "switch", "ed25519"):
         if not my_login(mode, conn):
@@ -650,6 +661,12 @@ def my_serve(mode, conn):
         if got is None or got[1][:1] == b"\x01":  # COM_QUIT
             return
         sql = got[1][1:].decode(errors="replace")
+        if mode == "moreflood":
+            more = b"\x00\x00\x00\x0a\x00\x00\x00"  # MORE_RESULTS
+            seq = 1
+            while True:
+                conn.sendall(b"".join(my_packet(seq + i, more)
+                                      for i in range(256)))
         if sql.startswith("SELECT CONNECTION_ID()"):
             if mode == "endless":
                 my_flood_rows(conn)
@@ -747,7 +764,7 @@ def serve(proto, mode, conn):
     elif proto == "mysql" and mode in ("grouprepl", "endless", "huge",
                                         "hugerow", "tlsdrop", "sha2",
                                         "sha2full", "switch", "ed25519",
-                                        "notls"):
+                                        "notls", "tlsinject", "moreflood"):
         my_serve(mode, conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))

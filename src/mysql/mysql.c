@@ -249,14 +249,20 @@ static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 	}
 	if (s == LR_ERROR)
 		q_fail(st, what, err);
+	/* A connection that broke (closed, reset, cut off) while we held
+	 * the lock: the session ends with it, and the lock. */
+	if (s == LR_ERROR && st->c.broken && st->held)
+		mark_gone(st, st->c.msg);
 	return s;
 }
 
-/* Runs one statement to its end.  *out gets its rows (NULL for a
- * statement without; my_rows_free it).  what names it in errors. */
-static enum lr_status q_run(struct lr_store *st, const char *sql,
-			    const char *what, int64_t deadline,
-			    struct my_rows **out, struct lr_err *err)
+/* Runs sql, n_stmts statements sent together (one, unless st->c.multi),
+ * to its end.  *out gets their rows (NULL for statements without;
+ * my_rows_free it).  what names it in errors. */
+static enum lr_status q_run_n(struct lr_store *st, const char *sql,
+			      unsigned n_stmts, const char *what,
+			      int64_t deadline, struct my_rows **out,
+			      struct lr_err *err)
 {
 	enum lr_status s;
 
@@ -281,7 +287,7 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 			return s;
 		}
 	}
-	if (my_wire_send(&st->c, sql) < 0) {
+	if (my_wire_send(&st->c, sql, n_stmts) < 0) {
 		q_fail(st, what, err);
 		return LR_ERROR;
 	}
@@ -291,6 +297,14 @@ static enum lr_status q_run(struct lr_store *st, const char *sql,
 		st->c.res = NULL;
 	}
 	return s;
+}
+
+/* Runs one statement to its end (as q_run_n()). */
+static enum lr_status q_run(struct lr_store *st, const char *sql,
+			    const char *what, int64_t deadline,
+			    struct my_rows **out, struct lr_err *err)
+{
+	return q_run_n(st, sql, 1, what, deadline, out, err);
 }
 
 /* The first row of res with at least n columns, or NULL. */
@@ -323,7 +337,7 @@ static int literal(const char *s, char *buf, size_t len)
 			buf[o++] = s[i];
 		}
 	} else {
-		if (2 * n + 12 > len)
+		if (2 * n + 13 > len) /* _utf8mb4 X'...'\0 */
 			return -1;
 		memcpy(buf, "_utf8mb4 X'", 11);
 		o = 11;
@@ -528,7 +542,7 @@ static enum lr_status q_batch(struct lr_store *st, const char *sql, size_t n,
 			memcpy(all + len, p, k + 1);
 			len += k;
 		}
-		return q_run(st, all, what, deadline, out, err);
+		return q_run_n(st, all, (unsigned)n, what, deadline, out, err);
 	}
 	for (i = 0; i < n && s == LR_OK; p += strlen(p) + 1, i++) {
 		s = q_run(st, p, what, deadline, &res, err);
@@ -1170,7 +1184,7 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 {
 	enum lr_status s;
 
-	if (!connected(st) || st->gone) {
+	if (!connected(st) || st->gone || st->c.broken) {
 		/* Not holding anything: a new session loses nothing. */
 		s = my_connect(st, deadline, err);
 		if (s != LR_OK)

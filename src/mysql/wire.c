@@ -126,12 +126,14 @@ static void say(struct my_conn *c, unsigned e, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The connection broke under us (closed, reset, a TLS failure): e. */
+/* The connection failed under us: closed or reset (why->heals), or TLS
+ * refused us (a certificate, an alert), which another try would meet
+ * again. */
 static void broke(struct my_conn *c, const struct lr_err *why)
 {
 	say(c, CR_SERVER_LOST, "Lost connection to server: %s", why->msg);
 	c->broken = 1;
-	c->heals = 1;
+	c->heals = why->heals;
 }
 
 void my_wire_cut(struct my_conn *c)
@@ -188,6 +190,7 @@ static int fill(struct my_conn *c, int64_t deadline)
 		}
 		if (n == 0) {
 			lr_err_set(&e, "the server closed the connection");
+			e.heals = 1;
 			n = -1;
 		}
 		if (n != LR_IO_AGAIN) {
@@ -716,8 +719,21 @@ enum lr_status my_wire_connect(struct my_conn *c, const struct my_login *l,
 	c->multi = (caps & CAP_MULTI_STATEMENTS) != 0;
 	if (l->db && *l->db)
 		caps |= CAP_CONNECT_WITH_DB;
+	/* PREFERRED goes on without TLS where it cannot have it: a server
+	 * that offers none, a leaserun without its TLS module. */
+	if (l->host && l->tls == MY_TLS_IF_OFFERED && (g.caps & CAP_SSL) &&
+	    !lr_tls_load(&e))
+		g.caps &= ~CAP_SSL;
 	if (l->host && l->tls != MY_TLS_NO && (g.caps & CAP_SSL)) {
 		caps |= CAP_SSL;
+		/* Nothing may come between the greeting and TLS: bytes sent
+		 * ahead would be read later as if they came over TLS, from
+		 * the server whose certificate was checked (the hole of
+		 * CVE-2021-23222 in libpq). */
+		if (c->len - c->off != c->take) {
+			malformed(c, "bytes after its greeting, before TLS");
+			return LR_ERROR;
+		}
 		if (put_tls_request(c, caps) < 0)
 			return LR_ERROR;
 		if ((got = flush(c, deadline)) <= 0)
@@ -752,13 +768,17 @@ enum lr_status my_wire_connect(struct my_conn *c, const struct my_login *l,
 
 /* ---- statements ------------------------------------------------------------ */
 
-int my_wire_send(struct my_conn *c, const char *sql)
+int my_wire_send(struct my_conn *c, const char *sql, unsigned n_stmts)
 {
 	size_t n = strlen(sql);
 	char *q;
 
 	if (c->s.fd < 0 || !c->ready || c->broken) {
 		say(c, CR_SERVER_GONE_ERROR, "no connection");
+		return -1;
+	}
+	if (c->state != MW_IDLE) {
+		say(c, CR_MALFORMED_PACKET, "a statement is still in flight");
 		return -1;
 	}
 	if (n + 1 > MY_MAX_PACKET || !(q = malloc(n + 1))) {
@@ -773,6 +793,7 @@ int my_wire_send(struct my_conn *c, const char *sql)
 	c->insert_id = 0;
 	c->err = 0;
 	c->msg[0] = '\0';
+	c->more = n_stmts > 1 ? n_stmts - 1 : 0;
 	if (put(c, q, n + 1) < 0) {
 		free(q);
 		return -1;
@@ -836,13 +857,30 @@ out:
 	return r;
 }
 
+/* A result says another follows: only as many as the statements sent. */
+static int another(struct my_conn *c)
+{
+	if (!c->more) {
+		malformed(c, "more answers than statements");
+		return -1;
+	}
+	c->more--;
+	return 0;
+}
+
 enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 {
 	unsigned char *body;
 	size_t len;
+	unsigned taken = 0;
 	int got;
 
 	while (c->state != MW_IDLE) {
+		/* Packets that keep coming do not hold us past the deadline
+		 * (the statement stays in flight); the clock is read now and
+		 * then, not for each. */
+		if (++taken % 64 == 0 && lr_now_ms() >= deadline)
+			return LR_TIMEOUT;
 		if (c->state == MW_SEND) {
 			if ((got = flush(c, deadline)) <= 0)
 				goto stop;
@@ -876,6 +914,8 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 						     "parse");
 					return LR_ERROR;
 				}
+				if ((st & MORE_RESULTS) && another(c) < 0)
+					return LR_ERROR;
 				if (st & MORE_RESULTS)
 					break; /* the next statement's */
 				c->state = MW_IDLE;
@@ -900,12 +940,14 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 					my_wire_cut(c);
 					return LR_ERROR;
 				}
-				if (c->res) {
-					rs->bytes = c->last->bytes;
+				/* Each answer counts too, against the
+				 * bound of all. */
+				rs->bytes = (c->res ? c->last->bytes : 0) +
+					    sizeof(*rs) + 32;
+				if (c->res)
 					c->last->more = rs;
-				} else {
+				else
 					c->res = rs;
-				}
 				c->last = rs;
 				rs->nf = (unsigned)n;
 				c->cols = (unsigned long)n;
@@ -925,6 +967,8 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 		case MW_ROWS:
 			if (is_eof(body, len)) {
 				if (eof_status(body, len) & MORE_RESULTS) {
+					if (another(c) < 0)
+						return LR_ERROR;
 					c->state = MW_HEAD;
 					break;
 				}
@@ -956,6 +1000,23 @@ int my_wire_idle(struct my_conn *c)
 
 	if (c->s.fd < 0 || c->broken)
 		return c->broken;
+	if (c->len - c->off > c->take) {
+		/* Come with the last answer, and not part of it. */
+		const unsigned char *p = c->in + c->off + c->take;
+		size_t have = c->len - c->off - c->take;
+
+		c->broken = 1;
+		if (have > 5 && p[4] == 0xff) {
+			size_t pl = (size_t)p[0] | (size_t)p[1] << 8 |
+				    (size_t)p[2] << 16;
+
+			server_error(c, p + 4, pl < have - 4 ? pl : have - 4);
+		} else {
+			say(c, CR_SERVER_LOST,
+			    "the server ended the session unasked");
+		}
+		return 1;
+	}
 	if (!lr_stream_holds(&c->s)) {
 		struct pollfd p = { .fd = c->s.fd, .events = POLLIN };
 

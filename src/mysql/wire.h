@@ -96,6 +96,7 @@ struct my_conn {
 	enum my_wire_state state;
 	unsigned char seq;   /* the next packet's sequence number */
 	unsigned long cols;  /* column definitions still to come */
+	unsigned more;       /* answers still allowed after this one */
 	struct my_rows *res; /* the rows so far */
 	struct my_rows *last; /* the last of them */
 	uint64_t insert_id;  /* of the last OK */
@@ -116,10 +117,11 @@ struct my_conn {
  * in every case. */
 enum lr_status my_wire_connect(struct my_conn *c, const struct my_login *l,
 			       int64_t deadline);
-/* Queues the statement sql for my_wire_drive(), only when no statement
- * is in flight (c->state == MW_IDLE).  0, or -1 with c->err and c->msg
- * (no connection, out of memory). */
-int my_wire_send(struct my_conn *c, const char *sql);
+/* Queues sql, n_stmts statements separated by ';' (more than one only
+ * where c->multi), for my_wire_drive(), only when no statement is in
+ * flight (c->state == MW_IDLE).  0, or -1 with c->err and c->msg (no
+ * connection, out of memory). */
+int my_wire_send(struct my_conn *c, const char *sql, unsigned n_stmts);
 /* Drives the statement in flight, by deadline.  LR_OK: done, its rows
  * (if it has any) in c->res, its last OK in c->insert_id; LR_TIMEOUT: still
  * in flight; LR_ERROR: c->err and c->msg, c->broken if the connection
