@@ -453,6 +453,31 @@ fences_survive_a_crash() {
 	grep -q "the store answers again" "$BATS_TEST_TMPDIR/waiter.err"
 }
 
+@test "faults: a waiter queued behind a holder rides out a restart of the server, and runs within seconds" {
+	n=$(name)
+	start_holder "$n" -t 30s
+	"$LEASERUN" -v -w 20 "$n" sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
+		2>"$BATS_TEST_TMPDIR/waiter.err" &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 queued "$n" "$waiter"
+	t0=$(now_ms)
+	# -m fast: the server ends every session with a FATAL, the
+	# holder's and the waiter's, which is waiting in pg_advisory_lock
+	# (or was just handed the lock the holder's end freed).
+	pg_server_restart
+	wait_rc "$BG"
+	assert_equal "$RC" 124
+	wait_rc "$waiter"
+	t1=$(now_ms)
+	cat "$BATS_TEST_TMPDIR/waiter.err" >&3
+	assert_equal "$RC" 0
+	[ -e "$BATS_TEST_TMPDIR/waiter" ]
+	# Not at the end of its wait: a session the restart ended is
+	# replaced at the next try.
+	(( t1 - t0 < 10000 ))
+}
+
 @test "faults: a run started while the server is down gets the lease once it is up within the wait" {
 	n=$(name)
 	pg_server_down

@@ -1321,9 +1321,12 @@ static enum lr_status pg_acquire(struct lr_store *st, int64_t deadline,
 	if (st->nslot_sess)
 		return aux_acquire(st, deadline, g, err);
 	if ((st->inflight == Q_WAIT || st->inflight == Q_GATE) &&
-	    conn_ok(st)) {
-		/* The wait is running: look, without blocking. */
-		if (sess_poll(st) < 0 || st->inflight != Q_NONE)
+	    conn_ok(st) && sess_poll(st) == 0) {
+		/* The wait is running: look, without blocking.  (A session
+		 * that ended meanwhile, as a restart ends it, ended its wait
+		 * and what it was granted with it: a new one, below.  It was
+		 * busy for good here, and the run waited out its -w.) */
+		if (st->inflight != Q_NONE)
 			return LR_BUSY;
 		if (st->handed)
 			return grant(st, deadline, g, err);
