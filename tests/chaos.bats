@@ -254,6 +254,49 @@ gave_up() {
 	assert_output --partial "gave-up=0;"
 }
 
+@test "a run that used up its wait through short faults, the last still on at its end, may end 125; one that ends before its wait is used up may not" {
+	# Faults one after the other, none as long as the wait; the wait
+	# runs out during the last (a SIGSTOP of the server): the last try
+	# met it.
+	fake_run
+	echo wait_ms=3000 >>"$R/meta"
+	section w1.1 1 0 10
+	judge
+	fault 100 400 crash - -
+	fault 1500 1800 restart - -
+	fault 2900 4000 sstop - -
+	gave_up w2.1 50 3100 "cannot connect to MySQL at h: timed out"
+	run "$CHECK" "$R"
+	assert_success
+	assert_output --partial "gave-up=0;"
+	# The same faults, but the run gave up during the last before its
+	# wait was used up.
+	fake_run
+	echo wait_ms=3000 >>"$R/meta"
+	section w1.1 1 0 10
+	judge
+	fault 100 400 crash - -
+	fault 1500 1800 restart - -
+	fault 2900 4000 sstop - -
+	gave_up w2.1 1000 3100 "cannot connect to MySQL at h: timed out"
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "gave-up=1;"
+	# Used up, but the store was back long before its end (more than
+	# the TTL): a give-up.
+	fake_run
+	echo wait_ms=3000 >>"$R/meta"
+	echo ttl_ms=500 >>"$R/meta"
+	section w1.1 1 0 10
+	judge
+	fault 100 400 crash - -
+	fault 1500 1800 restart - -
+	gave_up w2.1 50 3100 "cannot connect to MySQL at h: timed out"
+	run "$CHECK" "$R"
+	assert_failure 1
+	assert_output --partial "gave-up=1;"
+}
+
 @test "exit 0 after a lost lease fails the run, whoever saw the loss" {
 	# leaserun itself logged it.
 	fake_run
