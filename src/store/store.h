@@ -21,8 +21,8 @@
  *
  * Names, so that a reader can tell whose a function is: a store's own
  * functions start with the store's name (redis_acquire(), etcd_renew(),
- * zk_open(), pg_, file_), except the MySQL store's, which start with my_,
- * since libmariadb owns mysql_.  st is always a struct lr_store pointer.
+ * zk_open(), pg_, file_), except the MySQL store's, which start with my_
+ * (mysql_ is the MySQL C API's, which a reader knows).  st is always a struct lr_store pointer.
  * A count of milliseconds ends in _ms; its special values (for ever,
  * unknown, not given, never) are the LR_MS_* of store/duration.h.
  * The plain lease is a name taken with limit 1 and not shared (below);
