@@ -155,6 +155,21 @@ static void malformed(struct my_conn *c, const char *what)
 
 /* ---- bytes and packets -------------------------------------------------- */
 
+/* v in n bytes at p, little-endian, as the protocol's integers are. */
+static void put_le(unsigned char *p, uint32_t v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A packet's length, its header's first 3 bytes. */
+static size_t len3(const unsigned char *p)
+{
+	return (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16;
+}
+
 /* Reads what the connection has, waiting by deadline.  1: more bytes in
  * c->in; 0: the deadline passed; -1: the connection broke. */
 static int fill(struct my_conn *c, int64_t deadline)
@@ -214,8 +229,7 @@ static int packet(struct my_conn *c, int64_t deadline, unsigned char **body,
 		unsigned char *p = c->in + c->off;
 
 		if (have >= 4) {
-			n = (size_t)p[0] | (size_t)p[1] << 8 |
-			    (size_t)p[2] << 16;
+			n = len3(p);
 			if (n > MY_MAX_PACKET) {
 				say(c, CR_NET_PACKET_TOO_LARGE,
 				    "the server sent a packet of %zu bytes, "
@@ -264,9 +278,7 @@ static int put(struct my_conn *c, const void *body, size_t len)
 		c->out_cap = cap;
 	}
 	p = c->out + c->out_len;
-	p[0] = (unsigned char)len;
-	p[1] = (unsigned char)(len >> 8);
-	p[2] = (unsigned char)(len >> 16);
+	put_le(p, (uint32_t)len, 3);
 	p[3] = c->seq++;
 	memcpy(p + 4, body, len);
 	c->out_len += len + 4;
@@ -519,6 +531,18 @@ static int put_clear(struct my_conn *c, const char *plugin,
 	return put(c, pw ? pw : "", pw ? strlen(pw) + 1 : 1);
 }
 
+/* The first 32 bytes of our answer to the greeting, which are also the
+ * whole of "switch to TLS": capabilities, the largest packet we take,
+ * the character set, 23 zeros. */
+#define LOGIN_HEAD 32
+static void login_head(unsigned char *buf, uint32_t caps)
+{
+	memset(buf, 0, LOGIN_HEAD);
+	put_le(buf, caps, 4);
+	put_le(buf + 4, (uint32_t)MY_MAX_PACKET, 4);
+	buf[8] = CHARSET_UTF8MB4;
+}
+
 /* Our answer to the greeting: capabilities, user, scramble, database,
  * method. */
 static int put_login(struct my_conn *c, const struct my_login *l,
@@ -526,27 +550,18 @@ static int put_login(struct my_conn *c, const struct my_login *l,
 {
 	unsigned char buf[1024], sc[MY_SHA256_LEN];
 	const char *user = l->user ? l->user : "";
-	size_t n = 0, ul = strlen(user), dl = l->db ? strlen(l->db) : 0, sl;
+	size_t n = LOGIN_HEAD, ul = strlen(user), dl = l->db ? strlen(l->db) : 0;
+	size_t sl;
 	int r;
 
 	if (scramble(g->plugin, l->password, g->nonce, sc, &sl) < 0)
 		sl = 0; /* answered when the server switches, or refused */
-	if (32 + ul + 1 + 1 + sl + dl + 1 + strlen(g->plugin) + 1 >
+	if (LOGIN_HEAD + ul + 1 + 1 + sl + dl + 1 + strlen(g->plugin) + 1 >
 	    sizeof(buf)) {
 		say(c, CR_MALFORMED_PACKET, "the user name is too long");
 		return -1;
 	}
-	buf[n++] = (unsigned char)caps;
-	buf[n++] = (unsigned char)(caps >> 8);
-	buf[n++] = (unsigned char)(caps >> 16);
-	buf[n++] = (unsigned char)(caps >> 24);
-	buf[n++] = (unsigned char)MY_MAX_PACKET;
-	buf[n++] = (unsigned char)(MY_MAX_PACKET >> 8);
-	buf[n++] = (unsigned char)(MY_MAX_PACKET >> 16);
-	buf[n++] = (unsigned char)(MY_MAX_PACKET >> 24);
-	buf[n++] = CHARSET_UTF8MB4;
-	memset(buf + n, 0, 23);
-	n += 23;
+	login_head(buf, caps);
 	memcpy(buf + n, user, ul + 1);
 	n += ul + 1;
 	buf[n++] = (unsigned char)sl;
@@ -566,20 +581,12 @@ static int put_login(struct my_conn *c, const struct my_login *l,
 	return r;
 }
 
-/* "switch to TLS": the login's first 32 bytes. */
+/* "switch to TLS": the login's head alone. */
 static int put_tls_request(struct my_conn *c, uint32_t caps)
 {
-	unsigned char buf[32] = { 0 };
+	unsigned char buf[LOGIN_HEAD];
 
-	buf[0] = (unsigned char)caps;
-	buf[1] = (unsigned char)(caps >> 8);
-	buf[2] = (unsigned char)(caps >> 16);
-	buf[3] = (unsigned char)(caps >> 24);
-	buf[4] = (unsigned char)MY_MAX_PACKET;
-	buf[5] = (unsigned char)(MY_MAX_PACKET >> 8);
-	buf[6] = (unsigned char)(MY_MAX_PACKET >> 16);
-	buf[7] = (unsigned char)(MY_MAX_PACKET >> 24);
-	buf[8] = CHARSET_UTF8MB4;
+	login_head(buf, caps);
 	return put(c, buf, sizeof(buf));
 }
 
@@ -992,6 +999,20 @@ stop:
 	return LR_ERROR;
 }
 
+/* have bytes at p came unasked: the session's end, and why when they
+ * are an error packet (ER_CONNECTION_KILLED, ...). */
+static void unasked(struct my_conn *c, const unsigned char *p, size_t have)
+{
+	c->broken = 1;
+	if (have > 5 && p[4] == 0xff) {
+		size_t pl = len3(p);
+
+		server_error(c, p + 4, pl < have - 4 ? pl : have - 4);
+	} else {
+		say(c, CR_SERVER_LOST, "the server ended the session unasked");
+	}
+}
+
 int my_wire_idle(struct my_conn *c)
 {
 	struct lr_err e = { .heals = 0 };
@@ -1002,19 +1023,7 @@ int my_wire_idle(struct my_conn *c)
 		return c->broken;
 	if (c->len - c->off > c->take) {
 		/* Come with the last answer, and not part of it. */
-		const unsigned char *p = c->in + c->off + c->take;
-		size_t have = c->len - c->off - c->take;
-
-		c->broken = 1;
-		if (have > 5 && p[4] == 0xff) {
-			size_t pl = (size_t)p[0] | (size_t)p[1] << 8 |
-				    (size_t)p[2] << 16;
-
-			server_error(c, p + 4, pl < have - 4 ? pl : have - 4);
-		} else {
-			say(c, CR_SERVER_LOST,
-			    "the server ended the session unasked");
-		}
+		unasked(c, c->in + c->off + c->take, c->len - c->off - c->take);
 		return 1;
 	}
 	if (!lr_stream_holds(&c->s)) {
@@ -1031,14 +1040,8 @@ int my_wire_idle(struct my_conn *c)
 		say(c, CR_SERVER_LOST, "the server closed the connection");
 	else if (n < 0)
 		say(c, CR_SERVER_LOST, "%s", e.msg);
-	else if (n > 5 && b[4] == 0xff) {
-		/* An error packet: why (ER_CONNECTION_KILLED, ...). */
-		size_t pl = (size_t)b[0] | (size_t)b[1] << 8 |
-			    (size_t)b[2] << 16;
-
-		server_error(c, b + 4, pl < (size_t)n - 4 ? pl : (size_t)n - 4);
-	} else
-		say(c, CR_SERVER_LOST, "the server ended the session unasked");
+	else
+		unasked(c, b, (size_t)n);
 	return 1;
 }
 
