@@ -324,6 +324,18 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "MySQL: a MySQL-built Galera node (wsrep_on ON in SHOW VARIABLES): refused, 125, one line saying why" {
+	store_built mysql
+	hostile mysql galera
+	URL=$(url mysql)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "is a Galera node \(wsrep_on\): its GET_LOCK\(\) locks are its own"
+	assert_equal "${#stderr_lines[@]}" 1
+	no_secret
+	[ ! -e "$T/ran" ]
+}
+
 @test "MySQL: a server that closes the connection as TLS starts, as one that restarts does: a waiting run tries again until -w" {
 	store_built mysql
 	hostile mysql tlsdrop

@@ -57,6 +57,9 @@ MySQL modes (PROTO mysql): a server that greets as MySQL 8.0 does
 session's setup as a server would:
   mysql grouprepl  SHOW VARIABLES says group_replication_group_name is
                    set: a member of a Group Replication group
+  mysql galera     SHOW VARIABLES says wsrep_on is ON: a Galera node of a
+                   MySQL build (Percona XtraDB Cluster), which has no
+                   @@wsrep_on to ask for
   mysql endless    the setup's SELECT is answered by rows without end
   mysql tlsdrop    the greeting offers TLS, and the connection is closed
                    as the client starts it (a server that restarts)
@@ -679,7 +682,8 @@ def my_serve(mode, conn):
             my_rows(conn, ["Variable_name", "Value"],
                     [["group_replication_group_name",
                       "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]]
-                    if mode == "grouprepl" else [])
+                    if mode == "grouprepl" else
+                    [["wsrep_on", "ON"]] if mode == "galera" else [])
         # The rest of a grant, as a server that has the lock free: the
         # lock taken, no other holder, fence 5, the lock ours, released.
         elif sql.startswith("SELECT IF(IS_USED_LOCK(") or \
@@ -761,8 +765,8 @@ def serve(proto, mode, conn):
             time.sleep(1)
     elif proto == "redis":
         redis_serve(mode, conn)
-    elif proto == "mysql" and mode in ("grouprepl", "endless", "huge",
-                                        "hugerow", "tlsdrop", "sha2",
+    elif proto == "mysql" and mode in ("grouprepl", "galera", "endless",
+                                        "huge", "hugerow", "tlsdrop", "sha2",
                                         "sha2full", "switch", "ed25519",
                                         "notls", "tlsinject", "moreflood"):
         my_serve(mode, conn)
