@@ -7,6 +7,7 @@
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load coverage
 
 setup() {
 	: "${LEASERUN:?LEASERUN must name the leaserun binary (make check sets it)}"

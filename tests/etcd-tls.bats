@@ -4,6 +4,7 @@
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load coverage
 load 'etcd-server'
 load 'certs'
 

@@ -2,6 +2,7 @@
 bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load coverage
 
 : "${LEASERUN:?LEASERUN must name the leaserun binary (make check sets it)}"
 : "${LR_BUILDDIR:=$(dirname "$LEASERUN")}"
