@@ -2,7 +2,8 @@
 """hostile.py PROTO MODE PORTFILE - a store server that misbehaves.
 
 Listens on a free loopback port, writes the port to PORTFILE, and serves
-every connection as MODE says, until it is killed.  The tests use it to
+every connection as MODE says, until it is killed; each connection adds
+a line to PORTFILE.conns.  The tests use it to
 show that no reply can crash leaserun, hold it past a deadline or make it
 eat memory (tests/hostile.bats).
 
@@ -800,6 +801,8 @@ def main(argv):
     os.rename(tmp, portfile)
     while True:
         conn, _ = ls.accept()
+        with open(PORTFILE + ".conns", "a") as f:
+            f.write("accepted\n")
         threading.Thread(target=handle, args=(proto, mode, conn),
                          daemon=True).start()
 

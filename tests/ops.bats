@@ -208,6 +208,11 @@ bg() {
 	echo junk > "$T/junk"
 	LEASERUN_STATE=$T/junk run --separate-stderr lr --check
 	assert_equal "$status" 125
+	# A state file that cannot be read is not one that is gone (which
+	# would mean leaserun has ended: 1).
+	LEASERUN_STATE=$T/junk/state run --separate-stderr lr --check
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: --check: cannot read $T/junk/state: Not a directory"
 	run --separate-stderr lr --check job
 	assert_equal "$status" 125
 }

@@ -865,6 +865,12 @@ static void test_state_machine(void)
 	CHECK(res.outcome == LR_OUT_FAILED);
 	CHECK(strstr(res.err.msg, "granted a TTL of 300ms") != NULL);
 	CHECK(s.releases == 1);
+	/* The least TTL a store can claim (0 is "the one asked for"). */
+	memset(&s, 0, sizeof(s));
+	s.granted_ttl = 1;
+	run_script(&s, "exit 0", -1, &res);
+	CHECK(res.outcome == LR_OUT_FAILED);
+	CHECK(strstr(res.err.msg, "granted a TTL of 1ms") != NULL);
 	memset(&s, 0, sizeof(s));
 	s.granted_ttl = 1200;
 	run_script(&s, "sleep 0.7; exit 6", -1, &res);
