@@ -401,6 +401,8 @@ static void test_url_opt_number_or_word(void)
 static void test_scrub(void)
 {
 	char s[] = "uri \"x://u:Pw%41d@h\": PwAd, PwAdPwAd; pw";
+	char t[] = "a Later one";
+	int i;
 
 	lr_secret_add("PwAd");
 	lr_secret_add_n("Pw%41d@h", 5);
@@ -409,6 +411,13 @@ static void test_scrub(void)
 	lr_scrub(s);
 	CHECK(strcmp(s, "uri \"x://u:*****d@h\": ****, ********; pw") == 0);
 	lr_scrub(NULL);
+	/* A secret met again (the same password in the URL, a parameter
+	 * and the environment) takes no room: one more is still kept. */
+	for (i = 0; i < 2 * LR_SECRETS; i++)
+		lr_secret_add("PwAd");
+	lr_secret_add("Later");
+	lr_scrub(t);
+	CHECK(strcmp(t, "a ***** one") == 0);
 }
 
 static void test_json(void)
