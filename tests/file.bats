@@ -9,6 +9,7 @@ setup() {
 }
 
 teardown() {
+	kill_bg
 	# The btrfs test's holder and mount, whatever became of the test
 	# (mount -o loop frees the loop device with it).
 	if [ -n "${BTRFS_PID:-}" ]; then
@@ -361,6 +362,32 @@ public_leaserun() {
 	# Root's is under /run, which no one else may write to (/run/lock
 	# is anyone's: sticky and world-writable).
 	[[ "$(stat -c %a /run)" =~ ^[0-7][0-5][0-5]$ ]]
+}
+
+@test "a run that finds the fence counter locked by another waits for it without spinning" {
+	lr job true
+	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
+	wait_until 5 eval '! flock -n "$LOCKDIR/job.fence" true'
+	TIMEFORMAT='%R %U %S'
+	{ time lr job true 2>/dev/null; } 2> "$T/time"
+	read -r real user sys < "$T/time"
+	echo "# waited ${real}s, CPU ${user}s user ${sys}s system" >&3
+	# It did wait for the counter; and slept while it did (a loop
+	# that spins burns about a second here).
+	awk -v r="$real" -v u="$user" -v s="$sys" \
+		'BEGIN { exit !(r >= 0.8 && u + s < 0.25) }'
+}
+
+@test "--list reads each lease and keeps no descriptor of it: 200 leases with 40 descriptors" {
+	for i in $(seq 1 200); do : > "$LOCKDIR/l$i.lock"; done
+	lr job sleep 5 & BG_PIDS=$!
+	wait_until 5 test -s "$LOCKDIR/job.lock"
+	run --separate-stderr bash -c 'ulimit -n 40 && exec "$0" --list' "$LEASERUN"
+	kill_bg
+	assert_success
+	assert_equal "$stderr" ""
+	assert_equal "${#lines[@]}" 2
+	assert_regex "${lines[1]}" "^job "
 }
 
 @test "the default directory is created with the lock on first use" {
