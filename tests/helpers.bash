@@ -21,9 +21,18 @@ lr() { "$LEASERUN" "$@"; }
 # kill_bg: a test's background processes, whatever became of the test:
 # each pid in BG_PIDS is continued (a test may have stopped it) and killed.
 kill_bg() {
-	local p
+	local p n
 	for p in ${BG_PIDS:-}; do
 		kill -CONT "$p" 2>/dev/null || true
+		# In the mutation run's coverage pass (coverage.bash), TERM
+		# first, for a second: a process killed by SIGKILL writes no
+		# counts, and what it ran would look run by no test.
+		if [ -n "${LR_COVERAGE_DIR:-}" ] && kill -TERM "$p" 2>/dev/null; then
+			for n in 1 2 3 4 5 6 7 8 9 10; do
+				kill -0 "$p" 2>/dev/null || break
+				sleep 0.1
+			done
+		fi
 		kill -9 "$p" 2>/dev/null || true
 	done
 }
