@@ -72,7 +72,7 @@ mysql_server_start() {
 		echo "no mariadbd (apt-get install mariadb-server)" >&2
 		return 1
 	}
-	MY_DIR=$(mktemp -d /tmp/leaserun-mysql.XXXXXX)
+	MY_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-mysql.XXXXXX")
 	chmod 755 "$MY_DIR"
 	mkdir "$MY_DIR/data"
 	MY_TLS=
@@ -147,7 +147,7 @@ mysql_server_stop() {
 
 galera_start() {
 	local port gport
-	GA_DIR=$(mktemp -d /tmp/leaserun-galera.XXXXXX)
+	GA_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-galera.XXXXXX")
 	chmod 755 "$GA_DIR"
 	mkdir "$GA_DIR/data"
 	if [ "$(id -u)" = 0 ]; then

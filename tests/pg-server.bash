@@ -78,7 +78,7 @@ pg_server_start() {
 		echo "no PostgreSQL server binaries (initdb, pg_ctl) found" >&2
 		return 1
 	fi
-	PG_DIR=$(mktemp -d /tmp/leaserun-pg.XXXXXX)
+	PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-pg.XXXXXX")
 	chmod 755 "$PG_DIR"
 	if [ "$(id -u)" = 0 ]; then
 		chown postgres: "$PG_DIR"

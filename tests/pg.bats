@@ -167,7 +167,9 @@ gone() {
 	LEASERUN_URL="postgresql://lr@127.0.0.1:$port/postgres" \
 		run -125 --separate-stderr lr -n "$(name)" true
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == *"Connection refused"* ]]
+	# libpq's two lines, the second indented, made one: "; " between
+	# them, and the indent gone.
+	[[ "$stderr" == *"Connection refused; Is the server running"* ]]
 }
 
 @test "a server that does not answer: connecting gives up by the deadline with 125" {

@@ -114,7 +114,7 @@ cluster_auth() {
 
 cluster_start() {
 	local ports p bus i=0 hosts=()
-	CL_DIR=$(mktemp -d /tmp/leaserun-cluster.XXXXXX)
+	CL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-cluster.XXXXXX")
 	CL_CLI_TLS=
 	CL_CLI_AUTH=
 	CL_PASSWORD=

@@ -157,7 +157,7 @@ sn_settled() {
 sentinel_start() {
 	local p t i ports url_hosts=
 	SN_TLS=${1:-}
-	SN_DIR=$(mktemp -d /tmp/leaserun-sentinel.XXXXXX)
+	SN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-sentinel.XXXXXX")
 	SN_DATA_PW="sn-Data-$$-pw"
 	SN_SENTINEL_PW="sn-Sentinel-$$-pw"
 	[ -z "$SN_TLS" ] || make_certs "$SN_DIR"

@@ -84,7 +84,7 @@ redis_server_start() {
 		echo "no ${LR_REDIS_SERVER:-redis-server} (install its package)" >&2
 		return 1
 	fi
-	REDIS_DIR=$(mktemp -d /tmp/leaserun-redis.XXXXXX)
+	REDIS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-redis.XXXXXX")
 	read -r REDIS_PORT REDIS_TLS_PORT < <("$LR_BUILDDIR/tests/freeport" 2 | paste -sd' ')
 	REDIS_LR_PORT=$REDIS_PORT
 	REDIS_SOCK=$REDIS_DIR/redis.sock
