@@ -1106,12 +1106,16 @@ static void aux_close(struct lr_store *st)
 }
 
 /* The connection state of two sessions of ours, traded: the one that got
- * the slot becomes the store's own. */
+ * the slot becomes the store's own.  Each connection's notice receiver
+ * follows it to its new session: the old one is freed with the slots'
+ * sessions, and a FATAL notice later (a backend terminated) would be
+ * handed to freed memory. */
 static void sess_swap(struct lr_store *a, struct lr_store *b)
 {
 	struct lr_store t = *a;
 
 	a->conn = b->conn;
+	a->rx_mark = b->rx_mark;
 	a->pid = b->pid;
 	a->inflight = b->inflight;
 	a->res = b->res;
@@ -1124,6 +1128,7 @@ static void sess_swap(struct lr_store *a, struct lr_store *b)
 	a->slot = b->slot;
 	a->gated = b->gated;
 	b->conn = t.conn;
+	b->rx_mark = t.rx_mark;
 	b->pid = t.pid;
 	b->inflight = t.inflight;
 	b->res = t.res;
@@ -1135,6 +1140,10 @@ static void sess_swap(struct lr_store *a, struct lr_store *b)
 	b->other = t.other;
 	b->slot = t.slot;
 	b->gated = t.gated;
+	if (a->conn)
+		PQsetNoticeReceiver(a->conn, notice_rx, a);
+	if (b->conn)
+		PQsetNoticeReceiver(b->conn, notice_rx, b);
 }
 
 /*
