@@ -255,30 +255,28 @@ gave_up() {
 }
 
 @test "a run that used up its wait through short faults, the last still on at its end, may end 125; one that ends before its wait is used up may not" {
-	# Faults one after the other, none as long as the wait; the wait
-	# runs out during the last (a SIGSTOP of the server): the last try
-	# met it.
-	fake_run
-	echo wait_ms=3000 >>"$R/meta"
-	section w1.1 1 0 10
-	judge
-	fault 100 400 crash - -
-	fault 1500 1800 restart - -
-	fault 2900 4000 sstop - -
-	gave_up w2.1 50 3100 "cannot connect to MySQL at h: timed out"
+	# short_faults START: a run with a 3 s wait that gave up at +3.1 s,
+	# having started at START ms, through faults one after the other,
+	# none as long as the wait, the last (a SIGSTOP of the server)
+	# still on at its end.
+	short_faults() {
+		fake_run
+		echo wait_ms=3000 >>"$R/meta"
+		section w1.1 1 0 10
+		judge
+		fault 100 400 crash - -
+		fault 1500 1800 restart - -
+		fault 2900 4000 sstop - -
+		gave_up w2.1 "$1" 3100 "cannot connect to MySQL at h: timed out"
+	}
+	# The wait ran out during the last fault: the last try met it.
+	short_faults 50
 	run "$CHECK" "$R"
 	assert_success
 	assert_output --partial "gave-up=0;"
 	# The same faults, but the run gave up during the last before its
 	# wait was used up.
-	fake_run
-	echo wait_ms=3000 >>"$R/meta"
-	section w1.1 1 0 10
-	judge
-	fault 100 400 crash - -
-	fault 1500 1800 restart - -
-	fault 2900 4000 sstop - -
-	gave_up w2.1 1000 3100 "cannot connect to MySQL at h: timed out"
+	short_faults 1000
 	run "$CHECK" "$R"
 	assert_failure 1
 	assert_output --partial "gave-up=1;"

@@ -312,28 +312,27 @@ store_built() {
 # hostile.py's MySQL modes greet as MySQL 8.0, take any login and answer
 # the session's setup, then misbehave where the mode says.
 
-@test "MySQL: a server that says it is a Group Replication member: refused, 125, one line saying why" {
+# cluster_refused MODE WHAT: a server that says it is a node of a cluster
+# whose GET_LOCK() locks are each node's own (WHAT, a regex) is refused:
+# 125, one line that says why, and the command never runs.
+cluster_refused() {
 	store_built mysql
-	hostile mysql grouprepl
+	hostile mysql "$1"
 	URL=$(url mysql)
 	measured -w 3s job touch "$T/ran"
 	assert_equal "$status" 125
-	assert_regex "$stderr" "is a Group Replication member \(group_replication_group_name is set\): its GET_LOCK\(\) locks are its own"
+	assert_regex "$stderr" "is $2: its GET_LOCK\(\) locks are its own"
 	assert_equal "${#stderr_lines[@]}" 1
 	no_secret
 	[ ! -e "$T/ran" ]
 }
 
+@test "MySQL: a server that says it is a Group Replication member: refused, 125, one line saying why" {
+	cluster_refused grouprepl "a Group Replication member \(group_replication_group_name is set\)"
+}
+
 @test "MySQL: a MySQL-built Galera node (wsrep_on ON in SHOW VARIABLES): refused, 125, one line saying why" {
-	store_built mysql
-	hostile mysql galera
-	URL=$(url mysql)
-	measured -w 3s job touch "$T/ran"
-	assert_equal "$status" 125
-	assert_regex "$stderr" "is a Galera node \(wsrep_on\): its GET_LOCK\(\) locks are its own"
-	assert_equal "${#stderr_lines[@]}" 1
-	no_secret
-	[ ! -e "$T/ran" ]
+	cluster_refused galera "a Galera node \(wsrep_on\)"
 }
 
 @test "MySQL: a server that closes the connection as TLS starts, as one that restarts does: a waiting run tries again until -w" {

@@ -434,14 +434,21 @@ fences_survive_a_crash() {
 	assert_success
 }
 
+# queued_waiter NAME WAIT: a run with -v -w WAIT that writes "waiter" in
+# the test's directory, started in the background ($waiter, its stderr
+# in waiter.err) and queued behind NAME's holder.
+queued_waiter() {
+	"$LEASERUN" -v -w "$2" "$1" sh -c 'echo ran >"$0/waiter"' \
+		"$BATS_TEST_TMPDIR" 2>"$BATS_TEST_TMPDIR/waiter.err" &
+	waiter=$!
+	BG_PIDS="$BG_PIDS $waiter"
+	wait_until 10 queued "$1" "$waiter"
+}
+
 @test "faults: a waiter rides out a crash of the server and its start 2s later, and then runs" {
 	n=$(name)
 	start_holder "$n" -t 30s
-	"$LEASERUN" -v -w 40 "$n" sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
-		2>"$BATS_TEST_TMPDIR/waiter.err" &
-	waiter=$!
-	BG_PIDS="$BG_PIDS $waiter"
-	wait_until 10 queued "$n" "$waiter"
+	queued_waiter "$n" 40
 	pg_server_down
 	sleep 2
 	pg_server_up
@@ -458,11 +465,7 @@ fences_survive_a_crash() {
 @test "faults: a waiter queued behind a holder rides out a restart of the server, and runs within seconds" {
 	n=$(name)
 	start_holder "$n" -t 30s
-	"$LEASERUN" -v -w 20 "$n" sh -c 'echo ran >"$0/waiter"' "$BATS_TEST_TMPDIR" \
-		2>"$BATS_TEST_TMPDIR/waiter.err" &
-	waiter=$!
-	BG_PIDS="$BG_PIDS $waiter"
-	wait_until 10 queued "$n" "$waiter"
+	queued_waiter "$n" 20
 	t0=$(now_ms)
 	# -m fast: the server ends every session with a FATAL, the
 	# holder's and the waiter's, which is waiting in pg_advisory_lock
