@@ -401,6 +401,49 @@ fences_survive_a_crash() {
 	grep -q "ended our session" "$BATS_TEST_TMPDIR/$n.err"
 }
 
+# Is leaserun pid $2 waiting for two slots of lease $1, a session each?
+queued_on_both() {
+	[ "$(pg_sql "SELECT count(*) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$1@%:$2'
+		AND wait_event_type = 'Lock' AND wait_event = 'advisory'")" = 2 ]
+}
+
+@test "--limit 2: a waiter granted slot 1, on its second session, then its backend terminated: 124 at once" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -l 2 -w 30s "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	# Queued on both slots at once: slot 0 on its first session, slot 1
+	# on a second; slot 1 is freed, so the second one wins and becomes
+	# the lease's.
+	wait_until 10 queued_on_both "$n" "$c"
+	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_until 15 exists "$d/c.slot"
+	BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/c.slot")"
+	assert_equal "$(cut -d ' ' -f 2 "$d/c.slot")" 1
+	t0=$(now_ms)
+	# Granted, its session is named with its fence too.
+	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c#%'")" = t ]
+	wait_rc "$c"
+	t1=$(now_ms)
+	cat "$d/c.err"
+	assert_equal "$RC" 124
+	(( t1 - t0 < 1000 ))
+	dead "$(cut -d ' ' -f 1 "$d/c.slot")"
+	grep -q "ended our session" "$d/c.err"
+}
+
 @test "the session ended between the grant and the command's start: the command never runs on it, and runs once on a new grant within -w" {
 	n=$(name)
 	lost_before_start "$PG_URL" "$n" \
