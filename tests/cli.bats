@@ -331,6 +331,35 @@ refuses() {
 	assert_regex "${stderr_lines[3]}" '"event":"released"'
 }
 
+@test "--log-format given twice: the last one counts, as any option given twice" {
+	refuses --log-format yaml job true
+	assert_regex "$stderr" "yaml"
+	run --separate-stderr lr -v --log-format json --log-format text job true
+	assert_success
+	assert_equal "${#stderr_lines[@]}" 4
+	assert_regex "${stderr_lines[0]}" '^leaserun: job: acquired, fence [1-9][0-9]*$'
+}
+
+@test "--metrics-file with an empty path, --json without --status, --list or --check: one line, 125" {
+	refuses --metrics-file '' job true
+	assert_regex "$stderr" "--metrics-file needs a path"
+	refuses --json job true
+	assert_regex "$stderr" "--json goes with --status, --list or --check"
+}
+
+@test "a URL file that is missing, a directory or empty: one line naming it, 125, the command never runs" {
+	refuses --url-file "$BATS_TEST_TMPDIR/none" job touch "$BATS_TEST_TMPDIR/ran"
+	assert_regex "$stderr" "cannot read URL file .*/none: No such file or directory"
+	mkdir "$BATS_TEST_TMPDIR/dir"
+	refuses --url-file "$BATS_TEST_TMPDIR/dir" job touch "$BATS_TEST_TMPDIR/ran"
+	assert_regex "$stderr" "URL file .*/dir is not a regular file or a pipe"
+	printf ' \t\n' >"$BATS_TEST_TMPDIR/empty"
+	chmod 600 "$BATS_TEST_TMPDIR/empty"
+	refuses --url-file "$BATS_TEST_TMPDIR/empty" job touch "$BATS_TEST_TMPDIR/ran"
+	assert_regex "$stderr" "URL file .*/empty is empty"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
 @test "-q silences a conflict; the exit status still tells" {
 	"$LEASERUN" job sleep 3 &
 	holder=$!
