@@ -50,6 +50,21 @@ free_counter() {
 	[ -f "$LOCKDIR/job.lock" ]
 }
 
+@test "a file URL with a host other than localhost, or with options, is refused: one line, 125, the command never runs" {
+	run --separate-stderr "$LEASERUN" -U "file://$LOCKDIR?ttl=5" job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "the file store takes no URL options \('ttl'\)"
+	run --separate-stderr "$LEASERUN" -U "file://h$LOCKDIR" job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[ ! -e "$T/ran" ]
+	assert_equal "$(ls -A "$LOCKDIR")" ""
+	# localhost is this host.
+	run -0 "$LEASERUN" -U "file://localhost$LOCKDIR" job true
+	[ -e "$LOCKDIR/job.lock" ]
+}
+
 @test "fences strictly increase across runs" {
 	a=$(lr job sh -c 'echo $LEASERUN_FENCE')
 	b=$(lr job sh -c 'echo $LEASERUN_FENCE')

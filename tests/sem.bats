@@ -83,6 +83,19 @@ load 'sem'
 @test "file: kill -9 of a holder frees its slot" { use file; kill_frees_slot; }
 @test "file: a run with another limit than the holders' is refused (125)" { use file; limit_mismatch; }
 @test "file: shared holders overlap, an exclusive one overlaps nothing" { use file; shared_exclusive; }
+@test "file: with a run waiting at the gate, another limit is refused at once, not after the wait" {
+	use file
+	three_holders -l 3 -t 5s
+	"$LEASERUN" -l 3 -w 60s "$N" true 2>"$D/w.err" &
+	BG_PIDS="$BG_PIDS $!"
+	# The waiter holds the gate (DIR/NAME.gate) while it waits.
+	wait_until 10 sh -c '! flock -n "$0" true' "$LOCKDIR/$N.gate"
+	t0=$(now_ms)
+	run -125 "$LEASERUN" -w 20s -l 2 "$N" true
+	t1=$(now_ms)
+	assert_output --partial "held with --limit 3 and this run asks for --limit 2"
+	(( t1 - t0 < 3000 ))
+}
 @test "file: a waiting exclusive run is not passed by later shared ones" { use file; writer_first; }
 @test "file: util-linux's flock scenarios" { use file; flock_scenarios; }
 @test "file: --status lists the slots, --break --slot stops one" { use file; status_and_break; }
