@@ -68,6 +68,19 @@ static int make_dir(void)
 	return 0;
 }
 
+/* A write that failed: -1, errno kept.  If it was the first version
+ * (path is the file itself), there is no file for the command to read:
+ * the directory goes, and the command gets no LEASERUN_STATE. */
+static int first_failed(const char *path)
+{
+	int e = errno;
+
+	if (path == st_file)
+		lr_state_remove();
+	errno = e;
+	return -1;
+}
+
 int lr_state_write(const char *name, enum lr_lease_state st, uint64_t fence,
 		   int64_t deadline_boot)
 {
@@ -91,19 +104,19 @@ int lr_state_write(const char *name, enum lr_lease_state st, uint64_t fence,
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		  0644);
 	if (fd < 0)
-		return -1;
+		return first_failed(path);
 	if (write(fd, buf, (size_t)n) != n) {
 		e = errno ? errno : EIO;
 		close(fd);
 		unlink(path);
 		errno = e;
-		return -1;
+		return first_failed(path);
 	}
 	if (close(fd) < 0 || (path == st_tmp && rename(st_tmp, st_file) < 0)) {
 		e = errno;
 		unlink(path);
 		errno = e;
-		return -1;
+		return first_failed(path);
 	}
 	return 0;
 }

@@ -277,6 +277,41 @@ bg() {
 	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Permission denied); the command runs without LEASERUN_STATE"
 }
 
+@test "a full file system for the state file: one warning, the command runs without LEASERUN_STATE, and nothing is left there" {
+	# A mount namespace with a full tmpfs of 64 KB as TMPDIR: the state
+	# directory can be made, its file cannot be written.
+	d=$(mktemp -d /run/leaserun-test.XXXXXX)
+	cp "$LEASERUN" "$d/leaserun"
+	mkdir "$d/locks" "$d/full"
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o size=64k none "$0/full" &&
+		{ dd if=/dev/zero of="$0/full/fill" bs=4k 2>/dev/null; true; } &&
+		env -u XDG_RUNTIME_DIR TMPDIR="$0/full" LEASERUN_URL="file://$0/locks" \
+			"$0/leaserun" job sh -c "echo ran; echo \"state=\$LEASERUN_STATE\""
+		rc=$?; ls -A "$0/full"; exit $rc' "$d"
+	rm -rf "$d"
+	assert_success
+	assert_output $'ran\nstate=\nfill'
+	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (No space left on device); the command runs without LEASERUN_STATE"
+}
+
+@test "the state file system fills up while the command runs: one warning, the file stays as it was, and nothing is left there at the end" {
+	d=$(mktemp -d /run/leaserun-test.XXXXXX)
+	cp "$LEASERUN" "$d/leaserun"
+	mkdir "$d/locks" "$d/full"
+	# The command fills the tmpfs, then outlives a few renewals (-t 1s:
+	# one every 333 ms), each of which rewrites the file.
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o size=64k none "$0/full" &&
+		env -u XDG_RUNTIME_DIR TMPDIR="$0/full" LEASERUN_URL="file://$0/locks" \
+			"$0/leaserun" -t 1s job sh -c "dd if=/dev/zero of=\$0/full/fill bs=4k 2>/dev/null; sleep 1.2; cat \$LEASERUN_STATE | grep -c ^state=held" "$0"
+		rc=$?; ls -A "$0/full"; exit $rc' "$d"
+	rm -rf "$d"
+	assert_success
+	assert_output $'1\nfill'
+	assert_regex "$stderr" "^leaserun: job: cannot update the lease state file \(No space left on device\); leaserun --check will report the lease expired from [0-9]+ms on$"
+}
+
 @test "kill -9 of leaserun: the guard removes the state directory with the command's group" {
 	bg "$LEASERUN" job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; exec sleep 60' "$T"
 	wait_until 5 exists "$T/path"
