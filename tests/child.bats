@@ -292,3 +292,26 @@ $LOCKDIR/job.fence:0"
 	assert_line "mem rc=1"
 	refute_output --partial s3cretPW
 }
+
+@test "a command that cannot be started for want of processes (RLIMIT_NPROC): 125, one line, the lease given back" {
+	needs_root "to run leaserun as a user of its own under a process limit"
+	pub=$(mktemp -d /tmp/leaserun-bin.XXXXXX)
+	chmod 755 "$pub"
+	cp "$LEASERUN" "$pub/leaserun"
+	mkdir "$pub/locks"
+	# A user id no process has: its count is leaserun's own.  LSan's
+	# exit check needs a thread of its own, which the limit would refuse.
+	chown 54329 "$pub/locks"
+	run --separate-stderr timeout -s KILL 20 prlimit --nproc=1 setpriv --reuid=54329 \
+		--regid=54329 --clear-groups \
+		env LEASERUN_URL="file://$pub/locks" \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+		"$pub/leaserun" job touch "$pub/ran"
+	[ ! -e "$pub/ran" ]
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot run 'touch': Resource temporarily unavailable"
+	# Given back: a run without the limit takes it at once.
+	run -0 setpriv --reuid=54329 --regid=54329 --clear-groups \
+		env LEASERUN_URL="file://$pub/locks" "$pub/leaserun" -n job true
+	rm -rf "$pub"
+}
