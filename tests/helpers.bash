@@ -472,8 +472,10 @@ cron_once() {
 # run is allowed; the same as JSON.
 cron_status() {
 	local n=$1 d=$BATS_TEST_TMPDIR fence
-	run "$LEASERUN" --once-per 1m "$n" sh -c 'echo "$LEASERUN_FENCE $PPID" > "$0"; exit 3' "$d/ran"
+	run --separate-stderr "$LEASERUN" --once-per 1m "$n" sh -c 'echo "$LEASERUN_FENCE $PPID" > "$0"; exit 3' "$d/ran"
 	assert_equal "$status" 3
+	# Its start and its end recorded without a word.
+	assert_equal "$stderr" ""
 	read -r fence pid <"$d/ran"
 	run "$LEASERUN" --once-per 1m -n "$n" true
 	assert_equal "$status" 1
