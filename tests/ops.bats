@@ -262,6 +262,7 @@ bg() {
 }
 
 @test "no place to write the state file (/tmp and /dev/shm read-only, no TMPDIR): one warning, and the command runs without LEASERUN_STATE" {
+	needs_root "for a mount namespace"
 	# A mount namespace, where /tmp and /dev/shm are read-only tmpfs; what
 	# the run needs is copied to /run first (the tree may be under /tmp).
 	d=$(mktemp -d /run/leaserun-test.XXXXXX)
@@ -278,6 +279,7 @@ bg() {
 }
 
 @test "a full file system for the state file: one warning, the command runs without LEASERUN_STATE, and nothing is left there" {
+	needs_root "for a mount namespace"
 	# A mount namespace with a full tmpfs of 64 KB as TMPDIR: the state
 	# directory can be made, its file cannot be written.
 	d=$(mktemp -d /run/leaserun-test.XXXXXX)
@@ -296,19 +298,25 @@ bg() {
 }
 
 @test "the state file system fills up while the command runs: one warning, the file stays as it was, and nothing is left there at the end" {
+	needs_root "for a mount namespace"
 	d=$(mktemp -d /run/leaserun-test.XXXXXX)
 	cp "$LEASERUN" "$d/leaserun"
 	mkdir "$d/locks" "$d/full"
 	# The command fills the tmpfs, then outlives a few renewals (-t 1s:
-	# one every 333 ms), each of which rewrites the file.
+	# one every 333 ms), each of which rewrites the file.  A renewal
+	# that replaced the file while dd filled the rest frees the old
+	# one's page: a second fill after one renewal takes it.
+	fill='dd if=/dev/zero of=$0/full/fill bs=4k 2>/dev/null; sleep 0.4
+		dd if=/dev/zero of=$0/full/fill2 bs=4k 2>/dev/null; sleep 0.8
+		grep -c ^state=held "$LEASERUN_STATE"'
 	run --separate-stderr unshare -m sh -c '
 		mount -t tmpfs -o size=64k none "$0/full" &&
 		env -u XDG_RUNTIME_DIR TMPDIR="$0/full" LEASERUN_URL="file://$0/locks" \
-			"$0/leaserun" -t 1s job sh -c "dd if=/dev/zero of=\$0/full/fill bs=4k 2>/dev/null; sleep 1.2; cat \$LEASERUN_STATE | grep -c ^state=held" "$0"
-		rc=$?; ls -A "$0/full"; exit $rc' "$d"
+			"$0/leaserun" -t 1s job sh -c "$1" "$0"
+		rc=$?; ls -A "$0/full"; exit $rc' "$d" "$fill"
 	rm -rf "$d"
 	assert_success
-	assert_output $'1\nfill'
+	assert_output $'1\nfill\nfill2'
 	assert_regex "$stderr" "^leaserun: job: cannot update the lease state file \(No space left on device\); leaserun --check will report the lease expired from [0-9]+ms on$"
 }
 
