@@ -278,20 +278,31 @@ bg() {
 	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Permission denied); the command runs without LEASERUN_STATE"
 }
 
-@test "a full file system for the state file: one warning, the command runs without LEASERUN_STATE, and nothing is left there" {
-	needs_root "for a mount namespace"
-	# A mount namespace with a full tmpfs of 64 KB as TMPDIR: the state
-	# directory can be made, its file cannot be written.
+# on_full_tmpdir PREFILL ARGS...: "leaserun ARGS" (through run, stderr
+# apart) in a mount namespace whose TMPDIR is a tmpfs of 64 KB, filled
+# first if PREFILL is 1; what the run needs is copied to /run first (the
+# tree may be under /tmp).  The output ends with the tmpfs's files.
+on_full_tmpdir() {
+	local d pre=$1
+	shift
 	d=$(mktemp -d /run/leaserun-test.XXXXXX)
 	cp "$LEASERUN" "$d/leaserun"
 	mkdir "$d/locks" "$d/full"
 	run --separate-stderr unshare -m sh -c '
-		mount -t tmpfs -o size=64k none "$0/full" &&
-		{ dd if=/dev/zero of="$0/full/fill" bs=4k 2>/dev/null; true; } &&
-		env -u XDG_RUNTIME_DIR TMPDIR="$0/full" LEASERUN_URL="file://$0/locks" \
-			"$0/leaserun" job sh -c "echo ran; echo \"state=\$LEASERUN_STATE\""
-		rc=$?; ls -A "$0/full"; exit $rc' "$d"
+		d=$1 pre=$2
+		shift 2
+		mount -t tmpfs -o size=64k none "$d/full" || exit 99
+		[ "$pre" = 0 ] || dd if=/dev/zero of="$d/full/fill" bs=4k 2>/dev/null
+		env -u XDG_RUNTIME_DIR TMPDIR="$d/full" \
+			LEASERUN_URL="file://$d/locks" "$d/leaserun" "$@"
+		rc=$?; ls -A "$d/full"; exit $rc' sh "$d" "$pre" "$@"
 	rm -rf "$d"
+}
+
+@test "a full file system for the state file: one warning, the command runs without LEASERUN_STATE, and nothing is left there" {
+	needs_root "for a mount namespace"
+	# The state directory can be made, its file cannot be written.
+	on_full_tmpdir 1 job sh -c 'echo ran; echo "state=$LEASERUN_STATE"'
 	assert_success
 	assert_output $'ran\nstate=\nfill'
 	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (No space left on device); the command runs without LEASERUN_STATE"
@@ -299,22 +310,14 @@ bg() {
 
 @test "the state file system fills up while the command runs: one warning, the file stays as it was, and nothing is left there at the end" {
 	needs_root "for a mount namespace"
-	d=$(mktemp -d /run/leaserun-test.XXXXXX)
-	cp "$LEASERUN" "$d/leaserun"
-	mkdir "$d/locks" "$d/full"
 	# The command fills the tmpfs, then outlives a few renewals (-t 1s:
 	# one every 333 ms), each of which rewrites the file.  A renewal
 	# that replaced the file while dd filled the rest frees the old
 	# one's page: a second fill after one renewal takes it.
-	fill='dd if=/dev/zero of=$0/full/fill bs=4k 2>/dev/null; sleep 0.4
-		dd if=/dev/zero of=$0/full/fill2 bs=4k 2>/dev/null; sleep 0.8
+	on_full_tmpdir 0 -t 1s job sh -c '
+		dd if=/dev/zero of="$TMPDIR/fill" bs=4k 2>/dev/null; sleep 0.4
+		dd if=/dev/zero of="$TMPDIR/fill2" bs=4k 2>/dev/null; sleep 0.8
 		grep -c ^state=held "$LEASERUN_STATE"'
-	run --separate-stderr unshare -m sh -c '
-		mount -t tmpfs -o size=64k none "$0/full" &&
-		env -u XDG_RUNTIME_DIR TMPDIR="$0/full" LEASERUN_URL="file://$0/locks" \
-			"$0/leaserun" -t 1s job sh -c "$1" "$0"
-		rc=$?; ls -A "$0/full"; exit $rc' "$d" "$fill"
-	rm -rf "$d"
 	assert_success
 	assert_output $'1\nfill\nfill2'
 	assert_regex "$stderr" "^leaserun: job: cannot update the lease state file \(No space left on device\); leaserun --check will report the lease expired from [0-9]+ms on$"
