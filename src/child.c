@@ -179,8 +179,9 @@ static int guard_main(void *unused)
 	 * and getppid() already names someone else. */
 	while (syscall(SYS_getppid) == guard_arg.parent)
 		syscall(SYS_rt_sigtimedwait, &all, NULL, NULL, sizeof(all));
+	/* Never 1 (nor less): kill(-1) is every process we may signal. */
 	pgid = __atomic_load_n(&guard_arg.pgid, __ATOMIC_ACQUIRE);
-	if (pgid > 0)
+	if (pgid > 1)
 		syscall(SYS_kill, -pgid, SIGKILL);
 	if (__atomic_load_n(&guard_arg.files, __ATOMIC_ACQUIRE)) {
 		syscall(SYS_unlinkat, AT_FDCWD, guard_arg.file, 0);
