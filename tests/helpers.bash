@@ -18,6 +18,18 @@ unset $(compgen -v LEASERUN_ | grep -vx -e LEASERUN_MODULE_DIR -e LEASERUN_URL) 
 
 lr() { "$LEASERUN" "$@"; }
 
+# lr_failing CALL:ERRNO[:SKIP[:FILE]] ARGS...: leaserun with one call of
+# its own failing (tests/failcall.c says when); $T/failed appears when it
+# has.  ASan wants its runtime first in the link order, as for pdeath.so.
+# Killed after 30 s: a leaserun that took a failure the wrong way (went
+# on without its signals...) may never end.
+lr_failing() {
+	timeout -s KILL 30 env LD_PRELOAD="$LR_BUILDDIR/.libs/failcall.so" \
+		LR_TEST_FAIL="$1" LR_TEST_FAIL_MARK="$T/failed" \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		"$LEASERUN" "${@:2}"
+}
+
 # kill_bg: a test's background processes, whatever became of the test:
 # each pid in BG_PIDS is continued (a test may have stopped it) and killed.
 kill_bg() {
