@@ -320,3 +320,28 @@ $LOCKDIR/job.fence:0"
 	assert_equal "$ran" ""
 	assert_equal "$again" 0
 }
+
+@test "a group guard that cannot be started: one warning, and the command runs and gives its status" {
+	run --separate-stderr lr_failing clone:11 job sh -c 'echo ran; exit 3'
+	assert_equal "$status" 3
+	[ -e "$T/failed" ]
+	assert_equal "$output" ran
+	assert_equal "$stderr" "leaserun: job: cannot start the group guard (Resource temporarily unavailable): kill -9 of leaserun would leave the command's children running"
+}
+
+@test "a command that cannot be started for want of descriptors (pipe2): 125, one line, nothing run" {
+	run --separate-stderr lr_failing pipe2:24 job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot run 'touch': Too many open files"
+	lr -n -q job true
+}
+
+@test "no signalfd: 125 with one line, before anything is held or run" {
+	run --separate-stderr lr_failing signalfd:24 job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: signalfd: Too many open files"
+}

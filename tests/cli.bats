@@ -51,6 +51,15 @@ refuses() {
 	refuses -U 'redis://h/%zz' job true
 }
 
+@test "a URL with a fragment, or a query parameter without a name, is refused: no part of it is dropped unread" {
+	refuses -U 'redis://h/0#frag' job true
+	assert_equal "$stderr" "leaserun: invalid store URL: URL fragments (#) are not allowed (see leaserun --help)"
+	refuses -U 'redis://h/0?db=1#frag' job true
+	assert_equal "$stderr" "leaserun: invalid store URL: URL fragments (#) are not allowed (see leaserun --help)"
+	refuses -U 'redis://h/?=v' job true
+	assert_equal "$stderr" "leaserun: invalid store URL: bad URL query parameter (see leaserun --help)"
+}
+
 @test "an unknown store scheme is refused with the known ones" {
 	refuses -U 'gopher://x' job true
 	assert_regex "$stderr" "unknown store 'gopher' \(known: file, redis, .*, zk\)\$"

@@ -114,8 +114,11 @@ setup() {
 }
 
 @test "a command that cannot run still releases the lease" {
-	run -127 lr job no-such-command-here
+	run -127 lr -v job no-such-command-here
 	assert_equal "$status" 127
+	# Released, not left to expire (the file store's lock would go with
+	# leaserun anyway).
+	assert_line "leaserun: job: released"
 	run lr -n job true
 	assert_success
 }

@@ -296,6 +296,36 @@ free_counter() {
 	[ ! -e "$LOCKDIR/never-used.lock" ]
 }
 
+@test "--break --slot of a plain lease: slot 0 is the whole lease, any other slot has no holder" {
+	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	ino=$(stat -c %i "$LOCKDIR/job.lock")
+	run lr --break --slot 1 job
+	assert_success
+	# Not replaced: the holder holds on.
+	assert_equal "$(stat -c %i "$LOCKDIR/job.lock")" "$ino"
+	run lr --break --slot 0 job
+	assert_success
+	wait_until 3 dead "$(cat "$T/pid")"
+	wait_rc "$pid"
+	assert_equal "$RC" 124
+}
+
+@test "--break whose new lock file cannot be renamed in: 125 with one line, the holder kept, nothing left behind" {
+	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	run --separate-stderr lr_failing rename:1 --break job
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	assert_equal "$stderr" "leaserun: job: cannot break job: cannot replace $LOCKDIR/job.lock: Operation not permitted"
+	assert_equal "$(cd "$LOCKDIR" && echo *)" "job.fence job.lock"
+	kill -0 "$(cat "$T/pid")"
+	kill "$pid"
+	wait_rc "$pid"
+}
+
 @test "a lock file that is a symlink is refused" {
 	ln -s /etc/passwd "$LOCKDIR/job.lock"
 	run lr job true
@@ -481,4 +511,126 @@ $f.lock"
 	kill -CONT "$holder"
 	wait_rc "$holder"
 	assert_equal "$RC" 124
+}
+
+@test "a fence that cannot be made durable (fdatasync fails): 125, one line, no command, and the lease free" {
+	run --separate-stderr lr_failing fdatasync:5 job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot write $LOCKDIR/job.fence: Input/output error"
+	lr -n -q job true
+}
+
+@test "a new fence counter whose name cannot be made durable (the directory's fsync fails): 125, no command" {
+	run --separate-stderr lr_failing fsync:5 job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot write $LOCKDIR/job.fence: Input/output error"
+	lr -n -q job true
+}
+
+@test "--once-per: a run record that cannot be made durable: 125, no command, no temporary file left" {
+	# The first fdatasync is the fence counter's, the second the record's.
+	run --separate-stderr lr_failing fdatasync:5:1 --once-per 1h job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot record the start of the run (--once-per 1h): cannot write $LOCKDIR/job.run: Input/output error"
+	assert_equal "$(cd "$LOCKDIR" && echo *)" "job.clock job.fence job.lock"
+	# Nothing recorded: the next run is not held back.
+	run lr --once-per 1h job touch "$T/ran"
+	assert_success
+	[ -e "$T/ran" ]
+}
+
+@test "a waiter that cannot start its flock helper (fork fails): 125 at once with one line, not a wait to its end" {
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 3' "$T" &
+	holder=$!
+	wait_until 5 [ -e "$T/held" ]
+	run --separate-stderr lr_failing fork:11 -w 20s job touch "$T/ran"
+	kill "$holder"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot wait for $LOCKDIR/job.lock: fork: Resource temporarily unavailable"
+}
+
+@test "a fence counter that does not hold a number stops the run: 125, one line, no command, and the counter left as it was" {
+	# Counting again from 1 would repeat fences already handed out.
+	lr job true
+	for bad in 'abc\n' '12abc\n' '12' '-5\n' '99999999999999999999999\n' '\n'; do
+		printf -- "$bad" > "$LOCKDIR/job.fence"
+		run --separate-stderr lr job touch "$T/ran"
+		assert_equal "$status" 125
+		[ ! -e "$T/ran" ]
+		assert_equal "$stderr" "leaserun: job: fence counter $LOCKDIR/job.fence does not hold a number: repair it or remove it"
+		assert_equal "$(od -c "$LOCKDIR/job.fence")" "$(printf -- "$bad" | od -c)"
+	done
+}
+
+@test "without XDG_RUNTIME_DIR (cron), /run/user/UID is the default when it is the user's own and private, not otherwise" {
+	needs_root "to act as another user and make its /run/user directory"
+	public_leaserun
+	uid=54329
+	run_dir=/run/user/$uid
+	[ ! -e "$run_dir" ] || skip "$run_dir exists already"
+	home=$PUB/home
+	mkdir -m 700 "$home"
+	chown "$uid" "$home"
+	mkdir -p -m 755 /run/user
+	mkdir -m 700 "$run_dir"
+	chown "$uid" "$run_dir"
+	# where NAME: the directory of the run of lease NAME, or "none".
+	where() {
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups --reset-env \
+			env HOME="$home" "$PUB/leaserun" "$1" true || return
+		for d in "$run_dir/leaserun" "$home/.local/state/leaserun"; do
+			[ -e "$d/$1.lock" ] && { echo "$d"; return; }
+		done
+		echo none
+	}
+	own=$(where own)
+	# Writable by its group: not private, so the home directory instead.
+	chmod 770 "$run_dir"
+	group=$(where group)
+	# Someone else's: the same.
+	chmod 700 "$run_dir"
+	chown root "$run_dir"
+	other=$(where other)
+	rm -rf "$run_dir" "$PUB"
+	assert_equal "$own" "$run_dir/leaserun"
+	assert_equal "$group" "$home/.local/state/leaserun"
+	assert_equal "$other" "$home/.local/state/leaserun"
+}
+
+@test "--status and --list of a lock directory that does not exist: free, nothing listed, and nothing made" {
+	run --separate-stderr lr -U "file://$T/none" --status job
+	assert_equal "$status" 1
+	assert_line --regexp "^state: +free$"
+	assert_equal "$stderr" ""
+	run --separate-stderr lr -U "file://$T/none" --list
+	assert_success
+	assert_equal "${#lines[@]}" 1
+	assert_equal "$stderr" ""
+	[ ! -e "$T/none" ]
+	# A path that cannot be a directory is an error, not "free".
+	: > "$T/file"
+	run --separate-stderr lr -U "file://$T/file/none" --status job
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open file://$T/file/none: cannot use lock directory $T/file/none: Not a directory"
+}
+
+@test "--limit: a slot file that cannot be opened while the others are taken: 125 with one line, and nothing run" {
+	"$LEASERUN" -l 2 job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	pid=$!
+	wait_until 5 exists "$T/pid"
+	mkdir "$LOCKDIR/job.lock.1"
+	run --separate-stderr lr -l 2 -n job touch "$T/ran"
+	kill "$pid"
+	wait_rc "$pid"
+	assert_equal "$status" 125
+	[ ! -e "$T/ran" ]
+	assert_regex "$stderr" "^leaserun: job: cannot open $LOCKDIR/job.lock.1: "
 }

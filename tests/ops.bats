@@ -323,6 +323,30 @@ on_full_tmpdir() {
 	assert_regex "$stderr" "^leaserun: job: cannot update the lease state file \(No space left on device\); leaserun --check will report the lease expired from [0-9]+ms on$"
 }
 
+@test "a state directory that cannot be made private (chmod fails): one warning, no LEASERUN_STATE, nothing left" {
+	mkdir "$T/tmp"
+	TMPDIR=$T/tmp XDG_RUNTIME_DIR= run --separate-stderr lr_failing chmod:1 job sh -c 'echo "state=$LEASERUN_STATE"'
+	assert_success
+	[ -e "$T/failed" ]
+	assert_output "state="
+	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Operation not permitted); the command runs without LEASERUN_STATE"
+	assert_equal "$(ls -A "$T/tmp")" ""
+}
+
+@test "a state update that cannot be renamed in: one warning, the file stays as it was, nothing left at the end" {
+	# The first rename after the command starts is a renewal's update
+	# (-t 1s: one every 333 ms); the file store renames nothing.
+	mkdir "$T/tmp"
+	TMPDIR=$T/tmp XDG_RUNTIME_DIR= run --separate-stderr lr_failing "rename:13:0:$T/started" -t 1s job sh -c '
+		cp "$LEASERUN_STATE" "$0/before"; touch "$0/started"; sleep 1.2
+		cmp "$LEASERUN_STATE" "$0/before" && ls -A "${LEASERUN_STATE%/*}"' "$T"
+	assert_success
+	[ -e "$T/failed" ]
+	assert_output "state"
+	assert_regex "$stderr" "^leaserun: job: cannot update the lease state file \(Permission denied\); leaserun --check will report the lease expired from [0-9]+ms on$"
+	assert_equal "$(ls -A "$T/tmp")" ""
+}
+
 @test "kill -9 of leaserun: the guard removes the state directory with the command's group" {
 	bg "$LEASERUN" job sh -c 'echo "$LEASERUN_STATE" > "$0/path"; exec sleep 60' "$T"
 	wait_until 5 exists "$T/path"

@@ -191,6 +191,33 @@ gone() {
 	(( t1 - t0 >= 2500 && t1 - t0 < 4000 ))
 }
 
+@test "poll() failing while connecting: 125 with one line that names the error, and no command" {
+	T=$BATS_TEST_TMPDIR
+	run --separate-stderr lr_failing poll:12 job touch "$T/ran"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_regex "$stderr" "^leaserun: job: cannot open postgresql://lr@127\.0\.0\.1:$PG_PORT/[^ ]*: cannot connect to PostgreSQL at 127\.0\.0\.1:$PG_PORT: Cannot allocate memory\$"
+}
+
+@test "poll() interrupted (EINTR) while connecting: the wait goes on, and the run succeeds" {
+	T=$BATS_TEST_TMPDIR
+	run --separate-stderr lr_failing poll:4 job echo ran
+	assert_success
+	[ -e "$T/failed" ]
+	assert_equal "$output" ran
+	assert_equal "$stderr" ""
+}
+
+@test "poll() that returns before its time with nothing ready, while connecting: the wait goes on, and the run succeeds" {
+	T=$BATS_TEST_TMPDIR
+	run --separate-stderr lr_failing poll:0 job echo ran
+	assert_success
+	[ -e "$T/failed" ]
+	assert_equal "$output" ran
+	assert_equal "$stderr" ""
+}
+
 @test "-n exits 1 (or the -E code) while another holds the lease" {
 	n=$(name)
 	start_holder "$n"

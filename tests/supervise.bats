@@ -194,3 +194,174 @@ setup() {
 	run grep -c slow-heartbeat "$T/err"
 	assert_output 0
 }
+
+# poll_fails_at_release ARGS...: "leaserun ARGS" in the background with
+# its first poll() after $T/started exists failing, and the release
+# paused once done; once it is, runs "$PAUSED" (a test of what is still
+# alive at that moment), lets the run end and sets RC and OUT.
+poll_fails_at_release() {
+	echo "release.pause=after" > "$LOCKDIR/job.fault"
+	lr_failing "poll:12:0:$T/started" -v "$@" >"$T/out" 2>&1 &
+	pid=$!
+	wait_until 10 [ -e "$LOCKDIR/job.paused" ]
+	eval "$PAUSED" && AT_RELEASE=ok || AT_RELEASE=failed
+	rm "$LOCKDIR/job.paused"
+	wait_rc "$pid"
+	OUT=$(cat "$T/out")
+	echo "$OUT"
+}
+
+@test "poll() failing while the command runs: 125, and the command's whole group is gone before the release" {
+	# The loop cannot wait any more: leaserun ends, but first kills the
+	# group (which ignores SIGTERM) and waits for it, then gives the
+	# lease back; the group guard's kill at leaserun's exit would come
+	# after the release, too late.
+	PAUSED='dead "$(cat "$T/pid")" && dead "$(cat "$T/grand")"'
+	poll_fails_at_release -t 3s job sh -c 'trap "" TERM; sleep 15 & echo $! > "$0/grand"; echo $$ > "$0/pid"; touch "$0/started"; wait' "$T"
+	assert_equal "$RC" 125
+	[ -e "$T/failed" ]
+	assert_equal "$AT_RELEASE" ok
+	run echo "$OUT"
+	assert_line --partial "poll: Cannot allocate memory"
+	assert_line --partial "command killed by signal 9"
+	assert_line "leaserun: job: released"
+}
+
+@test "poll() failing after the command ended, its leftovers still running: 125, and they are gone before the release" {
+	# The command exits; its child ignores SIGTERM and -k is long, so
+	# the leftovers still run when the loop fails.
+	PAUSED='dead "$(cat "$T/grand")"'
+	poll_fails_at_release -t 6s -k 3s job sh -c 'trap "" TERM; sleep 15 & echo $! > "$0/grand"; touch "$0/started"' "$T"
+	assert_equal "$RC" 125
+	[ -e "$T/failed" ]
+	assert_equal "$AT_RELEASE" ok
+	run echo "$OUT"
+	assert_line --partial "poll: Cannot allocate memory"
+	assert_line --partial "stopping what is left of its process group"
+	assert_line "leaserun: job: released"
+}
+
+@test "poll() interrupted (EINTR) while the command runs: the loop goes on" {
+	run lr_failing "poll:4:0:$T/started" -t 3s job sh -c 'touch "$0/started"; sleep 2; exit 3' "$T"
+	assert_equal "$status" 3
+	[ -e "$T/failed" ]
+	assert_output ""
+}
+
+@test "a store that grants too late five times running: each grant given back, then 125 and no command" {
+	# A grant that leaves less than grace + renewal interval of the TTL
+	# cannot be run on: given back, asked again; five in a row mean the
+	# TTL is too short for this store.
+	echo "acquire.delay=800" > "$LOCKDIR/job.fault"
+	run lr -v -t 1s job touch "$T/ran"
+	assert_equal "$status" 125
+	[ ! -e "$T/ran" ]
+	assert_equal "$(grep -c "giving it back and trying again" <<<"$output")" 5
+	assert_output --regexp "the store took [0-9]+ms to grant the lease, too long for this TTL; use a longer --ttl"
+	rm "$LOCKDIR/job.fault"
+	lr -n -q job true
+}
+
+@test "--once-per: a run whose end cannot be recorded warns and keeps the command's status" {
+	echo "run_end=fail" > "$LOCKDIR/job.fault"
+	run lr --once-per 1h job sh -c 'exit 3'
+	assert_equal "$status" 3
+	assert_line --partial "could not record the end of the run: injected run_end failure"
+}
+
+@test "^Z (SIGTSTP) while waiting stops leaserun itself, and SIGCONT resumes the wait" {
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 2' "$T" &
+	holder=$!
+	wait_until 5 [ -e "$T/held" ]
+	"$LEASERUN" -w 20s job touch "$T/second" &
+	waiter=$!
+	sleep 0.3
+	kill -TSTP "$waiter"
+	wait_until 3 eval '[ "$(sed "s/.*) //" /proc/$waiter/stat | cut -c1)" = T ]'
+	wait_rc "$holder"
+	assert_equal "$RC" 0
+	# Stopped, it cannot take the lease the holder gave back.
+	sleep 0.5
+	[ ! -e "$T/second" ]
+	kill -CONT "$waiter"
+	wait_rc "$waiter"
+	assert_equal "$RC" 0
+	[ -e "$T/second" ]
+}
+
+@test "--max-time that comes while an ended command's leftovers are stopped: the command's own status, the leftovers killed" {
+	# The command exits at 0.3s; its children ignore SIGTERM, so they
+	# are killed -k later, at 2.3s.  --max-time passes in between, at
+	# 0.8s: nothing to time out, and no reason to kill them sooner.
+	run lr -v --max-time 800ms -k 2s job sh -c 'trap "" TERM; sleep 30 & echo $! > "$0/grand"; (sleep 1.3; touch "$0/past-max-time") & sleep 0.3; exit 5' "$T"
+	assert_equal "$status" 5
+	[ -e "$T/past-max-time" ]
+	assert_line --partial "stopping what is left of its process group"
+	refute_output --partial "max-time"
+	dead "$(cat "$T/grand")"
+}
+
+@test "--max-time, then the grace deadline of renewals that keep failing: the command is killed at the max-time grace, 124, not lost" {
+	# Renewals fail from the start (-t 6s: D 6s after the grant, the
+	# grace deadline D - 2s); --max-time stops the command at 3s, which
+	# ignores the signal; at 4s the grace deadline passes while it is
+	# being timed out (the stop signal went already); at 5s the max-time
+	# grace kills it, before D.
+	echo "renew=fail" > "$LOCKDIR/job.fault"
+	run --separate-stderr timeout -s KILL 15 "$LEASERUN" -v -t 6s -k 2s --max-time 3s --log-format json job sh -c 'trap "" TERM; while :; do sleep 0.05; done'
+	assert_equal "$status" 124
+	jq -e -s 'any(.[]; .event == "timed-out") and
+		any(.[]; .event == "exited" and .how == "signal" and .status == 9) and
+		any(.[]; .event == "stopped" and (.msg | test("max-time"))) and
+		all(.[]; .event != "lost")' <<<"$stderr"
+}
+
+# unkillable_poll_fails ARGS...: as the user 54329, leaserun -v -t 3s ARGS
+# "$d", whose first poll() after $d/flag/started fails; ARGS's command
+# starts (or is) a process of the user 54330 that writes its pid to
+# $d/flag/other, which leaserun's SIGKILL cannot reach.  $d/setpriv is a
+# setuid setpriv, as sudo would be.  Sets status, stderr and ALIVE
+# (whether that process outlived leaserun).
+unkillable_poll_fails() {
+	local other
+	d=$(mktemp -d /tmp/leaserun-eperm.XXXXXX)
+	chmod 755 "$d"
+	cp "$LEASERUN" "$d/leaserun"
+	cp "$(command -v setpriv)" "$d/setpriv"
+	chmod 4755 "$d/setpriv"
+	mkdir "$d/locks" "$d/flag"
+	chown 54329 "$d/locks"
+	chmod 1777 "$d/flag"
+	run --separate-stderr timeout -s KILL 20 setpriv --reuid=54329 --regid=54329 --clear-groups \
+		env LEASERUN_URL="file://$d/locks" LD_PRELOAD="$LR_BUILDDIR/.libs/failcall.so" \
+		LR_TEST_FAIL="poll:12:0:$d/flag/started" \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		"$d/leaserun" -v -t 3s "${@//@D@/$d}" "$d"
+	other=$(cat "$d/flag/other")
+	ALIVE=no
+	if kill -0 "$other" 2>/dev/null; then ALIVE=yes; fi
+	kill -9 "$other" 2>/dev/null || true
+	rm -rf "$d"
+}
+
+@test "poll() failing while a member of the command's group that leaserun may not signal still runs: 125, and the lease is not given back" {
+	needs_root "to run leaserun as one user and a member of its command's group as another"
+	# The member may run on: the lease is left to expire, not given back
+	# to a successor.
+	unkillable_poll_fails job sh -c '"$0/setpriv" --reuid=54330 --regid=54330 --clear-groups sh -c '\''echo $$ > "$0/flag/other"; exec sleep 30'\'' "$0" & sleep 0.3; touch "$0/flag/started"; wait'
+	assert_equal "$status" 125
+	assert_equal "$ALIVE" yes
+	[[ "$stderr" == *"poll: Cannot allocate memory"* ]]
+	[[ "$stderr" != *released* ]]
+}
+
+@test "--foreground: poll() failing while the command, which leaserun may not signal, still runs: 125, and the lease is not given back" {
+	needs_root "to run leaserun as one user and its command as another"
+	# In the foreground there is no group: the command alone, which
+	# became another user, is not reaped.
+	unkillable_poll_fails --foreground job @D@/setpriv --reuid=54330 --regid=54330 --clear-groups sh -c 'echo $$ > "$0/flag/other"; sleep 0.3; touch "$0/flag/started"; exec sleep 30'
+	assert_equal "$status" 125
+	assert_equal "$ALIVE" yes
+	[[ "$stderr" == *"poll: Cannot allocate memory"* ]]
+	[[ "$stderr" != *released* ]]
+}

@@ -533,6 +533,23 @@ interval_cmd() {
 	assert_output --partial "need both user and password"
 }
 
+@test "a chroot or root with an empty, . or .. component is refused in one line, before any connection" {
+	# Port 1: nothing listens, so only a path that passed gets as far
+	# as connecting.
+	for p in /a/../b /a/./b /a//b /a/.. /. /a/; do
+		run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:1$p" -n u1 true
+		assert_equal "$status" 125
+		assert_equal "$stderr" "leaserun: u1: cannot open zk://127.0.0.1:1$p: zk URL: bad chroot path '$p'"
+	done
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:1/?root=/a/../b" -n u1 true
+	assert_equal "$status" 125
+	assert_regex "$stderr" "bad root"
+	# Names that only begin with dots are names.
+	run --separate-stderr "$LEASERUN" -U "zk://127.0.0.1:1/a/.x/..y/...?root=/.l" -n u1 true
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: u1: cannot open zk://127.0.0.1:1/a/.x/..y/...?root=/.l: cannot connect to ZooKeeper at 127.0.0.1:1: Connection refused"
+}
+
 @test "an unreachable server: -n fails with 125 at once and one line naming it" {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	t0=$(now_ms)
