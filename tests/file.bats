@@ -560,7 +560,7 @@ $f.lock"
 @test "a fence counter that does not hold a number stops the run: 125, one line, no command, and the counter left as it was" {
 	# Counting again from 1 would repeat fences already handed out.
 	lr job true
-	for bad in 'abc\n' '12abc\n' '12' '-5\n' '99999999999999999999999\n' '\n'; do
+	for bad in 'abc\n' '12abc\n' '12' '-5\n' '0x5\n' '99999999999999999999999\n' '\n'; do
 		printf -- "$bad" > "$LOCKDIR/job.fence"
 		run --separate-stderr lr job touch "$T/ran"
 		assert_equal "$status" 125
@@ -568,29 +568,37 @@ $f.lock"
 		assert_equal "$stderr" "leaserun: job: fence counter $LOCKDIR/job.fence does not hold a number: repair it or remove it"
 		assert_equal "$(od -c "$LOCKDIR/job.fence")" "$(printf -- "$bad" | od -c)"
 	done
+	# The smallest numbers are numbers.
+	for good in '0\n' '5\n' '9\n'; do
+		printf -- "$good" > "$LOCKDIR/job.fence"
+		lr job true
+	done
 }
 
-@test "without XDG_RUNTIME_DIR (cron), /run/user/UID is the default when it is the user's own and private, not otherwise" {
+@test "without XDG_RUNTIME_DIR (cron), /run/user/UID is the default when it is the user's own private directory, not otherwise" {
 	needs_root "to act as another user and make its /run/user directory"
 	public_leaserun
+	# 54329: a user id no process has, whose /run/user directory only
+	# this test makes (one left by a test that was killed goes first).
 	uid=54329
 	run_dir=/run/user/$uid
-	[ ! -e "$run_dir" ] || skip "$run_dir exists already"
+	rm -rf "$run_dir"
 	home=$PUB/home
 	mkdir -m 700 "$home"
 	chown "$uid" "$home"
 	mkdir -p -m 755 /run/user
-	mkdir -m 700 "$run_dir"
-	chown "$uid" "$run_dir"
-	# where NAME: the directory of the run of lease NAME, or "none".
+	# where NAME: the directory of the run of lease NAME, "none", or
+	# "failed".
 	where() {
 		setpriv --reuid="$uid" --regid="$uid" --clear-groups --reset-env \
-			env HOME="$home" "$PUB/leaserun" "$1" true || return
+			env HOME="$home" "$PUB/leaserun" "$1" true || { echo failed; return; }
 		for d in "$run_dir/leaserun" "$home/.local/state/leaserun"; do
 			[ -e "$d/$1.lock" ] && { echo "$d"; return; }
 		done
 		echo none
 	}
+	mkdir -m 700 "$run_dir"
+	chown "$uid" "$run_dir"
 	own=$(where own)
 	# Writable by its group: not private, so the home directory instead.
 	chmod 770 "$run_dir"
@@ -599,10 +607,17 @@ $f.lock"
 	chmod 700 "$run_dir"
 	chown root "$run_dir"
 	other=$(where other)
+	# Not a directory: the same.
+	rm -rf "$run_dir"
+	: > "$run_dir"
+	chmod 600 "$run_dir"
+	chown "$uid" "$run_dir"
+	file=$(where file)
 	rm -rf "$run_dir" "$PUB"
 	assert_equal "$own" "$run_dir/leaserun"
 	assert_equal "$group" "$home/.local/state/leaserun"
 	assert_equal "$other" "$home/.local/state/leaserun"
+	assert_equal "$file" "$home/.local/state/leaserun"
 }
 
 @test "--status and --list of a lock directory that does not exist: free, nothing listed, and nothing made" {
@@ -633,4 +648,30 @@ $f.lock"
 	assert_equal "$status" 125
 	[ ! -e "$T/ran" ]
 	assert_regex "$stderr" "^leaserun: job: cannot open $LOCKDIR/job.lock.1: "
+}
+
+@test "--status with the default directory not made yet: free, and nothing made; a default path that cannot be a directory is an error" {
+	needs_root "to act as a user whose default directory is under its home"
+	public_leaserun
+	uid=54329
+	rm -rf "/run/user/$uid"
+	home=$PUB/home
+	mkdir -m 700 "$home"
+	chown "$uid" "$home"
+	as_user() {
+		setpriv --reuid="$uid" --regid="$uid" --clear-groups --reset-env \
+			env HOME="$home" "$PUB/leaserun" "$@"
+	}
+	run --separate-stderr as_user --status job
+	free=$status free_out=$output free_err=$stderr made=$(find "$home" -mindepth 1)
+	# ~/.local a file: the default directory cannot be there.
+	: > "$home/.local"
+	run --separate-stderr as_user --status job
+	rm -rf "$PUB"
+	assert_equal "$free" 1
+	[[ "$free_out" == *"state:   free"* ]]
+	assert_equal "$free_err" ""
+	assert_equal "$made" ""
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open file://: cannot use lock directory $home/.local/state/leaserun: Not a directory"
 }
