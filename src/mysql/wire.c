@@ -798,6 +798,7 @@ int my_wire_send(struct my_conn *c, const char *sql, unsigned n_stmts)
 	c->res = c->last = NULL;
 	c->seq = 0;
 	c->insert_id = 0;
+	c->done = 0;
 	c->err = 0;
 	c->msg[0] = '\0';
 	c->more = n_stmts > 1 ? n_stmts - 1 : 0;
@@ -864,6 +865,25 @@ out:
 	return r;
 }
 
+/* The last result, cut short by an error among its rows, goes. */
+static void drop_last(struct my_conn *c)
+{
+	struct my_rows *p = c->res;
+
+	if (!p)
+		return;
+	if (p == c->last) {
+		my_rows_free(p);
+		c->res = c->last = NULL;
+		return;
+	}
+	while (p->more != c->last)
+		p = p->more;
+	my_rows_free(c->last);
+	p->more = NULL;
+	c->last = p;
+}
+
 /* A result says another follows: only as many as the statements sent. */
 static int another(struct my_conn *c)
 {
@@ -901,14 +921,22 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 			return LR_ERROR;
 		}
 		if (body[0] == 0xff) {
-			/* An error, instead of the answer or among its rows. */
+			/* An error, instead of the answer or among its rows.
+			 * The server runs none of the statements sent after
+			 * it; those before it were answered in full, and
+			 * their rows are kept (a caller that sent them
+			 * together may want them): only a result cut short
+			 * goes. */
 			server_error(c, body, len);
-			my_rows_free(c->res);
-			c->res = c->last = NULL;
+			if (c->state != MW_HEAD)
+				drop_last(c);
 			c->state = MW_IDLE;
 			if (c->err == ER_CONNECTION_KILLED ||
-			    c->err == ER_SERVER_SHUTDOWN)
+			    c->err == ER_SERVER_SHUTDOWN) {
 				c->broken = 1;
+				my_rows_free(c->res);
+				c->res = c->last = NULL;
+			}
 			return LR_ERROR;
 		}
 		switch (c->state) {
@@ -921,6 +949,7 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 						     "parse");
 					return LR_ERROR;
 				}
+				c->done++;
 				if ((st & MORE_RESULTS) && another(c) < 0)
 					return LR_ERROR;
 				if (st & MORE_RESULTS)
@@ -973,6 +1002,7 @@ enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline)
 			break;
 		case MW_ROWS:
 			if (is_eof(body, len)) {
+				c->done++;
 				if (eof_status(body, len) & MORE_RESULTS) {
 					if (another(c) < 0)
 						return LR_ERROR;

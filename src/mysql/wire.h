@@ -97,6 +97,7 @@ struct my_conn {
 	unsigned char seq;   /* the next packet's sequence number */
 	unsigned long cols;  /* column definitions still to come */
 	unsigned more;       /* answers still allowed after this one */
+	unsigned done;       /* statements sent together answered in full */
 	struct my_rows *res; /* the rows so far */
 	struct my_rows *last; /* the last of them */
 	uint64_t insert_id;  /* of the last OK */
@@ -125,7 +126,10 @@ int my_wire_send(struct my_conn *c, const char *sql, unsigned n_stmts);
 /* Drives the statement in flight, by deadline.  LR_OK: done, its rows
  * (if it has any) in c->res, its last OK in c->insert_id; LR_TIMEOUT: still
  * in flight; LR_ERROR: c->err and c->msg, c->broken if the connection
- * went with it. */
+ * went with it.  Statements sent together stop at the first that fails:
+ * when the server said so (an error packet) and the connection stays,
+ * c->done of them were answered in full before it, and c->res keeps
+ * their rows. */
 enum lr_status my_wire_drive(struct my_conn *c, int64_t deadline);
 /* While no statement is in flight, the server sends nothing unasked but
  * the end of our session.  0: nothing came; else 1 with why in c->msg
