@@ -376,17 +376,18 @@ live_rows() {
 	n=$(name)
 	lr -l 2 "$n-t" true # the table of holders
 	start_holder "$n"
-	# A session holds that table: the waiting run's look at who holds
-	# the lease waits for it, past that look's deadline (1s), and the run
+	# A session holds the table of fences: the waiting run's look at who
+	# holds the lease (after its first try, which reads only the table of
+	# holders) waits for it, past that look's deadline (1s), and the run
 	# goes on waiting, the statement still in flight.
 	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
-		"LOCK TABLES lr.leaserun_holders WRITE; SELECT SLEEP(5); UNLOCK TABLES" >/dev/null &
+		"LOCK TABLES lr.leaserun_fences WRITE; SELECT SLEEP(5); UNLOCK TABLES" >/dev/null &
 	BG_PIDS="$BG_PIDS $!"
 	wait_until 5 sql_is "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep'" 1
 	lr -w 30s "$n" echo ran >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
 	w=$!
 	BG_PIDS="$BG_PIDS $w"
-	q="SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'lr' AND STATE = 'Waiting for table metadata lock' AND INFO LIKE 'SELECT conn, slot,%'"
+	q="SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'lr' AND STATE = 'Waiting for table metadata lock' AND INFO LIKE 'SELECT fence, host,%'"
 	wait_until 5 sql_is "SELECT COUNT(*) FROM ($q) AS w" 1
 	sleep 1.5 # past the look's deadline
 	# Its late answer is an error, which the run's next try reads first.

@@ -76,6 +76,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,33 @@
 	"IF(CHAR_LENGTH(%1$s) <= 64, %1$s, CONCAT(LEFT(%1$s, 47), '~', "     \
 	"LEFT(SHA2(%1$s, 256), 16)))"
 
+/* The holders of a shared lease or of a semaphore's slots, one row per
+ * holder's lock, for the other runs and for --status.  A row counts only
+ * while its connection holds its lock (IS_USED_LOCK), so the row of a
+ * session that died counts for nothing. */
+#define HOLDERS_TABLE "leaserun_holders"
+#define HOLDERS_SQL                                                        \
+	"CREATE TABLE IF NOT EXISTS " HOLDERS_TABLE " ("                     \
+	"lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin "  \
+	"NOT NULL PRIMARY KEY, name VARCHAR(64) CHARACTER SET utf8mb4 "     \
+	"COLLATE utf8mb4_bin NOT NULL, lim INT UNSIGNED NOT NULL, shared "  \
+	"TINYINT NOT NULL, slot INT UNSIGNED NOT NULL, fence BIGINT "       \
+	"UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL DEFAULT '', pid "    \
+	"BIGINT NOT NULL DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0, "   \
+	"conn BIGINT UNSIGNED NOT NULL, KEY (name)) ENGINE=InnoDB"
+/* The condition of a live row of the holders of our name. */
+#define LIVE_SQL                                                           \
+	"name = %s AND IS_USED_LOCK(lock_name) <=> conn"
+
+/* The plain lease's try: 1 if the lock (SQL: a literal, or an expression
+ * of @lr_full) is ours, as it already is after the late answer to a try
+ * that ran out of time, or while an exclusive run keeps it until shared
+ * holders finish (GET_LOCK again would count it twice); else GET_LOCK's
+ * answer, without waiting. */
+#define TRY_SQL                                                            \
+	"SELECT IF(IS_USED_LOCK(%1$s) <=> CONNECTION_ID(), 1, "              \
+	"GET_LOCK(%1$s, 0))"
+
 enum opt { O_SOCKET, O_PREFIX, O_SSL_MODE, O_SSL_CA, O_SSL_CERT, O_SSL_KEY,
 	   O_N };
 
@@ -123,6 +151,15 @@ static const struct lr_url_opt opts[O_N] = {
 	[O_SSL_CA] = { "ssl-ca", LR_OPT_PATH, 0, 0, NULL },
 	[O_SSL_CERT] = { "ssl-cert", LR_OPT_PATH, 0, 0, NULL },
 	[O_SSL_KEY] = { "ssl-key", LR_OPT_PATH, 0, 0, NULL },
+};
+
+/* Who else is there (others()): whether another session holds the
+ * plain lock, the largest limit of another live holder that is not ours
+ * (0 none), and how many live shared holders there are besides us. */
+struct others {
+	int plain_held;
+	unsigned limit;
+	unsigned long shared;
 };
 
 struct lr_store {
@@ -148,6 +185,12 @@ struct lr_store {
 	char where[160];   /* "host:port" or the socket, for messages */
 	int warned;        /* the durability warning went out */
 	int tls_warned;    /* the plaintext warning went out */
+	/* The plain lease's first try on a new connection, asked with the
+	 * setup (setup()): GET_LOCK's answer, and others() asked after it. */
+	int pre_lock;      /* the answer below is there, for plain_acquire() */
+	long pre_got;      /* GET_LOCK's: 1 ours, 0 taken, -1 none */
+	int pre_others;    /* pre_o is there */
+	struct others pre_o;
 };
 
 /* A run that is not the plain lease: a semaphore's or a shared one. */
@@ -258,7 +301,9 @@ static enum lr_status drive_to_end(struct lr_store *st, int64_t deadline,
 
 /* Runs sql, n_stmts statements sent together (one, unless st->c.multi),
  * to its end.  *out gets their rows (NULL for statements without;
- * my_rows_free it).  what names it in errors. */
+ * my_rows_free it), and on LR_ERROR those of the statements answered
+ * before the one that failed (st->c.done of them; none when only one
+ * was sent, or the connection went).  what names it in errors. */
 static enum lr_status q_run_n(struct lr_store *st, const char *sql,
 			      unsigned n_stmts, const char *what,
 			      int64_t deadline, struct my_rows **out,
@@ -292,7 +337,7 @@ static enum lr_status q_run_n(struct lr_store *st, const char *sql,
 		return LR_ERROR;
 	}
 	s = drive_to_end(st, deadline, what, err);
-	if (s == LR_OK) {
+	if (s != LR_TIMEOUT) {
 		*out = st->c.res;
 		st->c.res = NULL;
 	}
@@ -515,10 +560,13 @@ static void durability(struct lr_store *st, const char *engine,
 /* Runs the n statements of sql (each ending in '\0', one after the
  * other) in one round trip where the server takes statements together,
  * else one by one; their rows chained in order (struct my_rows).  The
- * first that fails ends the batch. */
+ * first that fails ends the batch: *done says how many were answered
+ * before it (n on LR_OK), and *out keeps their rows (my_rows_free it
+ * whatever the status). */
 static enum lr_status q_batch(struct lr_store *st, const char *sql, size_t n,
 			      const char *what, int64_t deadline,
-			      struct my_rows **out, struct lr_err *err)
+			      struct my_rows **out, size_t *done,
+			      struct lr_err *err)
 {
 	char all[8192];
 	struct my_rows **tail = out, *res;
@@ -527,6 +575,7 @@ static enum lr_status q_batch(struct lr_store *st, const char *sql, size_t n,
 	enum lr_status s = LR_OK;
 
 	*out = NULL;
+	*done = 0;
 	if (st->c.multi) {
 		for (i = 0; i < n; p += strlen(p) + 1, i++) {
 			size_t k = strlen(p);
@@ -542,19 +591,54 @@ static enum lr_status q_batch(struct lr_store *st, const char *sql, size_t n,
 			memcpy(all + len, p, k + 1);
 			len += k;
 		}
-		return q_run_n(st, all, (unsigned)n, what, deadline, out, err);
+		s = q_run_n(st, all, (unsigned)n, what, deadline, out, err);
+		*done = s == LR_OK ? n : s == LR_ERROR ? st->c.done : 0;
+		return s;
 	}
 	for (i = 0; i < n && s == LR_OK; p += strlen(p) + 1, i++) {
 		s = q_run(st, p, what, deadline, &res, err);
 		*tail = res;
 		while (*tail)
 			tail = &(*tail)->more;
-	}
-	if (s != LR_OK) {
-		my_rows_free(*out);
-		*out = NULL;
+		if (s == LR_OK)
+			(*done)++;
 	}
 	return s;
+}
+
+/* others()'s statement, for the lock lock (SQL: a literal, or an
+ * expression of @lr_full). */
+static void others_sql(const struct lr_store *st, const char *lock,
+		       char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "SELECT COALESCE(IS_USED_LOCK(%s), CONNECTION_ID()) <> "
+		 "CONNECTION_ID(), MAX(IF(lim <> %u, lim, NULL)), SUM(shared) "
+		 "FROM " HOLDERS_TABLE " WHERE " LIVE_SQL
+		 " AND conn <> CONNECTION_ID()",
+		 lock, st->req->limit, lock);
+}
+
+/* others()'s answer res into o; 0, or -1 if it has no row. */
+static int others_row(struct my_rows *res, struct others *o)
+{
+	my_row r = row_of(res, 3);
+
+	memset(o, 0, sizeof(*o));
+	if (!r)
+		return -1;
+	o->plain_held = r[0] && strcmp(r[0], "0") != 0;
+	o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
+	o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
+	return 0;
+}
+
+/* others()'s statement failed with e for want of holders: no shared
+ * holder nor semaphore has come this way (no table), or this user may
+ * not see them (leaserun-mysql(7) says so). */
+static int no_holders(unsigned e)
+{
+	return e == ER_NO_SUCH_TABLE || e == ER_TABLEACCESS_DENIED_ERROR;
 }
 
 /* Galera and Group Replication keep GET_LOCK to the node it is taken
@@ -597,21 +681,84 @@ static enum lr_status cluster_guard(struct lr_store *st, const char *wsrep,
 	return LR_ERROR;
 }
 
+/* Adds a statement to the n of sql (each ending in '\0', as q_batch()
+ * takes them), at *at, of len in all.  0, or -1 if it does not fit. */
+static int add_stmt(char *sql, size_t len, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int add_stmt(char *sql, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*at >= len)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(sql + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len - *at)
+		return -1;
+	*at += (size_t)n + 1;
+	return 0;
+}
+
+/* The plain lease's first try, sent with the setup (setup()): rs the
+ * rows of the try and of the look for the others that followed it,
+ * answered how many of the two were answered, e the error of the one
+ * that failed.  What is missing or unclear here, plain_acquire() asks
+ * again, as it does on every later try: the try is the same statement
+ * (it finds the lock ours if the batch took it), and others() is asked
+ * after it. */
+static void prefetched(struct lr_store *st, struct my_rows *rs,
+		       size_t answered, unsigned e)
+{
+	my_row r;
+
+	if (answered < 1 || !rs || rs->nf != 1 || !(r = row_of(rs, 1)))
+		return;
+	st->pre_lock = 1;
+	st->pre_got = r[0] ? strtol(r[0], NULL, 10) : -1;
+	if (answered >= 2)
+		st->pre_others = rs->more && rs->more->nf == 3 &&
+				 others_row(rs->more, &st->pre_o) == 0;
+	else if (no_holders(e)) {
+		memset(&st->pre_o, 0, sizeof(st->pre_o));
+		st->pre_others = 1;
+	}
+}
+
 /* The session's settings, and what it is: its connection id, the lock
  * names, whether the server is read-only or one node of a cluster
  * (cluster_guard()), and how durable the fences are.  One round trip:
  * a SET, the SELECT, and on a server other than MariaDB SHOW
- * VARIABLES. */
+ * VARIABLES.
+ *
+ * A run of the plain lease (that will acquire: it has a token) also
+ * sends its first try (TRY_SQL) and the look for the others (others())
+ * in that round trip, after the setup's statements and in that order,
+ * where the server takes statements together: two round trips fewer.
+ * Their answers wait for plain_acquire() (prefetched()).  If the setup
+ * then refuses the server (a cluster's node, read-only, an answer that
+ * makes no sense) with the lock taken, my_connect() closes the
+ * connection, as it does after every failure here: the session ends,
+ * and the lock with it.  The grant's fence is still written by
+ * plain_acquire(), after the grant is known, in a statement (and a
+ * commit) of its own; the server's wait_timeout counts from that
+ * statement on, so taking the lock a little earlier shortens nothing. */
 static enum lr_status setup(struct lr_store *st, int64_t deadline,
 			    struct lr_err *err)
 {
-	char sql[4400], pre[200], name[500], lock[600], rlock[600];
+	char sql[6000], pre[200], name[500], lock[600], rlock[600];
+	char trysql[1400], look[1600];
 	const char *prefix = st->o[O_PREFIX].s;
 	long wt = (long)((st->req->ttl_ms + 999) / 1000) + 1;
-	struct my_rows *res = NULL;
+	struct my_rows *res = NULL, *vars, *rest;
 	my_row r;
 	enum lr_status s;
-	int n, wsrep = st->c.mariadb, k;
+	int wsrep = st->c.mariadb, bad = 0;
+	int ahead = st->req->token && !slotted(st) && st->c.multi;
+	size_t at, k, ks, done;
+	unsigned late;
 
 	if (literal(prefix, pre, sizeof(pre)) < 0 ||
 	    literal(st->req->name, name, sizeof(name)) < 0) {
@@ -620,6 +767,8 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	}
 	snprintf(lock, sizeof(lock), LOCK_SQL, "@lr_full");
 	lock_expr(rlock, sizeof(rlock), "'#r', CONNECTION_ID()");
+	snprintf(trysql, sizeof(trysql), TRY_SQL, lock);
+	others_sql(st, lock, look, sizeof(look));
 again:
 	/* wait_timeout: the server ends a silent holder's session (and
 	 * frees its lock) about one TTL after it last heard from it, never
@@ -628,44 +777,67 @@ again:
 	 * floor, the runs' times) is then exact, even in the hour that a
 	 * local zone repeats when daylight saving time ends.  @lr_full:
 	 * what the lock names are made of. */
-	n = snprintf(sql, sizeof(sql),
-		     "SET SESSION wait_timeout = %ld, SESSION autocommit = 1, "
-		     "SESSION time_zone = '+00:00', @lr_full = CONCAT(%s, %s)",
-		     wt, pre, name);
+	at = 0;
+	bad |= add_stmt(sql, sizeof(sql), &at,
+			"SET SESSION wait_timeout = %ld, SESSION autocommit "
+			"= 1, SESSION time_zone = '+00:00', @lr_full = "
+			"CONCAT(%s, %s)",
+			wt, pre, name);
+	bad |= add_stmt(sql, sizeof(sql), &at,
+			"SELECT CONNECTION_ID(), %s, @@read_only, "
+			"@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE "
+			"FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+			"DATABASE() AND TABLE_NAME = '" FENCE_TABLE "')%s",
+			lock, rlock, wsrep ? ", @@wsrep_on" : "");
 	k = 2;
-	n += 1 + snprintf(sql + n + 1, sizeof(sql) - (size_t)n - 1,
-			  "SELECT CONNECTION_ID(), %s, @@read_only, "
-			  "@@innodb_flush_log_at_trx_commit, %s, (SELECT ENGINE "
-			  "FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
-			  "DATABASE() AND TABLE_NAME = '" FENCE_TABLE "')%s",
-			  lock, rlock, wsrep ? ", @@wsrep_on" : "");
 	if (!st->c.mariadb) {
-		snprintf(sql + n + 1, sizeof(sql) - (size_t)n - 1,
-			 "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', "
-			 "'group_replication_group_name')");
+		bad |= add_stmt(sql, sizeof(sql), &at,
+				"SHOW VARIABLES WHERE Variable_name IN "
+				"('wsrep_on', 'group_replication_group_name')");
 		k = 3;
 	}
-	s = q_batch(st, sql, (size_t)k, "setting up the session", deadline,
-		    &res, err);
-	if (s == LR_ERROR && wsrep && st->c.err == ER_UNKNOWN_SYSTEM_VARIABLE &&
-	    !st->gone && !st->c.broken) {
+	ks = k;
+	if (ahead) {
+		bad |= add_stmt(sql, sizeof(sql), &at, "%s", trysql);
+		bad |= add_stmt(sql, sizeof(sql), &at, "%s", look);
+		k += 2;
+	}
+	if (bad) {
+		lr_err_set(err, "MySQL: the lease name or prefix is too long");
+		return LR_ERROR;
+	}
+	s = q_batch(st, sql, k, "setting up the session", deadline, &res,
+		    &done, err);
+	if (s == LR_ERROR && done < ks && wsrep &&
+	    st->c.err == ER_UNKNOWN_SYSTEM_VARIABLE && !st->gone &&
+	    !st->c.broken) {
+		my_rows_free(res);
 		wsrep = 0; /* a MariaDB built without Galera */
 		goto again;
 	}
-	if (s != LR_OK)
+	if (s == LR_TIMEOUT ||
+	    (s == LR_ERROR && (done < ks || st->gone || st->c.broken))) {
+		my_rows_free(res);
 		return s;
+	}
+	/* The setup was answered in full: a failure past it was of the try
+	 * or the look, which prefetched() leaves to plain_acquire(). */
+	late = s == LR_ERROR ? st->c.err : 0;
+	*err = (struct lr_err){ "", 0 };
 	r = row_of(res, 6);
+	vars = st->c.mariadb || !res ? NULL : res->more;
+	rest = vars ? vars->more : res ? res->more : NULL;
 	if (!r || !r[0] || !r[1] || !r[4] ||
 	    literal(r[1], st->lock, sizeof(st->lock)) < 0 ||
 	    literal(r[4], st->rlock, sizeof(st->rlock)) < 0 ||
-	    (wsrep && res->nf < 7) || (!st->c.mariadb && !res->more)) {
+	    (wsrep && res->nf < 7) || (!st->c.mariadb && !vars)) {
 		lr_err_set(err, "MySQL at %s: unexpected answer to the setup",
 			   st->where);
 		my_rows_free(res);
 		return LR_ERROR;
 	}
 	st->conn_id = strtoul(r[0], NULL, 10);
-	s = cluster_guard(st, wsrep && r[6] ? r[6] : NULL, res->more, err);
+	s = cluster_guard(st, wsrep && r[6] ? r[6] : NULL, vars, err);
 	if (s == LR_OK && r[2] && strcmp(r[2], "0") != 0 && st->req->token) {
 		lr_err_set(err,
 			   "MySQL at %s is read-only: the fence cannot be "
@@ -676,6 +848,8 @@ again:
 	} else if (s == LR_OK) {
 		durability(st, r[5], r[3]);
 	}
+	if (s == LR_OK && ahead)
+		prefetched(st, rest, done - ks, late);
 	my_rows_free(res);
 	return s;
 }
@@ -687,6 +861,7 @@ static void disconnect(struct lr_store *st)
 		my_wire_cut(&st->c);
 	my_wire_close(&st->c);
 	st->held = 0;
+	st->pre_lock = st->pre_others = 0;
 	st->gone = 0;
 	st->gone_why[0] = '\0';
 }
@@ -808,24 +983,6 @@ static enum lr_status lost(struct lr_store *st, struct lr_err *err)
 	st->held = 0;
 	return LR_LOST;
 }
-
-/* The holders of a shared lease or of a semaphore's slots, one row per
- * holder's lock, for the other runs and for --status.  A row counts only
- * while its connection holds its lock (IS_USED_LOCK), so the row of a
- * session that died counts for nothing. */
-#define HOLDERS_TABLE "leaserun_holders"
-#define HOLDERS_SQL                                                        \
-	"CREATE TABLE IF NOT EXISTS " HOLDERS_TABLE " ("                     \
-	"lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin "  \
-	"NOT NULL PRIMARY KEY, name VARCHAR(64) CHARACTER SET utf8mb4 "     \
-	"COLLATE utf8mb4_bin NOT NULL, lim INT UNSIGNED NOT NULL, shared "  \
-	"TINYINT NOT NULL, slot INT UNSIGNED NOT NULL, fence BIGINT "       \
-	"UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL DEFAULT '', pid "    \
-	"BIGINT NOT NULL DEFAULT 0, since_ms BIGINT NOT NULL DEFAULT 0, "   \
-	"conn BIGINT UNSIGNED NOT NULL, KEY (name)) ENGINE=InnoDB"
-/* The condition of a live row of the holders of our name. */
-#define LIVE_SQL                                                           \
-	"name = %s AND IS_USED_LOCK(lock_name) <=> conn"
 
 /* A missing or forbidden table (create, its CREATE statement): create
  * it if we may, else one line with the statement and the grant.  LR_OK:
@@ -951,44 +1108,23 @@ static enum lr_status holder_row(struct lr_store *st, int64_t deadline,
 	return q_write(st, sql, HOLDERS_TABLE, HOLDERS_SQL, deadline, err);
 }
 
-/* Who else is there, asked after taking our own lock (and writing our
- * row), so that of two runs that come at once at least one sees the
- * other: whether another session holds the plain lock, the largest
- * limit of another live holder that is not ours (0 none), and how many
- * live shared holders there are besides us. */
-struct others {
-	int plain_held;
-	unsigned limit;
-	unsigned long shared;
-};
-
+/* Who else is there (struct others), asked after taking our own lock
+ * (and writing our row), so that of two runs that come at once at least
+ * one sees the other. */
 static enum lr_status others(struct lr_store *st, int64_t deadline,
 			     struct others *o, struct lr_err *err)
 {
 	char sql[1200];
 	struct my_rows *res = NULL;
-	my_row r;
 	enum lr_status s;
 
 	memset(o, 0, sizeof(*o));
-	snprintf(sql, sizeof(sql),
-		 "SELECT COALESCE(IS_USED_LOCK(%s), CONNECTION_ID()) <> "
-		 "CONNECTION_ID(), MAX(IF(lim <> %u, lim, NULL)), SUM(shared) "
-		 "FROM " HOLDERS_TABLE " WHERE " LIVE_SQL
-		 " AND conn <> CONNECTION_ID()",
-		 st->lock, st->req->limit, st->lock);
+	others_sql(st, st->lock, sql, sizeof(sql));
 	s = q_run(st, sql, "looking for other holders", deadline, &res, err);
-	if (s == LR_ERROR && !st->gone &&
-	    (st->c.err == ER_NO_SUCH_TABLE ||
-	     st->c.err == ER_TABLEACCESS_DENIED_ERROR))
-		/* No shared holder nor semaphore has come this way (or this
-		 * user may not see them: leaserun-mysql(7) says so). */
+	if (s == LR_ERROR && !st->gone && no_holders(st->c.err))
 		return LR_OK;
-	if (s == LR_OK && (r = row_of(res, 3))) {
-		o->plain_held = r[0] && strcmp(r[0], "0") != 0;
-		o->limit = r[1] ? (unsigned)strtoul(r[1], NULL, 10) : 0;
-		o->shared = r[2] ? strtoul(r[2], NULL, 10) : 0;
-	}
+	if (s == LR_OK)
+		others_row(res, o);
 	my_rows_free(res);
 	return s;
 }
@@ -1044,30 +1180,35 @@ static enum lr_status q_lock(struct lr_store *st, const char *sql,
 /* The plain lease, or an exclusive run beside shared ones: its lock,
  * then a look for holders of other kinds.  While shared holders remain,
  * a run that waits keeps the lock, so that no later shared run passes
- * it (they see the lock taken), and asks again. */
+ * it (they see the lock taken), and asks again.  The first try on a new
+ * connection was asked with the setup (setup()): its answers are used
+ * once, and every later try asks. */
 static enum lr_status plain_acquire(struct lr_store *st, int64_t deadline,
 				    struct lr_err *err)
 {
 	char sql[800];
 	struct others o;
 	enum lr_status s;
-	long got;
+	long got = st->pre_got;
+	int pre_lock = st->pre_lock, pre_others = st->pre_others;
 
-	/* Ours already (a late answer to an acquire that ran out of time,
-	 * or kept while shared holders finish): GET_LOCK again would count
-	 * it twice. */
-	snprintf(sql, sizeof(sql),
-		 "SELECT IF(IS_USED_LOCK(%s) <=> CONNECTION_ID(), 1, "
-		 "GET_LOCK(%s, 0))",
-		 st->lock, st->lock);
-	s = q_lock(st, sql, deadline, &got, err);
-	if (s != LR_OK)
-		return s;
+	st->pre_lock = st->pre_others = 0;
+	if (!pre_lock) {
+		snprintf(sql, sizeof(sql), TRY_SQL, st->lock);
+		s = q_lock(st, sql, deadline, &got, err);
+		if (s != LR_OK)
+			return s;
+	}
 	if (got != 1)
 		return LR_BUSY;
 	snprintf(st->mine, sizeof(st->mine), "%s", st->lock);
 	st->held = 1;
-	s = others(st, deadline, &o, err);
+	if (pre_others) {
+		o = st->pre_o;
+		s = LR_OK;
+	} else {
+		s = others(st, deadline, &o, err);
+	}
 	if (s == LR_OK && o.limit)
 		return refuse(st, o.limit, deadline, err);
 	if (s == LR_OK && o.shared && st->queued) {
