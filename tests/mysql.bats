@@ -466,6 +466,23 @@ live_rows() {
 	assert_output ""
 }
 
+@test "a read-only server: a waiting run keeps no lock while it tries again, and runs once the server is writable" {
+	n=$(name)
+	my_sql "SET GLOBAL read_only = 1"
+	lr -w 20s "$n" echo ran >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	sleep 1.5 # a few tries
+	# Each try takes the lock with its session's setup, which then finds
+	# the server read-only: that session ends, and the lock with it.
+	[ "$(my_sql "SELECT GET_LOCK('leaserun:$n', 2)")" = 1 ]
+	my_sql "SET GLOBAL read_only = 0"
+	wait_rc "$w"
+	cat "$BATS_TEST_TMPDIR/w.err"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/w.out")" = ran ]
+}
+
 @test "a Galera node (wsrep_on), whose GET_LOCK is its own, is refused with 125 and one line" {
 	galera_start
 	LEASERUN_URL=$GA_URL run -125 --separate-stderr lr -n "$(name)" echo ran
