@@ -29,7 +29,8 @@ teardown() {
 	kill -0 "$(my_pid)" 2>/dev/null || mysql_server_up || true
 	galera_stop
 	my_sql "SET GLOBAL read_only = 0;
-		SET GLOBAL innodb_flush_log_at_trx_commit = 1" || true
+		SET GLOBAL innodb_flush_log_at_trx_commit = 1;
+		SET GLOBAL sql_mode = DEFAULT" || true
 }
 
 # A lease name unique to this test.
@@ -512,6 +513,15 @@ live_rows() {
 		run --separate-stderr lr "$(name)" echo ran
 	assert_success
 	assert_output ran
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"leaserun_fences is MyISAM, not InnoDB"* ]]
+	# A sql_mode that leaves the table's options out of SHOW CREATE TABLE
+	# hides nothing: the engine is then asked of information_schema.
+	my_sql "SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_TABLE_OPTIONS')"
+	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr4" \
+		run --separate-stderr lr "$(name)" echo ran
+	my_sql "SET GLOBAL sql_mode = DEFAULT"
+	assert_success
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ "$stderr" == *"leaserun_fences is MyISAM, not InnoDB"* ]]
 	# An InnoDB table: not a word.
