@@ -1175,6 +1175,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 	req->u = r->u;
 	req->name = o->name;
 	req->token = o->mode ? NULL : token;
+	req->acquire_next = !o->mode && !o->splay_ms;
 	req->ttl_ms = o->ttl_ms;
 	req->host = host;
 	req->pid = (long)getpid();

@@ -583,6 +583,28 @@ live_rows() {
 	cron_splay "$(name)"
 }
 
+@test "--splay: the lock is free through the pause (the first try goes out after it, not with the session's setup)" {
+	n=$(name)
+	d=$BATS_TEST_TMPDIR
+	# The pause is drawn below 4s: once it is logged, with more than a
+	# second of it left, nobody holds the lock.
+	for _ in 1 2 3 4 5 6; do
+		lr -v --log-format json --splay 4s -n "$n" true 2>"$d/splay" &
+		p=$!
+		BG_PIDS="$BG_PIDS $p"
+		wait_until 5 grep -q '"splay"' "$d/splay"
+		s=$(jq -s 'map(select(.event == "splay"))[0].splay_ms' "$d/splay")
+		if ((s > 1200)); then
+			is_free "$n"
+			wait_rc "$p"
+			assert_equal "$RC" 0
+			return 0
+		fi
+		wait_rc "$p"
+	done
+	false # six pauses below 1.2s: 1 in 1400
+}
+
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
 	cron_bad_values "$(name)"
 }

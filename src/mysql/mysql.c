@@ -799,10 +799,13 @@ static void prefetched(struct lr_store *st, struct my_rows *rs,
  * time is asked information_schema in the SELECT, as before (one round
  * trip fewer for it).
  *
- * A run of the plain lease (that will acquire: it has a token) also
- * sends its first try (TRY_SQL) and the look for the others (others())
- * in that round trip, after the setup's statements and in that order,
- * where the server takes statements together: two round trips fewer.
+ * A run of the plain lease whose try follows at once (trying: the
+ * setup of acquire(), or of an open() that the first acquire() follows
+ * with no --splay between them, which would keep the lock through the
+ * pause) also sends its first try (TRY_SQL) and the look for the others
+ * (others()) in that round trip, after the setup's statements and in
+ * that order, where the server takes statements together: two round
+ * trips fewer.
  * Their answers wait for plain_acquire() (prefetched()).  If the setup
  * then refuses the server (a cluster's node, read-only, an answer that
  * makes no sense) with the lock taken, my_connect() closes the
@@ -811,8 +814,8 @@ static void prefetched(struct lr_store *st, struct my_rows *rs,
  * plain_acquire(), after the grant is known, in a statement (and a
  * commit) of its own; the server's wait_timeout counts from that
  * statement on, so taking the lock a little earlier shortens nothing. */
-static enum lr_status setup(struct lr_store *st, int64_t deadline,
-			    struct lr_err *err)
+static enum lr_status setup(struct lr_store *st, int trying,
+			    int64_t deadline, struct lr_err *err)
 {
 	char sql[6000], pre[200], name[500], lock[600], rlock[600];
 	char trysql[1400], look[1600], eng[64];
@@ -823,7 +826,7 @@ static enum lr_status setup(struct lr_store *st, int64_t deadline,
 	my_row r;
 	enum lr_status s;
 	int wsrep = st->c.mariadb, bad = 0;
-	int ahead = st->req->token && !slotted(st) && st->c.multi;
+	int ahead = st->req->token && trying && !slotted(st) && st->c.multi;
 	size_t at, k, ks, ke, done;
 	unsigned late;
 
@@ -948,9 +951,10 @@ static void disconnect(struct lr_store *st)
 	st->gone_why[0] = '\0';
 }
 
-/* Connects to the first host that answers, and sets the session up. */
-static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
-				 struct lr_err *err)
+/* Connects to the first host that answers, and sets the session up;
+ * trying: an acquire() follows at once (setup()). */
+static enum lr_status my_connect(struct lr_store *st, int trying,
+				 int64_t deadline, struct lr_err *err)
 {
 	enum lr_status s = LR_ERROR;
 	size_t i, n = st->o[O_SOCKET].s ? 1 : st->nhosts;
@@ -960,7 +964,7 @@ static enum lr_status my_connect(struct lr_store *st, int64_t deadline,
 		s = connect_one(st, st->o[O_SOCKET].s ? NULL : &st->hosts[i],
 				deadline, err);
 		if (s == LR_OK)
-			s = setup(st, deadline, err);
+			s = setup(st, trying, deadline, err);
 		/* The next host only for a fault of this one. */
 		if (s == LR_OK || (s == LR_ERROR && !err->heals))
 			break;
@@ -1054,7 +1058,8 @@ static enum lr_status my_open(const struct lr_store_req *req, int64_t deadline,
 	lr_stream_init(&st->c.s, -1);
 	snprintf(st->where, sizeof(st->where), "%s", "the server");
 	s = parse(st, err);
-	return s == LR_OK ? my_connect(st, deadline, err) : s;
+	return s == LR_OK ? my_connect(st, req->acquire_next, deadline, err)
+			  : s;
 }
 
 static enum lr_status lost(struct lr_store *st, struct lr_err *err)
@@ -1409,7 +1414,7 @@ static enum lr_status my_acquire(struct lr_store *st, int64_t deadline,
 
 	if (!connected(st) || st->gone || st->c.broken) {
 		/* Not holding anything: a new session loses nothing. */
-		s = my_connect(st, deadline, err);
+		s = my_connect(st, 1, deadline, err);
 		if (s != LR_OK)
 			return s;
 	}

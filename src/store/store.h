@@ -43,7 +43,7 @@
 #include "store/url.h"
 
 /* Bump when struct lr_store_ops or anything it points to changes. */
-#define LR_STORE_ABI 7
+#define LR_STORE_ABI 8
 #define LR_STORE_SYMBOL "lr_store_ops"
 
 enum lr_status {
@@ -86,6 +86,11 @@ struct lr_store_req {
 	const struct lr_url *u;  /* the same, parsed */
 	const char *name;        /* lease name, already validated */
 	const char *token;       /* our owner token; NULL for --status/--break */
+	/* With a token: the first acquire() follows open() at once, with no
+	 * pause between them (--splay makes one).  A store may then send its
+	 * first try with what open() sends, saving a round trip; it must
+	 * not where a pause follows, or it would hold the lease through it. */
+	int acquire_next;
 	int64_t ttl_ms;          /* requested TTL */
 	const char *host;        /* our host name, for holder information */
 	long pid;                /* our pid, for holder information */
