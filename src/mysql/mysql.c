@@ -23,7 +23,8 @@
  * lease is asked again by the core's retry loop (50ms doubling to 1s), so
  * the loop is never blocked and a "-n" run never queues.  The plain
  * lease's first try on a connection is sent with the setup, in the same
- * round trip (setup()), and acquire() takes its answer.
+ * round trip, when the try follows at once (setup()), and acquire()
+ * takes its answer.
  *
  * Fence: a counter row per lock in the InnoDB table leaserun_fences of
  * the URL's database, bumped in autocommit by
