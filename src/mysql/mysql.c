@@ -790,15 +790,14 @@ static void prefetched(struct lr_store *st, struct my_rows *rs,
  *
  * The fences' table's engine: where the server takes statements
  * together, SHOW CREATE TABLE in the same batch, which the server
- * answers from the table's definition it keeps open.  MariaDB answers
+ * answers from the table's definition it keeps open; MariaDB answers
  * information_schema by opening the table's .frm file again, for each
- * statement: a third of a millisecond of each run (MariaDB 10.11, on
- * loopback), more than the two round trips below save.  Its error (no
- * table yet, or not this user's to see) ends the batch there: the
- * engine is then unknown, as information_schema would say, and the
- * first try is asked later.  A server that takes one statement at a
- * time is asked information_schema in the SELECT, as before (one round
- * trip fewer for it).
+ * statement, and a run pays that each time.  Its error (no table yet,
+ * or not this user's to see) ends the batch there: the engine is then
+ * unknown, as information_schema would say, and the first try is asked
+ * later.  A server that takes one statement at a time is asked
+ * information_schema in the SELECT, as before (one round trip fewer
+ * for it).
  *
  * A run of the plain lease whose try follows at once (trying: the
  * setup of acquire(), or of an open() that the first acquire() follows
