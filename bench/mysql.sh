@@ -13,8 +13,9 @@
 #
 # Starts its own MariaDB (tests/mysql-server.bash: mariadb-install-db +
 # mariadbd in a temporary directory, loopback, free port, password auth)
-# and stops it by PID at the end.  RUNS=N changes the number of hyperfine
-# runs (default 200).
+# and stops it by PID at the end.  RUNS=N changes the number of runs of
+# each command (default 200), in ROUNDS rounds (default 10): each ratio is
+# taken within a round, and the median of the rounds' ratios reported.
 set -eu
 # Nothing from the caller's environment may change what leaserun does.
 # shellcheck disable=SC2046 # names: nothing to split or glob
@@ -26,6 +27,7 @@ LEASERUN=$builddir/leaserun
 export LEASERUN_MODULE_DIR=$builddir/.libs
 export LR_BUILDDIR=$builddir
 runs=${RUNS:-200}
+rounds=${ROUNDS:-10}
 
 for tool in mariadb mariadbd hyperfine flock; do
 	command -v "$tool" >/dev/null || { echo "bench: needs $tool" >&2; exit 2; }
@@ -48,22 +50,55 @@ mysql_server_start || { echo "bench: MariaDB did not start" >&2; exit 2; }
 export MYSQL_PWD=$MY_PASSWORD
 url=$MY_URL_NOPW
 
-echo "== one short run (hyperfine, $runs runs, no shell)"
+per=$((runs / rounds))
+echo "== one short run (hyperfine, $rounds rounds of $per runs each, no shell)"
 "$LEASERUN" -n -U "$url" bench true
-hyperfine -N --style basic --warmup 20 --runs "$runs" \
-	--export-csv "$tmp/short.csv" \
-	-n "leaserun -n (mysql)" "$LEASERUN -n -U $url bench true" \
-	-n "flock -n" "flock -n $tmp/flock.lock true" \
-	-n "mariadb GET_LOCK" \
-	"mariadb --no-defaults -h 127.0.0.1 -P $MY_PORT -u lr lr -N -e \"SELECT GET_LOCK('leaserun:bench', 0), RELEASE_LOCK('leaserun:bench')\""
+for r in $(seq "$rounds"); do
+	hyperfine -N --style none --warmup 10 --runs "$per" \
+		--export-csv "$tmp/short.$r.csv" \
+		-n "leaserun -n (mysql)" "$LEASERUN -n -U $url bench true" \
+		-n "flock -n" "flock -n $tmp/flock.lock true" \
+		-n "mariadb GET_LOCK" \
+		"mariadb --no-defaults -h 127.0.0.1 -P $MY_PORT -u lr lr -N -e \"SELECT GET_LOCK('leaserun:bench', 0), RELEASE_LOCK('leaserun:bench')\"" \
+		>/dev/null
+done
 
-# CSV: command,mean,stddev,median,user,system,min,max (seconds).
-awk -F, 'NR > 1 { med[NR - 1] = $4; mean[NR - 1] = $2 }
+# CSV: command,mean,stddev,median,user,system,min,max (seconds).  A ratio
+# is taken within a round, between blocks a few seconds apart at most,
+# and the median of the rounds' ratios is reported: one hyperfine of 200
+# runs a command compared blocks measured a minute apart, and the
+# machine's drift between them moved the ratio by 0.3x either way from
+# one run of the script to the next.
+awk -F, '
+	FNR == 1 { r++; next }
+	{ med[r, FNR - 1] = $4 }
+	function sort(a, n,   i, j, t) {
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+				t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+			}
+	}
+	# median over the rounds of med[.,x] / med[.,y]
+	function ratio(x, y,   i, a) {
+		for (i = 1; i <= r; i++)
+			a[i] = med[i, x] / med[i, y]
+		sort(a, r)
+		lo = a[1]; hi = a[r]
+		return r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2
+	}
+	function ms(x,   i, a) {
+		for (i = 1; i <= r; i++)
+			a[i] = med[i, x]
+		sort(a, r)
+		return 1000 * (r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2)
+	}
 	END {
 		printf "\nmedian: leaserun %.2f ms, flock %.2f ms, mariadb %.2f ms\n",
-			med[1] * 1000, med[2] * 1000, med[3] * 1000
-		printf "leaserun / flock   = %.2fx (median; mean %.2fx)\n",
-			med[1] / med[2], mean[1] / mean[2]
-		printf "mariadb / leaserun = %.2fx (median; mean %.2fx; target >= 2x)\n",
-			med[3] / med[1], mean[3] / mean[1]
-	}' "$tmp/short.csv"
+			ms(1), ms(2), ms(3)
+		v = ratio(1, 2)
+		printf "leaserun / flock   = %.2fx (median of %d rounds, %.2f-%.2f)\n",
+			v, r, lo, hi
+		v = ratio(3, 1)
+		printf "mariadb / leaserun = %.2fx (median of %d rounds, %.2f-%.2f; target >= 2x)\n",
+			v, r, lo, hi
+	}' "$tmp"/short.*.csv
