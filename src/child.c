@@ -132,14 +132,20 @@ pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 	return -1;
 }
 
+/* A command's pid is never 0 or 1; kill() would take them for our own
+ * group and for every process we may signal (all of them, as root). */
 int lr_child_signal(pid_t pid, int foreground, int sig)
 {
+	if (pid < 2) {
+		errno = ESRCH;
+		return -1;
+	}
 	return kill(foreground ? pid : -pid, sig);
 }
 
 int lr_child_group_alive(pid_t pid, int foreground)
 {
-	if (foreground)
+	if (foreground || pid < 2)
 		return 0;
 	return kill(-pid, 0) == 0 || errno == EPERM;
 }
