@@ -173,6 +173,10 @@ static int wrap(struct fault *f, const struct lr_store_req *req,
 	f->req = *req;
 	f->req.url = req->url + strlen("fault+");
 	f->req.u = f->u;
+	/* Our open and acquire can pause between the two (open.pause,
+	 * acquire.delay): the wrapped store must not send its first try
+	 * with its open. */
+	f->req.acquire_next = 0;
 	snprintf(f->ctl, sizeof(f->ctl), "%s/%s.fault", dir, req->name);
 	return 0;
 }
