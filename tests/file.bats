@@ -297,8 +297,9 @@ free_counter() {
 }
 
 @test "--break --slot of a plain lease: slot 0 is the whole lease, any other slot has no holder" {
-	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" 3>&- &
 	pid=$!
+	BG_PIDS="${BG_PIDS:-} $pid"
 	wait_until 5 exists "$T/pid"
 	ino=$(stat -c %i "$LOCKDIR/job.lock")
 	run lr --break --slot 1 job
@@ -313,8 +314,9 @@ free_counter() {
 }
 
 @test "--break whose new lock file cannot be renamed in: 125 with one line, the holder kept, nothing left behind" {
-	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	"$LEASERUN" job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" 3>&- &
 	pid=$!
+	BG_PIDS="${BG_PIDS:-} $pid"
 	wait_until 5 exists "$T/pid"
 	run --separate-stderr lr_failing rename:1 --break job
 	assert_equal "$status" 125
@@ -545,11 +547,14 @@ $f.lock"
 	[ -e "$T/ran" ]
 }
 
-@test "a waiter that cannot start its flock helper (fork fails): 125 at once with one line, not a wait to its end" {
-	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 3' "$T" &
+@test "a waiter that cannot start its flock helper (fork fails): 125 with one line, before its wait is over" {
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 30' "$T" 3>&- &
 	holder=$!
+	BG_PIDS="${BG_PIDS:-} $holder"
 	wait_until 5 [ -e "$T/held" ]
 	run --separate-stderr lr_failing fork:11 -w 20s job touch "$T/ran"
+	# Ended while the holder holds: not after the wait.
+	kill -0 "$holder"
 	kill "$holder"
 	assert_equal "$status" 125
 	[ -e "$T/failed" ]
@@ -586,6 +591,8 @@ $f.lock"
 	home=$PUB/home
 	mkdir -m 700 "$home"
 	chown "$uid" "$home"
+	made_run_user=
+	[ -d /run/user ] || made_run_user=1
 	mkdir -p -m 755 /run/user
 	# where NAME: the directory of the run of lease NAME, "none", or
 	# "failed".
@@ -614,6 +621,7 @@ $f.lock"
 	chown "$uid" "$run_dir"
 	file=$(where file)
 	rm -rf "$run_dir" "$PUB"
+	[ -z "$made_run_user" ] || rmdir /run/user
 	assert_equal "$own" "$run_dir/leaserun"
 	assert_equal "$group" "$home/.local/state/leaserun"
 	assert_equal "$other" "$home/.local/state/leaserun"
@@ -638,8 +646,9 @@ $f.lock"
 }
 
 @test "--limit: a slot file that cannot be opened while the others are taken: 125 with one line, and nothing run" {
-	"$LEASERUN" -l 2 job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" &
+	"$LEASERUN" -l 2 job sh -c 'echo $$ > "$0/pid"; exec sleep 30' "$T" 3>&- &
 	pid=$!
+	BG_PIDS="${BG_PIDS:-} $pid"
 	wait_until 5 exists "$T/pid"
 	mkdir "$LOCKDIR/job.lock.1"
 	run --separate-stderr lr -l 2 -n job touch "$T/ran"

@@ -338,7 +338,7 @@ on_full_tmpdir() {
 	# (-t 1s: one every 333 ms); the file store renames nothing.
 	mkdir "$T/tmp"
 	TMPDIR=$T/tmp XDG_RUNTIME_DIR= run --separate-stderr lr_failing "rename:13:0:$T/started" -t 1s job sh -c '
-		cp "$LEASERUN_STATE" "$0/before"; touch "$0/started"; sleep 1.2
+		touch "$0/started"; cp "$LEASERUN_STATE" "$0/before"; sleep 1.2
 		cmp "$LEASERUN_STATE" "$0/before" && ls -A "${LEASERUN_STATE%/*}"' "$T"
 	assert_success
 	[ -e "$T/failed" ]

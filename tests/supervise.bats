@@ -8,6 +8,16 @@ setup() {
 	lockdir_setup
 	T=$BATS_TEST_TMPDIR
 	export LEASERUN_URL="fault://$LOCKDIR"
+	BG_PIDS=
+	EPERM_DIR=
+}
+
+# A test that fails half-way leaves nothing running (a stopped leaserun
+# would stay for ever) and no setuid copy of setpriv behind.
+teardown() {
+	kill_bg
+	# shellcheck disable=SC2086 # two paths, no spaces
+	[ -z "$EPERM_DIR" ] || rm -rf $EPERM_DIR
 }
 
 @test "renewals that keep failing stop the command with --signal before the deadline: 124" {
@@ -201,8 +211,9 @@ setup() {
 # alive at that moment), lets the run end and sets RC and OUT.
 poll_fails_at_release() {
 	echo "release.pause=after" > "$LOCKDIR/job.fault"
-	lr_failing "poll:12:0:$T/started" -v "$@" >"$T/out" 2>&1 &
+	lr_failing "poll:12:0:$T/started" -v "$@" >"$T/out" 2>&1 3>&- &
 	pid=$!
+	BG_PIDS=$pid
 	wait_until 10 [ -e "$LOCKDIR/job.paused" ]
 	eval "$PAUSED" && AT_RELEASE=ok || AT_RELEASE=failed
 	rm "$LOCKDIR/job.paused"
@@ -270,11 +281,13 @@ poll_fails_at_release() {
 }
 
 @test "^Z (SIGTSTP) while waiting stops leaserun itself, and SIGCONT resumes the wait" {
-	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 2' "$T" &
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 2' "$T" 3>&- &
 	holder=$!
+	BG_PIDS=$holder
 	wait_until 5 [ -e "$T/held" ]
-	"$LEASERUN" -w 20s job touch "$T/second" &
+	"$LEASERUN" -w 20s job touch "$T/second" 3>&- &
 	waiter=$!
+	BG_PIDS="$holder $waiter"
 	sleep 0.3
 	kill -TSTP "$waiter"
 	wait_until 3 eval '[ "$(sed "s/.*) //" /proc/$waiter/stat | cut -c1)" = T ]'
@@ -291,9 +304,9 @@ poll_fails_at_release() {
 
 @test "--max-time that comes while an ended command's leftovers are stopped: the command's own status, the leftovers killed" {
 	# The command exits at 0.3s; its children ignore SIGTERM, so they
-	# are killed -k later, at 2.3s.  --max-time passes in between, at
-	# 0.8s: nothing to time out, and no reason to kill them sooner.
-	run lr -v --max-time 800ms -k 2s job sh -c 'trap "" TERM; sleep 30 & echo $! > "$0/grand"; (sleep 1.3; touch "$0/past-max-time") & sleep 0.3; exit 5' "$T"
+	# are killed -k later, at 5.3s.  --max-time passes in between, at
+	# 2s: nothing to time out, and no reason to kill them sooner.
+	run lr -v --max-time 2s -k 5s job sh -c 'trap "" TERM; sleep 30 & echo $! > "$0/grand"; (sleep 3.5; touch "$0/past-max-time") & sleep 0.3; exit 5' "$T"
 	assert_equal "$status" 5
 	[ -e "$T/past-max-time" ]
 	assert_line --partial "stopping what is left of its process group"
@@ -316,39 +329,51 @@ poll_fails_at_release() {
 		all(.[]; .event != "lost")' <<<"$stderr"
 }
 
-# unkillable_poll_fails ARGS...: as the user 54329, leaserun -v -t 3s ARGS
-# "$d", whose first poll() after $d/flag/started fails; ARGS's command
-# starts (or is) a process of the user 54330 that writes its pid to
-# $d/flag/other, which leaserun's SIGKILL cannot reach.  $d/setpriv is a
-# setuid setpriv, as sudo would be.  Sets status, stderr and ALIVE
-# (whether that process outlived leaserun).
+# unkillable_poll_fails ARGS...: as the user 54329, leaserun -v -t 3s ARGS,
+# whose first poll() after @F@/started fails; ARGS's command starts (or
+# is) a process of the user 54330 that writes its pid to @F@/other, which
+# leaserun's SIGKILL cannot reach.  In ARGS, @D@ is a directory with a
+# setuid setpriv (as sudo would be) that only root and 54329 may run,
+# and @F@ one that anyone may write to; teardown removes both whatever
+# becomes of the test.  Sets status, stderr and ALIVE (whether that
+# process outlived leaserun).
 unkillable_poll_fails() {
-	local other
+	local d f other a args=()
 	d=$(mktemp -d /tmp/leaserun-eperm.XXXXXX)
-	chmod 755 "$d"
-	cp "$LEASERUN" "$d/leaserun"
+	f=$(mktemp -d /tmp/leaserun-eperm-flag.XXXXXX)
+	EPERM_DIR="$d $f"
+	chown root:54329 "$d"
+	chmod 710 "$d"
 	cp "$(command -v setpriv)" "$d/setpriv"
-	chmod 4755 "$d/setpriv"
-	mkdir "$d/locks" "$d/flag"
+	chown root:54329 "$d/setpriv"
+	chmod 4750 "$d/setpriv"
+	cp "$LEASERUN" "$d/leaserun"
+	cp "$LR_BUILDDIR/.libs/failcall.so" "$d/failcall.so"
+	mkdir "$d/locks"
 	chown 54329 "$d/locks"
-	chmod 1777 "$d/flag"
+	chmod 1777 "$f"
+	for a in "$@"; do
+		a=${a//@D@/$d}
+		args+=("${a//@F@/$f}")
+	done
 	run --separate-stderr timeout -s KILL 20 setpriv --reuid=54329 --regid=54329 --clear-groups \
-		env LEASERUN_URL="file://$d/locks" LD_PRELOAD="$LR_BUILDDIR/.libs/failcall.so" \
-		LR_TEST_FAIL="poll:12:0:$d/flag/started" \
+		env LEASERUN_URL="file://$d/locks" LD_PRELOAD="$d/failcall.so" \
+		LR_TEST_FAIL="poll:12:0:$f/started" \
 		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-		"$d/leaserun" -v -t 3s "${@//@D@/$d}" "$d"
-	other=$(cat "$d/flag/other")
+		"$d/leaserun" -v -t 3s "${args[@]}"
+	other=$(cat "$f/other" 2>/dev/null || true)
 	ALIVE=no
-	if kill -0 "$other" 2>/dev/null; then ALIVE=yes; fi
-	kill -9 "$other" 2>/dev/null || true
-	rm -rf "$d"
+	if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then ALIVE=yes; fi
+	[ -z "$other" ] || kill -9 "$other" 2>/dev/null || true
+	rm -rf "$d" "$f"
+	EPERM_DIR=
 }
 
 @test "poll() failing while a member of the command's group that leaserun may not signal still runs: 125, and the lease is not given back" {
 	needs_root "to run leaserun as one user and a member of its command's group as another"
 	# The member may run on: the lease is left to expire, not given back
 	# to a successor.
-	unkillable_poll_fails job sh -c '"$0/setpriv" --reuid=54330 --regid=54330 --clear-groups sh -c '\''echo $$ > "$0/flag/other"; exec sleep 30'\'' "$0" & sleep 0.3; touch "$0/flag/started"; wait'
+	unkillable_poll_fails job sh -c '@D@/setpriv --reuid=54330 --regid=54330 --clear-groups sh -c "echo \$\$ > @F@/other; exec sleep 30" & until [ -s @F@/other ]; do sleep 0.05; done; touch @F@/started; wait'
 	assert_equal "$status" 125
 	assert_equal "$ALIVE" yes
 	[[ "$stderr" == *"poll: Cannot allocate memory"* ]]
@@ -359,7 +384,7 @@ unkillable_poll_fails() {
 	needs_root "to run leaserun as one user and its command as another"
 	# In the foreground there is no group: the command alone, which
 	# became another user, is not reaped.
-	unkillable_poll_fails --foreground job @D@/setpriv --reuid=54330 --regid=54330 --clear-groups sh -c 'echo $$ > "$0/flag/other"; sleep 0.3; touch "$0/flag/started"; exec sleep 30'
+	unkillable_poll_fails --foreground job @D@/setpriv --reuid=54330 --regid=54330 --clear-groups sh -c 'echo $$ > @F@/other; touch @F@/started; exec sleep 30'
 	assert_equal "$status" 125
 	assert_equal "$ALIVE" yes
 	[[ "$stderr" == *"poll: Cannot allocate memory"* ]]
