@@ -63,42 +63,16 @@ for r in $(seq "$rounds"); do
 		>/dev/null
 done
 
-# CSV: command,mean,stddev,median,user,system,min,max (seconds).  A ratio
-# is taken within a round, between blocks a few seconds apart at most,
-# and the median of the rounds' ratios is reported: one hyperfine of 200
-# runs a command compared blocks measured a minute apart, and the
-# machine's drift between them moved the ratio by 0.3x either way from
-# one run of the script to the next.
-awk -F, '
-	FNR == 1 { r++; next }
-	{ med[r, FNR - 1] = $4 }
-	function sort(a, n,   i, j, t) {
-		for (i = 2; i <= n; i++)
-			for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-				t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-			}
-	}
-	# median over the rounds of med[.,x] / med[.,y]
-	function ratio(x, y,   i, a) {
-		for (i = 1; i <= r; i++)
-			a[i] = med[i, x] / med[i, y]
-		sort(a, r)
-		lo = a[1]; hi = a[r]
-		return r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2
-	}
-	function ms(x,   i, a) {
-		for (i = 1; i <= r; i++)
-			a[i] = med[i, x]
-		sort(a, r)
-		return 1000 * (r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2)
-	}
-	END {
-		printf "\nmedian: leaserun %.2f ms, flock %.2f ms, mariadb %.2f ms\n",
-			ms(1), ms(2), ms(3)
-		v = ratio(1, 2)
-		printf "leaserun / flock   = %.2fx (median of %d rounds, %.2f-%.2f)\n",
-			v, r, lo, hi
-		v = ratio(3, 1)
-		printf "mariadb / leaserun = %.2fx (median of %d rounds, %.2f-%.2f; target >= 2x)\n",
-			v, r, lo, hi
-	}' "$tmp"/short.*.csv
+# Each ratio within a round, the median of the rounds (rounds.awk).
+awk -F, -f "$srcdir/bench/rounds.awk" -f /dev/stdin "$tmp"/short.*.csv <<'EOF'
+END {
+	printf "\nmedian: leaserun %.2f ms, flock %.2f ms, mariadb %.2f ms\n",
+		ms(1), ms(2), ms(3)
+	v = ratio(1, 2)
+	printf "leaserun / flock   = %.2fx (median of %d rounds, %.2f-%.2f)\n",
+		v, r, lo, hi
+	v = ratio(3, 1)
+	printf "mariadb / leaserun = %.2fx (median of %d rounds, %.2f-%.2f; target >= 2x)\n",
+		v, r, lo, hi
+}
+EOF

@@ -160,57 +160,28 @@ short_run() {
 			>/dev/null
 	done
 
-	# CSV: command,mean,stddev,median,user,system,min,max (seconds); no
-	# command's name may hold a comma (hyperfine would quote it, and awk
-	# split it).  A
-	# ratio is taken within a round, between blocks well under a second
-	# apart, and the median of the rounds' ratios is reported.  This
-	# script once ran one hyperfine of 300 runs a command, which compares
-	# blocks measured seconds apart: the machine's drift between them
-	# moved floor/flock (a fixed C program) from 1.05x to 1.17x from one
-	# run of the script to the next.
-	awk -F, '
-		FNR == 1 { r++; next }
-		{ med[r, FNR - 1] = $4 }
-		function sort(a, n,   i, j, t) {
-			for (i = 2; i <= n; i++)
-				for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-					t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-				}
-		}
-		# median over the rounds of med[.,x] / med[.,y]
-		function ratio(x, y,   i, a) {
-			for (i = 1; i <= r; i++)
-				a[i] = med[i, x] / med[i, y]
-			sort(a, r)
-			lo = a[1]; hi = a[r]
-			return r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2
-		}
-		function ms(x,   i, a) {
-			for (i = 1; i <= r; i++)
-				a[i] = med[i, x]
-			sort(a, r)
-			return 1000 * (r % 2 ? a[(r + 1) / 2] : (a[r / 2] + a[r / 2 + 1]) / 2)
-		}
-		END {
-			printf "\nmedian: leaserun %.2f ms, flock %.2f ms, redis-cli script %.2f ms\n",
-				ms(1), ms(2), ms(3)
-			v = ratio(1, 2)
-			printf "leaserun / flock            = %.2fx (median of %d rounds, %.2f-%.2f; target <= 1.25x)\n",
-				v, r, lo, hi
-			v = ratio(3, 1)
-			printf "redis-cli script / leaserun = %.2fx (%.2f-%.2f; target >= 4x)\n", v, lo, hi
-			v = ratio(1, 4)
-			printf "leaserun redis / file store = %.2fx (%.2f-%.2f: the cost of the network store)\n", v, lo, hi
-			v = ratio(5, 2)
-			printf "floor / flock               = %.2fx (%.2f-%.2f: connect, two round trips, nothing else)\n", v, lo, hi
-			v = ratio(1, 5)
-			printf "leaserun / floor            = %.2fx (%.2f-%.2f: what leaserun adds to the least a lease costs)\n", v, lo, hi
-			v = ratio(6, 1)
-			printf "cluster / single server     = %.2fx (%.2f-%.2f; target <= 1.15x)\n", v, lo, hi
-			v = ratio(7, 1)
-			printf "cluster, MOVED / single     = %.2fx (%.2f-%.2f: a seed that is not the slot'"'"'s master)\n", v, lo, hi
-		}' "$tmp"/short.*.csv
+	# Each ratio within a round, the median of the rounds (rounds.awk).
+	awk -F, -f "$(dirname "$0")/rounds.awk" -f /dev/stdin "$tmp"/short.*.csv <<'EOF'
+	END {
+		printf "\nmedian: leaserun %.2f ms, flock %.2f ms, redis-cli script %.2f ms\n",
+			ms(1), ms(2), ms(3)
+		v = ratio(1, 2)
+		printf "leaserun / flock            = %.2fx (median of %d rounds, %.2f-%.2f; target <= 1.25x)\n",
+			v, r, lo, hi
+		v = ratio(3, 1)
+		printf "redis-cli script / leaserun = %.2fx (%.2f-%.2f; target >= 4x)\n", v, lo, hi
+		v = ratio(1, 4)
+		printf "leaserun redis / file store = %.2fx (%.2f-%.2f: the cost of the network store)\n", v, lo, hi
+		v = ratio(5, 2)
+		printf "floor / flock               = %.2fx (%.2f-%.2f: connect, two round trips, nothing else)\n", v, lo, hi
+		v = ratio(1, 5)
+		printf "leaserun / floor            = %.2fx (%.2f-%.2f: what leaserun adds to the least a lease costs)\n", v, lo, hi
+		v = ratio(6, 1)
+		printf "cluster / single server     = %.2fx (%.2f-%.2f; target <= 1.15x)\n", v, lo, hi
+		v = ratio(7, 1)
+		printf "cluster, MOVED / single     = %.2fx (%.2f-%.2f: a seed that is not the slot's master)\n", v, lo, hi
+	}
+EOF
 }
 
 if [ "${SKIP_SHORT:-}" != 1 ]; then
