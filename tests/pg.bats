@@ -24,6 +24,7 @@ setup() {
 
 teardown() {
 	kill_bg
+	standby_stop
 	# The server must be running for the next test, whatever this one did.
 	pg_server_signal CONT || true
 	[ -e "$PG_DIR/data/postmaster.pid" ] || pg_server_up || true
@@ -170,6 +171,53 @@ gone() {
 	# libpq's two lines, the second indented, made one: "; " between
 	# them, and the indent gone.
 	[[ "$stderr" == *"Connection refused; Is the server running"* ]]
+}
+
+# A hot standby of the test server, in its own directory and on its own
+# port (pg_basebackup -R: it streams from the primary), for a test that
+# stops it itself (teardown stops it too, by its pid file).
+standby_start() {
+	SB_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leaserun-pgsb.XXXXXX")
+	chmod 755 "$SB_DIR"
+	[ "$(id -u)" != 0 ] || chown postgres: "$SB_DIR"
+	SB_PORT=$("$LR_BUILDDIR/tests/freeport")
+	pg_as "$PG_BIN/pg_basebackup" -h "$PG_DIR" -p "$PG_PORT" -U postgres \
+		-D "$SB_DIR/data" -R -X stream -c fast
+	pg_as "$PG_BIN/pg_ctl" -D "$SB_DIR/data" -l "$SB_DIR/server.log" -w -t 30 \
+		-o "${PG_OPTS//$PG_PORT/$SB_PORT} -c unix_socket_directories=$SB_DIR" \
+		start >/dev/null
+	SB_URL=${PG_URL//:$PG_PORT\//:$SB_PORT/}
+}
+
+standby_stop() {
+	[ -n "${SB_DIR:-}" ] || return 0
+	pg_as "$PG_BIN/pg_ctl" -D "$SB_DIR/data" -m immediate -w -t 30 stop \
+		>/dev/null 2>&1 || pg_stop_pidfile "$SB_DIR/data/postmaster.pid"
+	rm -rf "$SB_DIR"
+	SB_DIR=
+}
+
+@test "a standby: -n refuses it with 125; a run that waits gets the lease once a failover promotes it" {
+	standby_start
+	[ "$(pg_sql "SELECT pg_is_in_recovery()")" = f ]
+	n=$(name)
+	LEASERUN_URL=$SB_URL run -125 --separate-stderr lr -n "$n" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"127.0.0.1:$SB_PORT is a standby (in recovery)"* ]]
+	# In recovery may be a failover under way: -w tries again until the
+	# standby is promoted, and then runs on it.
+	LEASERUN_URL=$SB_URL lr -w 30s "$n" sh -c 'echo "$LEASERUN_FENCE"' \
+		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	sleep 1.5
+	kill -0 "$pid"
+	pg_as "$PG_BIN/pg_ctl" -D "$SB_DIR/data" -w -t 30 promote >/dev/null
+	wait_rc "$pid"
+	standby_stop
+	cat "$BATS_TEST_TMPDIR/err"
+	[ "$RC" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" -ge 1 ]
 }
 
 @test "a server that does not answer: connecting gives up by the deadline with 125" {
