@@ -479,6 +479,37 @@ queued_on_both() {
 		AND wait_event_type = 'Lock' AND wait_event = 'advisory'")" = 2 ]
 }
 
+@test "--limit 2: a waiter queued on both slots whose second session is terminated queues again, and gets the next slot freed" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+	# An administrator ends the session that waits for slot 1 (the newer).
+	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start DESC LIMIT 1")" = t ]
+	# It waits on, on both slots again, and nothing of it runs yet.
+	wait_until 10 queued_on_both "$n" "$c"
+	alive "$c"
+	[ ! -e "$d/c.slot" ]
+	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_rc "$c"
+	cat "$d/c.err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/c.slot")" 1
+}
+
 @test "--limit 2: a waiter granted slot 1, on its second session, then its backend terminated: 124 at once" {
 	local n d=$BATS_TEST_TMPDIR id one
 	n=$(name)

@@ -1153,16 +1153,12 @@ static void sess_swap(struct lr_store *a, struct lr_store *b)
  * other slot.  Whichever gets its slot first wins (acquire() makes it the
  * store's session); the others are ended.
  */
-static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
-				struct lr_err *err)
+static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
+			       struct lr_err *err)
 {
 	unsigned n = st->req->limit - 1, i;
 	enum lr_status s;
 
-	st->slot = 0;
-	s = send_wait(st, err);
-	if (s != LR_OK)
-		return s;
 	st->slot_sess = calloc(n, sizeof(*st->slot_sess));
 	if (!st->slot_sess || lr_waitset_open(&st->ws) < 0) {
 		lr_err_set(err, "cannot wait for the slots: %s",
@@ -1190,6 +1186,16 @@ static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
 			return s;
 	}
 	return LR_OK;
+}
+
+static enum lr_status aux_start(struct lr_store *st, int64_t deadline,
+				struct lr_err *err)
+{
+	enum lr_status s;
+
+	st->slot = 0;
+	s = send_wait(st, err);
+	return s == LR_OK ? aux_open(st, deadline, err) : s;
 }
 
 /* Reads what session a has without waiting; a lock query that finished
@@ -1296,7 +1302,7 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 				  struct lr_grant *g, struct lr_err *err)
 {
 	unsigned i;
-	int broke = sess_poll(st) < 0;
+	int ours = sess_poll(st) < 0, broke = ours;
 
 	for (i = 0; !st->handed && i < st->nslot_sess; i++) {
 		struct lr_store *a = st->slot_sess[i];
@@ -1308,8 +1314,18 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 	if (st->handed)
 		return grant(st, deadline, g, err);
 	if (broke) {
-		/* Start again from a try; a broken session of ours ended
-		 * what it held or waited for with it. */
+		struct lr_err ignored = { "" };
+
+		aux_close(st);
+		/* A slot's own session ended (an administrator, a pooler's
+		 * timeout): the store's session still holds the gate and
+		 * waits for slot 0, and nobody else may wait for the other
+		 * slots while it does: wait for them again, on new sessions. */
+		if (!ours && st->gated && st->inflight == Q_WAIT &&
+		    aux_open(st, deadline, &ignored) == LR_OK)
+			return LR_BUSY;
+		/* Else start again from a try; a broken session of ours
+		 * ended what it held or waited for with it. */
 		aux_close(st);
 		st->gated = 0;
 		st->want_wait = 1;
