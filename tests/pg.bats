@@ -480,7 +480,7 @@ queued_on_both() {
 }
 
 @test "--limit 2: a waiter queued on both slots whose second session is terminated queues again, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR id one first
 	n=$(name)
 	for id in a b; do
 		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
@@ -494,12 +494,19 @@ queued_on_both() {
 	c=$!
 	BG_PIDS="$BG_PIDS $c"
 	wait_until 10 queued_on_both "$n" "$c"
+	first=$(pg_sql "SELECT pid FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start LIMIT 1")
 	# An administrator ends the session that waits for slot 1 (the newer).
 	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE application_name LIKE 'leaserun:$n@%:$c'
 		ORDER BY backend_start DESC LIMIT 1")" = t ]
-	# It waits on, on both slots again, and nothing of it runs yet.
+	# It waits on, on both slots again, and nothing of it runs yet; its
+	# first session, which holds its place at the gate, is the same.
 	wait_until 10 queued_on_both "$n" "$c"
+	assert_equal "$(pg_sql "SELECT pid FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start LIMIT 1")" "$first"
 	alive "$c"
 	[ ! -e "$d/c.slot" ]
 	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
@@ -508,6 +515,100 @@ queued_on_both() {
 	cat "$d/c.err"
 	assert_equal "$RC" 0
 	assert_equal "$(cat "$d/c.slot")" 1
+}
+
+@test "--limit 2: a waiter whose second session is terminated and cannot open another (the role's connection limit) starts again, and gets the next slot freed" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+	# Room for the two holders' sessions and one more (teardown lifts it).
+	pg_sql "ALTER ROLE lr CONNECTION LIMIT 3" >/dev/null
+	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start DESC LIMIT 1")" = t ]
+	sleep 1
+	alive "$c"
+	[ ! -e "$d/c.slot" ]
+	# It did not go on waiting for slot 0 alone: slot 1, freed, is its.
+	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_rc "$c"
+	cat "$d/c.err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/c.slot")" 1
+}
+
+@test "--limit 2: a waiter whose wait for slot 0 is cancelled (pg_cancel_backend) starts again, and gets slot 0 once freed" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+	# The statement of the first session (slot 0's wait) is cancelled;
+	# the session stays.
+	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start LIMIT 1")" = t ]
+	wait_until 10 queued_on_both "$n" "$c"
+	alive "$c"
+	[ ! -e "$d/c.slot" ]
+	one=$(grep -l ' 0$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_rc "$c"
+	cat "$d/c.err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/c.slot")" 0
+}
+
+@test "--limit 2: a waiter queued on both slots whose first session is terminated waits on, and gets the next slot freed" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+	# An administrator ends the store's own session (the older), which
+	# holds the gate and waits for slot 0.
+	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start LIMIT 1")" = t ]
+	wait_until 10 queued_on_both "$n" "$c"
+	alive "$c"
+	[ ! -e "$d/c.slot" ]
+	one=$(grep -l ' 0$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_rc "$c"
+	cat "$d/c.err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/c.slot")" 0
 }
 
 @test "--limit 2: a waiter granted slot 1, on its second session, then its backend terminated: 124 at once" {

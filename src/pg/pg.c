@@ -1313,6 +1313,10 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 	}
 	if (st->handed)
 		return grant(st, deadline, g, err);
+	/* Our own wait for slot 0 ended without the slot (an
+	 * administrator's pg_cancel_backend()): as if our session had. */
+	if (st->inflight != Q_WAIT)
+		ours = broke = 1;
 	if (broke) {
 		struct lr_err ignored = { "" };
 
@@ -1321,14 +1325,13 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 		 * timeout): the store's session still holds the gate and
 		 * waits for slot 0, and nobody else may wait for the other
 		 * slots while it does: wait for them again, on new sessions. */
-		if (!ours && st->gated && st->inflight == Q_WAIT &&
-		    aux_open(st, deadline, &ignored) == LR_OK)
+		if (!ours && aux_open(st, deadline, &ignored) == LR_OK)
 			return LR_BUSY;
-		/* Else start again from a try; a broken session of ours
-		 * ended what it held or waited for with it. */
+		/* Else (our own session ended, or new ones could not be
+		 * opened) start again from a try, on a new session: the
+		 * gate and the wait for slot 0 end with the old one. */
 		aux_close(st);
-		st->gated = 0;
-		st->want_wait = 1;
+		st->gone = 1;
 	}
 	return LR_BUSY;
 }
