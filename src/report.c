@@ -276,6 +276,10 @@ static void say_after(const struct lr_report *ev)
 		lr_log(LR_LOG_WARN, "release-failed", "could not release: %s",
 		       ev->why);
 		return;
+	case LR_REP_NOT_RELEASED:
+		if (ev->why)
+			lr_log(LR_LOG_WARN, "not-released", "%s", ev->why);
+		return;
 	default:
 		return;
 	}

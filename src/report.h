@@ -63,7 +63,8 @@ enum lr_rep_kind {
 	LR_REP_RELEASED,       /* ms: held */
 	LR_REP_FOUND_LOST,     /* why; lost: the run now counts as lost */
 	LR_REP_RELEASE_FAILED, /* why */
-	LR_REP_NOT_RELEASED,   /* certain loss: left to expire */
+	LR_REP_NOT_RELEASED,   /* left to expire; why (NULL: certain
+				* loss) */
 	LR_REP_END,            /* the state file goes */
 };
 

@@ -116,6 +116,7 @@ struct sup {
 	int reaped;            /* the command's status is in res */
 	int stopped;           /* we stopped it: the outcome is 124 */
 	int certain_loss;      /* do not release */
+	int outlived;          /* the group outlived SIGKILL at the end */
 	int signo;             /* EV_SIGNAL: which */
 	int sicode;            /* EV_SIGNAL: who sent it (SI_KERNEL: tty) */
 	short revents;         /* EV_STORE: what */
@@ -1320,9 +1321,11 @@ static void end_run(struct sup *s)
 			reap(s);
 			poll(NULL, 0, 10);
 		}
-		if (!s->reaped || lr_child_group_alive(s->pid, cfg->foreground))
+		if (!s->reaped ||
+		    lr_child_group_alive(s->pid, cfg->foreground)) {
 			s->certain_loss = 1; /* let it expire instead */
-		else
+			s->outlived = 1;
+		} else
 			lr_child_guard_group(0);
 	}
 	if (s->t_acquired)
@@ -1338,7 +1341,13 @@ static void end_run(struct sup *s)
 			release(s);
 		else
 			report(s, (struct lr_report){
-					  .kind = LR_REP_NOT_RELEASED });
+					  .kind = LR_REP_NOT_RELEASED,
+					  .why = s->outlived ? "the command's "
+						"process group outlived SIGKILL "
+						"(a member leaserun may not "
+						"signal): the lease is not "
+						"given back, and expires by its "
+						"TTL" : NULL });
 	}
 	/* Removed only now that the release has said whether the lease was
 	 * ours to the end; until then it reads "releasing" or "lost". */
