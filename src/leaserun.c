@@ -728,9 +728,7 @@ static void finish_timing(struct opts *o)
 	if (why)
 		usage_error("%s", why);
 	if (o->nonblock)
-		o->wait_ms = 0;
-	else if (o->wait_ms == 0)
-		o->wait_ms = 0; /* -w 0: one attempt, as flock */
+		o->wait_ms = 0; /* as -w 0: one attempt, as flock */
 }
 
 /* How long a pipe (bash's <(...)) or a FIFO may take to say the URL. */
