@@ -22,6 +22,19 @@ teardown() {
 	cron_status job
 }
 
+@test "once the period is over, --status says the next run is allowed now, and it is" {
+	run "$LEASERUN" --once-per 1s job true
+	assert_success
+	sleep 1.2
+	run --separate-stderr "$LEASERUN" --status job
+	assert_equal "$status" 1
+	assert_line --regexp "^period: +1s, next run allowed now\$"
+	run --separate-stderr "$LEASERUN" --status --json job
+	jq -e '.last_run.next_in_ms == 0' <<<"$output"
+	run "$LEASERUN" --once-per 1s -n job true
+	assert_success
+}
+
 @test "--max-time stops a job that ignores the signal within the kill-after grace and frees the lease" {
 	cron_max_time job
 }
