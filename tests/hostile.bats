@@ -472,3 +472,224 @@ cluster_refused() {
 	(( MS < 2000 && KB < 65536 ))
 	[ ! -e "$T/ran" ]
 }
+
+# ---- MySQL: packets no server sends (hostile.py's w-NAME modes) ----------
+
+# wire_refused MODE REGEX: the server of MODE is refused: 125, one line
+# matching REGEX (after "cannot open ...: "), within -w, the command not
+# run, nothing said of the password.
+wire_refused() {
+	rm -f "$T/port.got" "$T/port.conns"
+	hostile mysql "w-$1"
+	URL=$(url mysql)
+	measured -w 1s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "^leaserun: job: cannot open mysql://lr@127\.0\.0\.1:$HPORT/db: $2\$"
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 3000 ))
+	no_secret
+	[ ! -e "$T/ran" ]
+	kill_bg
+	BG_PIDS=
+}
+
+@test "MySQL: greetings no server sends (an error, protocol 9, cut short, before 4.1, without its nonce): 125, one line saying what" {
+	store_built mysql
+	at="cannot connect to MySQL at 127\.0\.0\.1:[0-9]+"
+	# Too many connections heals: tried again until -w, then said.
+	wire_refused greeterr "$at: Too many connections \(hostile\)"
+	wire_refused greet9 "$at: not a MySQL server \(its greeting is not of protocol 10\)"
+	# Cut short in the 10 reserved bytes, or without PROTOCOL_41.
+	wire_refused greetshort "$at: the server speaks a protocol older than MySQL 4\.1's"
+	wire_refused greet40 "$at: the server speaks a protocol older than MySQL 4\.1's"
+	wire_refused greetnononce "$at: a greeting without its nonce"
+}
+
+@test "MySQL: a greeting of 1 MB, the largest packet taken: the buffer grows to the bound, the login goes on, the command runs" {
+	store_built mysql
+	hostile mysql w-greetbig
+	URL=$(url mysql)
+	measured -w 3s job sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_equal "$status" 0
+	assert_equal "$output" "fence 5"
+	assert_equal "$stderr" ""
+}
+
+@test "MySQL: login answers no server sends (empty, a switch to a long name or without a nonce, a step out of place, fast logins without end): 125, one line" {
+	store_built mysql
+	at="cannot connect to MySQL at 127\.0\.0\.1:[0-9]+: the server sent"
+	wire_refused loginempty "$at an empty packet in the login"
+	wire_refused loginlong "$at a login method with a long name"
+	wire_refused loginnononce "$at a login switch without a nonce"
+	# caching_sha2_password's "fast login done" to mysql_native_password;
+	# to caching_sha2_password, a step that is neither 3 nor 4; a 0x02.
+	wire_refused loginstep "$at a login step out of place"
+	wire_refused loginstep3 "$at a login step out of place"
+	wire_refused login2 "$at a login step out of place"
+	wire_refused loginloop "$at a login without end"
+}
+
+@test "MySQL: answers no server sends (empty, an OK cut short or with a length of 0xff, a 1-byte error, 0 columns, a column too many, a row cut short or too long): 125, one line" {
+	store_built mysql
+	at="setting up the session on MySQL at 127\.0\.0\.1:[0-9]+ failed:"
+	wire_refused ansempty "$at the server sent an empty packet \(2027\)"
+	wire_refused ansokshort "$at the server sent an OK that does not parse \(2027\)"
+	wire_refused ansokff "$at the server sent an OK that does not parse \(2027\)"
+	# An error packet without a code or a message: the client's own.
+	wire_refused anserr1 "$at error 2027 \(2027\)"
+	wire_refused ans0cols "$at the server sent an answer that does not parse \(2027\)"
+	wire_refused anscoldefs "$at the server sent too many column definitions \(2027\)"
+	# A column whose length runs past the row, and a row with a byte
+	# too many.
+	wire_refused ansrowshort "$at the server sent a row that does not parse \(2027\)"
+	wire_refused ansrowlong "$at the server sent a row that does not parse \(2027\)"
+	# An error after the first row: the rows go, the error is said.
+	wire_refused ansrowerr "$at Query execution was interrupted \(1317\)"
+}
+
+@test "MySQL: an answer that says the server killed our session: tried again until -w, 125, one line, and nothing more written to the session it ended" {
+	store_built mysql
+	wire_refused anskilled "setting up the session on MySQL at 127\.0\.0\.1:[0-9]+ failed: Connection was killed \(1927\)"
+	run ! grep -q quit "$T/port.got"
+	grep -q "^sql SET SESSION" "$T/port.got"
+	# A fault that heals (the session ended, not refused): tried again.
+	(( MS >= 900 ))
+	(( $(grep -c accepted "$T/port.conns") >= 2 ))
+}
+
+@test "MySQL: the fence as a 3-byte length-encoded integer: read as the same number" {
+	store_built mysql
+	hostile mysql w-fence3
+	URL=$(url mysql)
+	measured -w 3s job sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_equal "$status" 0
+	assert_equal "$output" "fence 5"
+	assert_equal "$stderr" ""
+}
+
+@test "MySQL: the end of the session sent unasked with the grant's last answer (an error packet, a header and 0xff alone, an OK): lost before the command starts, tried again on a new session" {
+	store_built mysql
+	for m in err:'Connection was killed' errmore:'Connection was killed' \
+		five:'the server ended the session unasked' \
+		ok:'the server ended the session unasked'; do
+		rm -f "$T/port.got" "$T/port.conns"
+		hostile mysql "w-tail${m%%:*}"
+		URL=$(url mysql)
+		measured -w 3s job sh -c 'echo "fence $LEASERUN_FENCE"'
+		assert_equal "$status" 0
+		assert_equal "$output" "fence 6"
+		assert_regex "$stderr" "^leaserun: job: lease lost before the command started: MySQL at 127\.0\.0\.1:$HPORT ended our session \(${m#*:}\): the lock went with it; trying again\$"
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_equal "$(grep -c accepted "$T/port.conns")" 2
+		kill_bg
+		BG_PIDS=
+	done
+}
+
+@test "MySQL: the end of the session sent unasked while the command runs (an error packet, a header and 0xff alone, an OK): the lease is lost, 124, the command stopped, nothing more written to that session" {
+	store_built mysql
+	for m in err:'Connection was killed' errmore:'Connection was killed' \
+		five:'the server ended the session unasked' \
+		ok:'the server ended the session unasked'; do
+		rm -f "$T/port.got" "$T/port.conns"
+		hostile mysql "w-later${m%%:*}"
+		URL=$(url mysql)
+		measured -w 3s job sh -c 'sleep 20; touch "$1"' sh "$T/ran"
+		assert_equal "$status" 124
+		assert_equal "${stderr_lines[0]}" "leaserun: job: lease lost: MySQL at 127.0.0.1:$HPORT ended our session (${m#*:}): the lock went with it; killing the command"
+		assert_equal "${stderr_lines[1]}" "leaserun: job: the command was stopped because the lease was lost"
+		assert_equal "${#stderr_lines[@]}" 2
+		(( MS < 5000 ))
+		run ! grep -q quit "$T/port.got"
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: a MariaDB built without Galera (no @@wsrep_on): the setup is asked again without it, and the command runs" {
+	store_built mysql
+	hostile mysql w-nogalera
+	URL=$(url mysql)
+	measured -w 3s job sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_equal "$status" 0
+	assert_equal "$output" "fence 5"
+	assert_equal "$stderr" ""
+	# Asked once with @@wsrep_on, refused, once without it; no third time.
+	assert_equal "$(grep -c '^sql SELECT CONNECTION_ID()' "$T/port.got")" 2
+	assert_equal "$(grep -c '^sql SET SESSION' "$T/port.got")" 2
+}
+
+@test "MySQL: --break on a holder whose connection KILL never ends: 125 at the deadline, one line; a holder that cannot be asked about again: 125 at once" {
+	store_built mysql
+	hostile mysql w-breakstuck
+	URL=$(url mysql)
+	measured -t 2s --break job
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot break job: MySQL at 127.0.0.1:$HPORT: the holders' connections did not end in time"
+	# Asked again every 20 ms or so, until the deadline (TTL, 2 s).
+	(( MS >= 1900 && MS < 5000 ))
+	n=$(grep -c "^sql SELECT IS_USED_LOCK('lr:hostile')\$" "$T/port.got")
+	echo "# asked $n times" >&3
+	(( n >= 10 && n <= 110 ))
+	grep -qx "sql KILL CONNECTION 42" "$T/port.got"
+	kill_bg
+	BG_PIDS=
+	rm -f "$T/port.got"
+	hostile mysql w-breakfail
+	URL=$(url mysql)
+	measured -t 2s --break job
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot break job: IS_USED_LOCK on MySQL at 127.0.0.1:$HPORT failed: Query execution was interrupted (1317)"
+	(( MS < 1500 ))
+}
+
+@test "MySQL: a renewal that finds another connection's session, or ours without the lock: 124, one line saying which, the command stopped, and no RELEASE_LOCK on a session whose lock is not ours" {
+	store_built mysql
+	for m in changed:'our session changed \(connection 7, now 8\): a proxy in between hands sessions around, and the lock does not stay with this connection' \
+		notours:'our session \(connection 7\) no longer holds the lock'; do
+		rm -f "$T/port.got"
+		hostile mysql "w-${m%%:*}"
+		URL=$(url mysql)
+		measured -w 1s -t 1s job sh -c 'sleep 20; touch "$1"' sh "$T/ran"
+		assert_equal "$status" 124
+		assert_regex "${stderr_lines[0]}" "^leaserun: job: lease lost: MySQL at 127\.0\.0\.1:$HPORT: ${m#*:}; killing the command\$"
+		assert_equal "${stderr_lines[1]}" "leaserun: job: the command was stopped because the lease was lost"
+		assert_equal "${#stderr_lines[@]}" 2
+		run ! grep -q RELEASE_LOCK "$T/port.got"
+		kill_bg
+		BG_PIDS=
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: a fence the server refuses to write (read-only), and a RELEASE_LOCK that fails too: each try's session is ended, so the lock it took goes with it" {
+	store_built mysql
+	hostile mysql w-givebackfail
+	URL=$(url mysql)
+	measured -w 1s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "read-only"
+	[ ! -e "$T/ran" ]
+	# Tried again, each time on a new session: as many sessions as
+	# tries, each try's give-back asked for once.
+	tries=$(grep -c "^sql SELECT IF(IS_USED_LOCK" "$T/port.got")
+	echo "# $tries tries" >&3
+	(( tries >= 2 ))
+	assert_equal "$(grep -c '^sql SET SESSION' "$T/port.got")" "$tries"
+	assert_equal "$(grep -c '^sql SELECT RELEASE_LOCK' "$T/port.got")" "$tries"
+	assert_equal "$(grep -c accepted "$T/port.conns")" "$tries"
+}
+
+@test "MySQL: a prefix too long for the lock's name (?prefix= of 120 bytes): 125, one line, before any statement" {
+	store_built mysql
+	rm -f "$T/port.got"
+	hostile mysql w-none
+	URL="$(url mysql)?prefix=$(printf 'p%.0s' {1..120})"
+	measured -w 1s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open mysql://lr@127.0.0.1:$HPORT/db?prefix=$(printf 'p%.0s' {1..120}): MySQL: the lease name or prefix is too long"
+	run ! grep -q "^sql" "$T/port.got"
+	[ ! -e "$T/ran" ]
+}

@@ -84,6 +84,29 @@ the client sent is written to PORTFILE.got ("login USER", "cleartext"):
                    the client reads it after TLS as if it came over TLS
   mysql moreflood  answers the first statement with OKs without end,
                    each saying that another result follows
+Wire faults (PROTO mysql, MODE w-NAME): one packet as no server sends
+it, where NAME says (MY_FAULTS below lists them); each statement's
+first 60 characters go to PORTFILE.got ("sql ..."):
+  w-greet...  the greeting: an error, protocol 9, cut short, without
+              PROTOCOL_41 or the nonce's second part, or of 1 MB
+  w-login...  the packet after our login: empty, a switch to a method of
+              a long name or without a nonce, a step out of place, fast
+              logins without end
+  w-ans...    the answer to the first statement: empty, an OK cut short
+              or with a length of 0xff, an error of one byte, 0 columns,
+              too many column definitions, a row cut short or too long,
+              an error among the rows, ER_CONNECTION_KILLED (w-anskilled)
+  w-nogalera  a MariaDB without Galera: @@wsrep_on is an unknown variable
+  w-breakstuck, w-breakfail  the lock held by connection 42, which KILL
+              never ends; breakfail: asked again, an error
+  w-changed, w-notours  the renewal finds connection 8 holding the lock,
+              or ours not holding it
+  w-givebackfail  the fence's INSERT refused (read-only), and the
+              RELEASE_LOCK that gives the lock back too
+  w-fence3    the lock's INSERT answered with the insert id (the fence,
+              5) as a 3-byte length-encoded integer
+  w-tail...   the answer before the command followed by bytes unasked
+  w-later...  the same bytes, sent a moment after that answer
 """
 
 import hashlib
@@ -514,12 +537,13 @@ MY_NONCE = b"abcdefghijklmnopqrst"
 PORTFILE = None
 
 
-def my_greeting(tls=False, plugin=b"mysql_native_password"):
+def my_greeting(tls=False, plugin=b"mysql_native_password",
+                version=b"8.0.36-hostile"):
     caps = (0x1 | 0x4 | 0x8 | 0x200 | 0x2000 | 0x8000 | 0x20000 |
             0x80000)  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH...
     if tls:
         caps |= 0x800  # CLIENT_SSL
-    return (b"\x0a8.0.36-hostile\x00" + struct.pack("<I", 7) +
+    return (b"\x0a" + version + b"\x00" + struct.pack("<I", 7) +
             MY_NONCE[:8] + b"\x00" + struct.pack("<H", caps & 0xffff) +
             b"\x2d" + struct.pack("<H", 2) + struct.pack("<H", caps >> 16) +
             b"\x15" + b"\x00" * 10 + MY_NONCE[8:] + b"\x00" + plugin +
@@ -637,6 +661,163 @@ def my_chain(conn, seq):
         seq += 1
 
 
+# The bytes a w-tail.../w-later... mode sends unasked: an error packet
+# (MariaDB's ER_CONNECTION_KILLED), the same followed by more, a header
+# and the error's first byte alone, an OK.
+MY_KILLED = my_packet(9, b"\xff\x87\x07#70100Connection was killed")
+MY_UNASKED = {
+    "err": MY_KILLED,
+    "errmore": MY_KILLED + b"\x00" * 8,
+    "five": b"\x01\x00\x00\x09\xff",
+    "ok": my_packet(9, MY_OK),
+}
+
+
+def my_greeting_fault(name):
+    g = my_greeting()
+    ver = g.index(b"\0") + 1
+    caps_hi = ver + 4 + 8 + 1 + 2 + 1 + 2 + 2  # through the caps' high half
+    if name == "greeterr":
+        return (b"\xff" + struct.pack("<H", 1040) +
+                b"#08004Too many connections (hostile)")
+    if name == "greet9":
+        return b"\x09" + g[1:]
+    if name == "greetshort":  # the 10 reserved bytes cut short
+        return g[:caps_hi + 5]
+    if name == "greet40":  # PROTOCOL_41 not among the capabilities
+        i = ver + 4 + 8 + 1
+        return g[:i] + struct.pack("<H", struct.unpack(
+            "<H", g[i:i + 2])[0] & ~0x200) + g[i + 2:]
+    if name == "greetnononce":  # 5 of the nonce's last 12 bytes
+        return g[:caps_hi + 11 + 5]
+    if name == "greetbig":  # 1 MB, the bound: past the first buffers
+        return g + b"x" * ((1 << 20) - len(g))
+    return g
+
+
+MY_LAST = "INSERT"  # the last statement before the command
+MY_GRANTS = []  # the w-tail... modes' INSERTs
+
+
+def my_wire_fault(name, conn):
+    """The w-NAME modes (see the docstring)."""
+    plugin = b"mysql_native_password"
+    if name in ("loginstep3", "loginloop"):
+        plugin = b"caching_sha2_password"
+    if name.startswith("greet"):
+        conn.sendall(my_packet(0, my_greeting_fault(name)))
+    elif name == "nogalera":
+        conn.sendall(my_packet(0, my_greeting(
+            version=b"5.5.5-10.11.6-MariaDB-hostile")))
+    else:
+        conn.sendall(my_packet(0, my_greeting(False, plugin)))
+    if my_read(conn) is None:
+        return
+    login = {
+        "loginempty": [b""],
+        "loginlong": [b"\xfe" + b"x" * 70 + b"\0" + MY_NONCE + b"\0"],
+        "loginnononce": [b"\xfe" + b"mysql_native_password\0" + b"short"],
+        "loginstep": [b"\x01\x03"],  # caching_sha2's, to another method
+        "loginstep3": [b"\x01\x07"],
+        "login2": [b"\x02"],
+        "loginloop": [b"\x01\x03"] * 6,
+    }.get(name)
+    if login:
+        # Then an OK, which a client that read on would take for the end
+        # of the login.
+        if name != "loginloop":
+            login.append(MY_OK)
+        conn.sendall(b"".join(my_packet(2 + i, b) for i, b in
+                              enumerate(login)))
+        drain(conn)
+        time.sleep(30)
+        return
+    conn.sendall(my_packet(2, MY_OK))
+    first = True
+    while True:
+        got = my_read(conn)
+        if got is None or got[1][:1] == b"\x01":  # COM_QUIT
+            if got is not None:
+                my_got("quit")
+            return
+        sql = got[1][1:].decode(errors="replace")
+        my_got("sql " + sql[:60])
+        ans = {
+            "ansempty": [b""],
+            "ansokshort": [b"\x00"],
+            "ansokff": [b"\x00\xff\x00\x02\x00\x00\x00"],
+            "anserr1": [b"\xff"],
+            "ans0cols": [b"\xfc\x00\x00"],
+            "anskilled": [MY_KILLED[4:]],
+        }.get(name) if first else None
+        first = False
+        one_col = (b"\x03def\x00\x00\x00\x01x\x01x\x0c" +
+                   struct.pack("<HIBHB", 45, 255, 0xfd, 0, 0) + b"\x00\x00")
+        if ans is None and name in ("anscoldefs", "ansrowshort",
+                                    "ansrowlong", "ansrowerr") and \
+                sql.startswith("SELECT CONNECTION_ID()"):
+            ans = {
+                "anscoldefs": [b"\x01", one_col, one_col, MY_EOF],
+                "ansrowshort": [b"\x01", one_col, MY_EOF, b"\x05"],
+                "ansrowlong": [b"\x01", one_col, MY_EOF, b"\x01x\x01y"],
+                "ansrowerr": [b"\x01", one_col, MY_EOF, b"\x017",
+                              b"\xff" + struct.pack("<H", 1317) +
+                              b"#70100Query execution was interrupted"],
+            }[name]
+        if ans is not None:
+            conn.sendall(b"".join(my_packet(1 + i, b) for i, b in
+                                  enumerate(ans)))
+            continue
+        err = None
+        if name == "nogalera" and "@@wsrep_on" in sql:
+            err = (1193, b"HY000Unknown system variable 'wsrep_on'")
+        if name in ("breakstuck", "breakfail") and \
+                sql.startswith("SELECT IS_USED_LOCK(") and "<=>" not in sql:
+            # The holder's connection, which KILL never ends; asked
+            # again, an error for breakfail.
+            MY_GRANTS.append(sql)
+            if name == "breakfail" and len(MY_GRANTS) > 1:
+                err = (1317, b"70100Query execution was interrupted")
+            else:
+                my_rows(conn, ["x"], [["42"]])
+                continue
+        if name == "givebackfail" and sql.startswith("INSERT INTO "
+                                                     "leaserun_fences"):
+            err = (1290, b"HY000The MariaDB server is running with the "
+                   b"--read-only option so it cannot execute this statement")
+        if name == "givebackfail" and sql.startswith("SELECT RELEASE_LOCK("):
+            err = (1317, b"70100Query execution was interrupted")
+        if err:
+            conn.sendall(my_packet(1, b"\xff" + struct.pack("<H", err[0]) +
+                                   b"#" + err[1]))
+            continue
+        if name in ("changed", "notours") and \
+                sql.startswith("SELECT IS_USED_LOCK(") and \
+                sql.endswith("CONNECTION_ID(), CONNECTION_ID()"):
+            # The renewal: another connection's session, or ours
+            # without the lock.
+            my_rows(conn, ["x", "y"], [["1", "8"] if name == "changed"
+                                       else ["0", "7"]])
+            continue
+        if name == "fence3" and sql.startswith("INSERT"):
+            conn.sendall(my_packet(1, b"\x00\x01\xfd\x05\x00\x00\x02\x00"
+                                      b"\x00\x00"))
+            continue
+        if name.startswith("tail") and sql.startswith(MY_LAST):
+            # In the same write as the answer: they come together.  The
+            # first session only; a later one has fence 6.
+            MY_GRANTS.append(sql)
+            tail = MY_UNASKED[name[4:]] if len(MY_GRANTS) == 1 else b""
+            conn.sendall(my_packet(1, b"\x00\x01" +
+                                   bytes([4 + len(MY_GRANTS)]) +
+                                   b"\x02\x00\x00\x00") + tail)
+            continue
+        my_answer(name, conn, sql)
+        if name.startswith("later") and sql.startswith(MY_LAST):
+            time.sleep(0.5)
+            conn.sendall(MY_UNASKED[name[5:]])
+
+
 def my_serve(mode, conn):
     if mode == "huge":
         drain(conn)
@@ -676,31 +857,38 @@ def my_serve(mode, conn):
                 my_flood_rows(conn)
             if mode == "hugerow":
                 my_chain(conn, 1)
-            my_rows(conn, ["id", "lock", "ro", "flush", "rlock", "engine"],
-                    [["7", "lr:hostile", "0", "1", "lr:hostile#r7",
-                      "InnoDB"]])
-        elif sql.startswith("SHOW VARIABLES"):
-            my_rows(conn, ["Variable_name", "Value"],
-                    [["group_replication_group_name",
-                      "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]]
-                    if mode == "grouprepl" else
-                    [["wsrep_on", "ON"]] if mode == "galera" else [])
-        # The rest of a grant, as a server that has the lock free: the
-        # lock taken, no other holder, fence 5, the lock ours, released.
-        elif sql.startswith("SELECT IF(IS_USED_LOCK(") or \
-                sql.startswith("SELECT RELEASE_LOCK("):
-            my_rows(conn, ["x"], [["1"]])
-        elif sql.startswith("SELECT COALESCE(IS_USED_LOCK("):
-            my_rows(conn, ["x", "y", "z"], [["0", None, None]])
-        elif sql.startswith("SELECT IS_USED_LOCK(") and \
-                sql.endswith("CONNECTION_ID(), CONNECTION_ID()"):
-            my_rows(conn, ["x", "y"], [["1", "7"]])
-        elif sql.startswith("SELECT"):
-            my_rows(conn, ["x"], [])
-        elif sql.startswith("INSERT"):
-            conn.sendall(my_packet(1, b"\x00\x01\x05\x02\x00\x00\x00"))
-        else:
-            conn.sendall(my_packet(1, MY_OK))
+        my_answer(mode, conn, sql)
+
+
+def my_answer(mode, conn, sql):
+    """The answer of a server that has the lock free to the statement
+    sql."""
+    if sql.startswith("SELECT CONNECTION_ID()"):
+        my_rows(conn, ["id", "lock", "ro", "flush", "rlock", "engine"],
+                [["7", "lr:hostile", "0", "1", "lr:hostile#r7",
+                  "InnoDB"]])
+    elif sql.startswith("SHOW VARIABLES"):
+        my_rows(conn, ["Variable_name", "Value"],
+                [["group_replication_group_name",
+                  "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]]
+                if mode == "grouprepl" else
+                [["wsrep_on", "ON"]] if mode == "galera" else [])
+    # The rest of a grant, as a server that has the lock free: the
+    # lock taken, no other holder, fence 5, the lock ours, released.
+    elif sql.startswith("SELECT IF(IS_USED_LOCK(") or \
+            sql.startswith("SELECT RELEASE_LOCK("):
+        my_rows(conn, ["x"], [["1"]])
+    elif sql.startswith("SELECT COALESCE(IS_USED_LOCK("):
+        my_rows(conn, ["x", "y", "z"], [["0", None, None]])
+    elif sql.startswith("SELECT IS_USED_LOCK(") and \
+            sql.endswith("CONNECTION_ID(), CONNECTION_ID()"):
+        my_rows(conn, ["x", "y"], [["1", "7"]])
+    elif sql.startswith("SELECT"):
+        my_rows(conn, ["x"], [])
+    elif sql.startswith("INSERT"):
+        conn.sendall(my_packet(1, b"\x00\x01\x05\x02\x00\x00\x00"))
+    else:
+        conn.sendall(my_packet(1, MY_OK))
 
 
 def serve(proto, mode, conn):
@@ -771,6 +959,8 @@ def serve(proto, mode, conn):
                                         "sha2full", "switch", "ed25519",
                                         "notls", "tlsinject", "moreflood"):
         my_serve(mode, conn)
+    elif proto == "mysql" and mode.startswith("w-"):
+        my_wire_fault(mode[2:], conn)
     else:
         raise SystemExit("hostile.py: no mode %s for %s" % (mode, proto))
 

@@ -606,3 +606,54 @@ live_rows() {
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
 	cron_bad_values "$(name)"
 }
+
+@test "--status by a user who may read the fences but not the holders' table: that table counts as empty, as a missing one does" {
+	n=$(name)
+	lr -s "$n" true # (makes lr.leaserun_holders)
+	lr --once-per 1m "$n" true # (makes lr.leaserun_runs)
+	my_sql "DROP DATABASE IF EXISTS lr8; CREATE DATABASE lr8;
+		CREATE TABLE lr8.leaserun_fences LIKE lr.leaserun_fences;
+		CREATE TABLE lr8.leaserun_runs LIKE lr.leaserun_runs;
+		CREATE TABLE lr8.leaserun_holders LIKE lr.leaserun_holders;
+		GRANT SELECT ON lr8.leaserun_fences TO 'other'@'%';
+		GRANT SELECT ON lr8.leaserun_runs TO 'other'@'%'"
+	LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr8" \
+		run --separate-stderr lr --status "$n"
+	# Not held: 1, and not 125 for the table it may not read.
+	assert_equal "$status" 1
+	assert_equal "$stderr" ""
+	my_sql "REVOKE ALL ON lr8.leaserun_fences FROM 'other'@'%';
+		REVOKE ALL ON lr8.leaserun_runs FROM 'other'@'%';
+		DROP DATABASE lr8" || true
+}
+
+@test "cron: a table of runs this user may read but not write (the table, a column), or that refuses the row: 125, one line saying which, the command not run" {
+	n=$(name)
+	lr --once-per 1m "$n" true # (makes lr.leaserun_runs)
+	my_sql "DROP DATABASE IF EXISTS lr9; CREATE DATABASE lr9;
+		CREATE TABLE lr9.leaserun_fences LIKE lr.leaserun_fences;
+		CREATE TABLE lr9.leaserun_runs LIKE lr.leaserun_runs;
+		GRANT SELECT, INSERT, UPDATE ON lr9.leaserun_fences TO 'other'@'%';
+		GRANT SELECT ON lr9.leaserun_runs TO 'other'@'%'"
+	export LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr9"
+	grant="this user may not use the table leaserun_runs that --once-per keeps runs in: GRANT SELECT, INSERT, UPDATE ON lr9.leaserun_runs to the user"
+	run --separate-stderr lr --once-per 1m "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: $n: cannot record the start of the run (--once-per 1m): MySQL at 127.0.0.1:$MY_PORT: $grant"
+	# INSERT on one column only: refused for another column (1143).
+	my_sql "GRANT INSERT (name), UPDATE ON lr9.leaserun_runs TO 'other'@'%'"
+	run --separate-stderr lr --once-per 1m "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: $n: cannot record the start of the run (--once-per 1m): MySQL at 127.0.0.1:$MY_PORT: $grant"
+	# Every right, and a row the table refuses: the server's own error,
+	# not a grant that would change nothing.
+	my_sql "GRANT SELECT, INSERT, UPDATE ON lr9.leaserun_runs TO 'other'@'%';
+		ALTER TABLE lr9.leaserun_runs MODIFY host VARCHAR(1) NOT NULL"
+	run --separate-stderr lr --once-per 1m "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	assert_regex "$stderr" "^leaserun: $n: cannot record the start of the run \(--once-per 1m\): recording the run on MySQL at 127\.0\.0\.1:$MY_PORT failed: Data too long for column 'host' at row 1 \(1406\)\$"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	my_sql "REVOKE ALL ON lr9.leaserun_runs FROM 'other'@'%';
+		REVOKE ALL ON lr9.leaserun_fences FROM 'other'@'%';
+		DROP DATABASE lr9" || true
+}
