@@ -693,3 +693,56 @@ wire_refused() {
 	run ! grep -q "^sql" "$T/port.got"
 	[ ! -e "$T/ran" ]
 }
+
+@test "MySQL: a switch to mysql_clear_password over a Unix socket: the password with its NUL, or a NUL alone for a user without one; the command runs" {
+	store_built mysql
+	rm -f "$T/port"
+	python3 "$LR_SRCDIR/tests/hostile.py" mysql-unix w-clear "$T/port" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 test -s "$T/port"
+	for u in lr:Hunter2-pw anon; do
+		URL="mysql://$u@/db?socket=$T/port.sock"
+		measured -w 2s job sh -c 'echo "fence $LEASERUN_FENCE"'
+		assert_equal "$status" 0
+		assert_equal "$output" "fence 5"
+		assert_equal "$stderr" ""
+	done
+	grep -qx "cleartext lr" "$T/port.got"
+	grep -qx "cleartext anon" "$T/port.got"
+	run ! grep -q "cleartext refused" "$T/port.got"
+}
+
+@test "MySQL: an ssl-ca file that cannot be read or holds no certificate: 125 before the handshake, one line naming the file" {
+	store_built mysql
+	hostile mysql tlsdrop
+	echo "not a certificate" > "$T/bad.pem"
+	for ca in "$T/missing.pem" "$T/bad.pem"; do
+		URL="$(url mysql)?ssl-mode=VERIFY_CA&ssl-ca=$ca"
+		measured -w 1s job touch "$T/ran"
+		assert_equal "$status" 125
+		# (The reason is the TLS library's: no such file, no
+		# certificate found.)
+		assert_regex "$stderr" "^leaserun: job: cannot open mysql://lr@127\.0\.0\.1:$HPORT/db\?ssl-mode=VERIFY_CA&ssl-ca=$ca: cannot connect to MySQL at 127\.0\.0\.1:$HPORT: $ca: [a-zA-Z].*\$"
+		assert_equal "${#stderr_lines[@]}" 1
+		# Refused, not a fault that heals: no second try.
+		(( MS < 900 ))
+	done
+	[ ! -e "$T/ran" ]
+}
+
+@test "MySQL: two hosts, the first ends each session it sets up (ER_CONNECTION_KILLED): a fault of that host, so the second one is tried and the command runs" {
+	store_built mysql
+	hostile mysql w-anskilled
+	P1=$HPORT
+	rm -f "$T/port"
+	python3 "$LR_SRCDIR/tests/hostile.py" mysql w-none "$T/port2" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 test -s "$T/port2"
+	URL="mysql://lr:Hunter2-pw@127.0.0.1:$P1,127.0.0.1:$(cat "$T/port2")/db"
+	measured -w 3s job sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_equal "$status" 0
+	assert_equal "$output" "fence 5"
+	# Once to the first host, then the second, in the same try.
+	assert_equal "$(grep -c accepted "$T/port.conns")" 1
+	assert_equal "$(grep -c accepted "$T/port2.conns")" 1
+}

@@ -103,6 +103,9 @@ first 60 characters go to PORTFILE.got ("sql ..."):
               or ours not holding it
   w-givebackfail  the fence's INSERT refused (read-only), and the
               RELEASE_LOCK that gives the lock back too
+  w-clear     a switch to mysql_clear_password (with PROTO mysql-unix,
+              on the Unix socket PORTFILE.sock): lr must send Hunter2-pw
+              and its NUL, anon a NUL alone
   w-fence3    the lock's INSERT answered with the insert id (the fence,
               5) as a 3-byte length-encoded integer
   w-tail...   the answer before the command followed by bytes unasked
@@ -711,8 +714,22 @@ def my_wire_fault(name, conn):
             version=b"5.5.5-10.11.6-MariaDB-hostile")))
     else:
         conn.sendall(my_packet(0, my_greeting(False, plugin)))
-    if my_read(conn) is None:
+    got = my_read(conn)
+    if got is None:
         return
+    if name == "clear":
+        # A switch to mysql_clear_password: the password and its NUL,
+        # for lr; for anon, the empty one (a NUL alone).
+        user = got[1][32:got[1].index(b"\0", 32)]
+        conn.sendall(my_packet(2, b"\xfemysql_clear_password\0"))
+        got = my_read(conn)
+        want = b"\0" if user == b"anon" else MY_PASSWORD + b"\0"
+        if got is None or got[1] != want:
+            my_got("cleartext refused")
+            my_denied(conn, 4)
+            return
+        my_got("cleartext " + user.decode())
+        conn.sendall(my_packet(4, MY_OK))
     login = {
         "loginempty": [b""],
         "loginlong": [b"\xfe" + b"x" * 70 + b"\0" + MY_NONCE + b"\0"],
@@ -722,7 +739,9 @@ def my_wire_fault(name, conn):
         "login2": [b"\x02"],
         "loginloop": [b"\x01\x03"] * 6,
     }.get(name)
-    if login:
+    if name == "clear":
+        login = None
+    elif login:
         # Then an OK, which a client that read on would take for the end
         # of the login.
         if name != "loginloop":
@@ -732,7 +751,8 @@ def my_wire_fault(name, conn):
         drain(conn)
         time.sleep(30)
         return
-    conn.sendall(my_packet(2, MY_OK))
+    if name != "clear":
+        conn.sendall(my_packet(2, MY_OK))
     first = True
     while True:
         got = my_read(conn)
@@ -981,13 +1001,20 @@ def main(argv):
     global PORTFILE
     proto, mode, portfile = argv[1:]
     PORTFILE = portfile
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    if proto == "mysql-unix":  # on the Unix socket PORTFILE.sock; port 0
+        proto = "mysql"
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(portfile + ".sock")
+        port = 0
+    else:
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", 0))
+        port = ls.getsockname()[1]
     ls.listen(16)
     tmp = portfile + ".new"
     with open(tmp, "w") as f:
-        f.write("%d\n" % ls.getsockname()[1])
+        f.write("%d\n" % port)
     os.rename(tmp, portfile)
     while True:
         conn, _ = ls.accept()
