@@ -657,3 +657,16 @@ live_rows() {
 		REVOKE ALL ON lr9.leaserun_fences FROM 'other'@'%';
 		DROP DATABASE lr9" || true
 }
+
+@test "-l 2 with every slot taken and the plain lock held from SQL: refused as a run of --limit 1 would be, 125, one line" {
+	n=$(name)
+	lr -s "$n-x" true # (makes lr.leaserun_holders)
+	mariadb --no-defaults -u root -S "$MY_DIR/sock" -e \
+		"SELECT GET_LOCK('leaserun:$n', 5), GET_LOCK('leaserun:$n#0', 5), GET_LOCK('leaserun:$n#1', 5); SELECT SLEEP(10)" >/dev/null &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 is_held "$n#1"
+	run --separate-stderr lr -n -l 2 "$n" touch "$BATS_TEST_TMPDIR/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: $n: the lease is held with --limit 1 and this run asks for --limit 2: every run on a name must use the same limit"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
