@@ -746,3 +746,24 @@ wire_refused() {
 	assert_equal "$(grep -c accepted "$T/port.conns")" 1
 	assert_equal "$(grep -c accepted "$T/port2.conns")" 1
 }
+
+@test "MySQL: a server that takes statements together: setup, first try and look in one round trip; a look answered without a row asked again; an error among a later answer's rows: 125, one line" {
+	store_built mysql
+	for m in none nolook; do
+		rm -f "$T/port.got"
+		hostile mysql "w-multi-$m"
+		URL=$(url mysql)
+		measured -w 2s job sh -c 'echo "fence $LEASERUN_FENCE"'
+		assert_equal "$status" 0
+		assert_equal "$output" "fence 5"
+		assert_equal "$stderr" ""
+		# The try in the batch only; the look again after it only when
+		# its answer had no row to go by.
+		assert_equal "$(grep -c '^sql SELECT IF(IS_USED_LOCK' "$T/port.got")" 1
+		looks=$(grep -c '^sql SELECT COALESCE(IS_USED_LOCK' "$T/port.got")
+		assert_equal "$looks" "$([ "$m" = none ] && echo 1 || echo 2)"
+		kill_bg
+		BG_PIDS=
+	done
+	wire_refused multi-rowerr "setting up the session on MySQL at 127\.0\.0\.1:[0-9]+ failed: Query execution was interrupted \(1317\)"
+}

@@ -106,6 +106,10 @@ first 60 characters go to PORTFILE.got ("sql ..."):
   w-clear     a switch to mysql_clear_password (with PROTO mysql-unix,
               on the Unix socket PORTFILE.sock): lr must send Hunter2-pw
               and its NUL, anon a NUL alone
+  w-multi-nolook, w-multi-rowerr  a server that takes statements
+              together (CLIENT_MULTI_STATEMENTS): the look for the others
+              sent with the setup answered without a row, or an error
+              after the first row of SHOW VARIABLES
   w-fence3    the lock's INSERT answered with the insert id (the fence,
               5) as a 3-byte length-encoded integer
   w-tail...   the answer before the command followed by bytes unasked
@@ -698,6 +702,61 @@ def my_greeting_fault(name):
     return g
 
 
+def my_result(names, rows, more):
+    """The packets' bodies of a result set of text columns; more: another
+    result follows (MORE_RESULTS in its last EOF)."""
+    out = [bytes([len(names)])]
+    for n in names:
+        out.append(my_lenenc("def") + b"\x00\x00\x00" + my_lenenc(n) +
+                   my_lenenc(n) + b"\x0c" +
+                   struct.pack("<HIBHB", 45, 255, 0xfd, 0, 0) + b"\x00\x00")
+    out.append(MY_EOF)
+    out += [b"".join(my_lenenc(v) for v in r) for r in rows]
+    out.append(b"\xfe\x00\x00" + struct.pack("<H", 0x0a if more else 2))
+    return out
+
+
+def my_multi(name, conn, sql):
+    """The answers to statements sent together (w-multi... modes), each
+    saying that the next follows: as a server that has the lock free,
+    but the look for the others without a row (multi-nolook), or an
+    error after the first row of SHOW VARIABLES (multi-rowerr)."""
+    stmts = sql.split("; ")
+    out = []
+    for i, st in enumerate(stmts):
+        more = i < len(stmts) - 1
+        if st.startswith("SELECT CONNECTION_ID()"):
+            b = my_result(["id", "lock", "ro", "flush", "rlock", "engine"],
+                          [["7", "lr:hostile", "0", "1", "lr:hostile#r7",
+                            None]], more)
+        elif st.startswith("SHOW VARIABLES"):
+            b = my_result(["Variable_name", "Value"],
+                          [["wsrep_on", "OFF"]], more)
+            if name == "multi-rowerr":
+                b = b[:-1] + [b"\xff" + struct.pack("<H", 1317) +
+                              b"#70100Query execution was interrupted"]
+        elif st.startswith("SHOW CREATE TABLE"):
+            b = my_result(["Table", "Create Table"],
+                          [["leaserun_fences", "CREATE TABLE x (\n"
+                            "  name int\n) ENGINE=InnoDB"]], more)
+        elif st.startswith("SELECT IF(IS_USED_LOCK(") or \
+                st.startswith("SELECT RELEASE_LOCK("):
+            b = my_result(["x"], [["1"]], more)
+        elif st.startswith("SELECT COALESCE(IS_USED_LOCK("):
+            b = my_result(["x", "y", "z"], [] if name == "multi-nolook"
+                          else [["0", None, None]], more)
+        elif st.startswith("INSERT"):
+            b = [b"\x00\x01\x05" + struct.pack("<H", 0x0a if more else 2) +
+                 b"\x00\x00"]
+        else:
+            b = [b"\x00\x00\x00" + struct.pack("<H", 0x0a if more else 2) +
+                 b"\x00\x00"]
+        out += b
+        if b[-1][:1] == b"\xff":
+            break
+    conn.sendall(b"".join(my_packet(1 + i, b) for i, b in enumerate(out)))
+
+
 MY_LAST = "INSERT"  # the last statement before the command
 MY_GRANTS = []  # the w-tail... modes' INSERTs
 
@@ -712,6 +771,11 @@ def my_wire_fault(name, conn):
     elif name == "nogalera":
         conn.sendall(my_packet(0, my_greeting(
             version=b"5.5.5-10.11.6-MariaDB-hostile")))
+    elif name.startswith("multi"):  # takes statements together
+        g = my_greeting(False, plugin)
+        i = g.index(b"\0") + 1 + 4 + 8 + 1 + 2 + 1 + 2
+        conn.sendall(my_packet(0, g[:i] + struct.pack(
+            "<H", struct.unpack("<H", g[i:i + 2])[0] | 1) + g[i + 2:]))
     else:
         conn.sendall(my_packet(0, my_greeting(False, plugin)))
     got = my_read(conn)
@@ -761,7 +825,11 @@ def my_wire_fault(name, conn):
                 my_got("quit")
             return
         sql = got[1][1:].decode(errors="replace")
-        my_got("sql " + sql[:60])
+        for st in sql.split("; "):
+            my_got("sql " + st[:60])
+        if name.startswith("multi"):
+            my_multi(name, conn, sql)
+            continue
         ans = {
             "ansempty": [b""],
             "ansokshort": [b"\x00"],
