@@ -663,7 +663,7 @@ wire_refused() {
 	[ ! -e "$T/ran" ]
 }
 
-@test "MySQL: a fence the server refuses to write (read-only), and a RELEASE_LOCK that fails too: each try's session is ended, so the lock it took goes with it" {
+@test "MySQL: a fence the server refuses to write (read-only), and a RELEASE_LOCK that fails too: each try's session is ended, so the lock it took goes with it; one that succeeds keeps the session" {
 	store_built mysql
 	hostile mysql w-givebackfail
 	URL=$(url mysql)
@@ -680,6 +680,20 @@ wire_refused() {
 	assert_equal "$(grep -c '^sql SET SESSION' "$T/port.got")" "$tries"
 	assert_equal "$(grep -c '^sql SELECT RELEASE_LOCK' "$T/port.got")" "$tries"
 	assert_equal "$(grep -c accepted "$T/port.conns")" "$tries"
+	# A give-back that succeeds keeps the session for the next try.
+	kill_bg
+	BG_PIDS=
+	rm -f "$T/port.got" "$T/port.conns"
+	hostile mysql w-givebackok
+	URL=$(url mysql)
+	measured -w 1s job touch "$T/ran"
+	assert_equal "$status" 125
+	[ ! -e "$T/ran" ]
+	tries=$(grep -c "^sql SELECT IF(IS_USED_LOCK" "$T/port.got")
+	(( tries >= 2 ))
+	assert_equal "$(grep -c '^sql SELECT RELEASE_LOCK' "$T/port.got")" "$tries"
+	assert_equal "$(grep -c '^sql SET SESSION' "$T/port.got")" 1
+	assert_equal "$(grep -c accepted "$T/port.conns")" 1
 }
 
 @test "MySQL: a prefix too long for the lock's name (?prefix= of 120 bytes): 125, one line, before any statement" {

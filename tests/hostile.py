@@ -103,6 +103,8 @@ first 60 characters go to PORTFILE.got ("sql ..."):
               or ours not holding it
   w-givebackfail  the fence's INSERT refused (read-only), and the
               RELEASE_LOCK that gives the lock back too
+  w-givebackok  the fence's INSERT refused (read-only), the RELEASE_LOCK
+              answered
   w-clear     a switch to mysql_clear_password (with PROTO mysql-unix,
               on the Unix socket PORTFILE.sock): lr must send Hunter2-pw
               and its NUL, anon a NUL alone
@@ -869,8 +871,8 @@ def my_wire_fault(name, conn):
             else:
                 my_rows(conn, ["x"], [["42"]])
                 continue
-        if name == "givebackfail" and sql.startswith("INSERT INTO "
-                                                     "leaserun_fences"):
+        if name in ("givebackfail", "givebackok") and \
+                sql.startswith("INSERT INTO leaserun_fences"):
             err = (1290, b"HY000The MariaDB server is running with the "
                    b"--read-only option so it cannot execute this statement")
         if name == "givebackfail" and sql.startswith("SELECT RELEASE_LOCK("):
