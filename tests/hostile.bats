@@ -781,3 +781,30 @@ wire_refused() {
 	done
 	wire_refused multi-rowerr "setting up the session on MySQL at 127\.0\.0\.1:[0-9]+ failed: Query execution was interrupted \(1317\)"
 }
+
+@test "MySQL: greeted with a login method leaserun does not speak, then switched to one it does: no scramble in the first answer, the password's in the second; the command runs" {
+	store_built mysql
+	hostile mysql w-unknownmethod
+	URL=$(url mysql)
+	measured -w 2s job sh -c 'echo "fence $LEASERUN_FENCE"'
+	assert_equal "$status" 0
+	assert_equal "$output" "fence 5"
+	assert_equal "$stderr" ""
+	grep -qx "login scramble 0" "$T/port.got"
+}
+
+@test "MySQL: a user name too long for the login packet: 125 at once, nothing sent" {
+	store_built mysql
+	hostile mysql w-none
+	u=$(printf 'u%.0s' {1..1000})
+	URL="mysql://$u:Hunter2-pw@127.0.0.1:$HPORT/db"
+	measured -w 2s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	(( MS < 1500 ))
+	# (The reason, "the user name is too long", is cut off the line by
+	# the URL, which the line names first.)
+	run ! grep -q "login" "$T/port.got"
+	no_secret
+	[ ! -e "$T/ran" ]
+}

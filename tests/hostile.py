@@ -112,6 +112,10 @@ first 60 characters go to PORTFILE.got ("sql ..."):
               together (CLIENT_MULTI_STATEMENTS): the look for the others
               sent with the setup answered without a row, or an error
               after the first row of SHOW VARIABLES
+  w-unknownmethod  greets with auth_gssapi_client, then switches the
+              client to mysql_native_password
+  (each w- mode writes "login scramble N", the length of the scramble
+  in the client's login)
   w-fence3    the lock's INSERT answered with the insert id (the fence,
               5) as a 3-byte length-encoded integer
   w-tail...   the answer before the command followed by bytes unasked
@@ -768,6 +772,8 @@ def my_wire_fault(name, conn):
     plugin = b"mysql_native_password"
     if name in ("loginstep3", "loginloop"):
         plugin = b"caching_sha2_password"
+    if name == "unknownmethod":
+        plugin = b"auth_gssapi_client"
     if name.startswith("greet"):
         conn.sendall(my_packet(0, my_greeting_fault(name)))
     elif name == "nogalera":
@@ -783,6 +789,21 @@ def my_wire_fault(name, conn):
     got = my_read(conn)
     if got is None:
         return
+    end = got[1].find(b"\0", 32)
+    if end > 0 and end + 1 < len(got[1]):  # the scramble's length
+        my_got("login scramble %d" % got[1][end + 1])
+    if name == "unknownmethod":
+        # Greeted with a method the client does not speak: it answers
+        # without a scramble, and the server switches it to
+        # mysql_native_password.
+        new = b"ABCDEFGHIJKLMNOPQRST"
+        conn.sendall(my_packet(2, b"\xfemysql_native_password\0" + new +
+                               b"\0"))
+        got = my_read(conn)
+        if got is None or got[1] != my_native(MY_PASSWORD, new):
+            my_denied(conn, 4)
+            return
+        conn.sendall(my_packet(4, MY_OK))
     if name == "clear":
         # A switch to mysql_clear_password: the password and its NUL,
         # for lr; for anon, the empty one (a NUL alone).
@@ -817,7 +838,7 @@ def my_wire_fault(name, conn):
         drain(conn)
         time.sleep(30)
         return
-    if name != "clear":
+    if name not in ("clear", "unknownmethod"):
         conn.sendall(my_packet(2, MY_OK))
     first = True
     while True:
