@@ -808,3 +808,15 @@ wire_refused() {
 	no_secret
 	[ ! -e "$T/ran" ]
 }
+
+@test "MySQL: a semaphore's try answered after its deadline: that session is ended (its late answer may hold a slot), the next try on a new one gets slot 0" {
+	store_built mysql
+	hostile mysql w-slotslow
+	URL=$(url mysql)
+	measured -t 1s -w 5s -l 2 job sh -c 'echo "slot $LEASERUN_SLOT"'
+	assert_equal "$status" 0
+	assert_equal "$output" "slot 0"
+	assert_equal "$(grep -c '^sql SELECT CASE WHEN GET_LOCK' "$T/port.got")" 2
+	assert_equal "$(grep -c accepted "$T/port.conns")" 2
+	assert_equal "$(grep -c '^sql SET SESSION' "$T/port.got")" 2
+}

@@ -116,6 +116,8 @@ first 60 characters go to PORTFILE.got ("sql ..."):
               client to mysql_native_password
   (each w- mode writes "login scramble N", the length of the scramble
   in the client's login)
+  w-slotslow  a semaphore's first try answered 1.5 s late, later ones
+              at once
   w-fence3    the lock's INSERT answered with the insert id (the fence,
               5) as a 3-byte length-encoded integer
   w-tail...   the answer before the command followed by bytes unasked
@@ -909,6 +911,13 @@ def my_wire_fault(name, conn):
             # without the lock.
             my_rows(conn, ["x", "y"], [["1", "8"] if name == "changed"
                                        else ["0", "7"]])
+            continue
+        if name == "slotslow" and sql.startswith("SELECT CASE WHEN GET_LOCK("):
+            # A semaphore's try: slot 0, the first time 1.5 s late.
+            MY_GRANTS.append(sql)
+            if len(MY_GRANTS) == 1:
+                time.sleep(1.5)
+            my_rows(conn, ["x"], [["0"]])
             continue
         if name == "fence3" and sql.startswith("INSERT"):
             conn.sendall(my_packet(1, b"\x00\x01\xfd\x05\x00\x00\x02\x00"
