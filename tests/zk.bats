@@ -513,6 +513,35 @@ interval_cmd() {
 	assert_equal "$(nnodes t22 /app/env/locks/t22)" 0
 }
 
+@test "?root= with trailing slashes, and root=/ (the leases right under the chroot)" {
+	export LEASERUN_URL="zk://$ZK_EP/app2?root=/locks//"
+	hold t22b
+	assert_equal "$(nnodes t22b /app2/locks/t22b)" 1
+	release t22b
+	assert_holder_rc 0
+	export LEASERUN_URL="zk://$ZK_EP/app3?root=/"
+	hold t22c
+	assert_equal "$(nnodes t22c /app3/t22c)" 1
+	release t22c
+	assert_holder_rc 0
+}
+
+@test "nodes in a lease directory that leaserun did not make are neither holders nor waiters" {
+	# slot2- without its number, a lock- name without a sequence number,
+	# sem without its limit: what a person could leave there by hand.
+	zk_cli "$ZK_EP" "create /leaserun" "create /leaserun/t27" \
+		"create /leaserun/t27/slot2-" "create /leaserun/t27/lock-not-a-sequence" \
+		"create /leaserun/t27/sem-x" >/dev/null
+	run zk_cli "$ZK_EP" "ls /leaserun/t27"
+	assert_output --partial "[lock-not-a-sequence, sem-x, slot2-]"
+	run "$LEASERUN" --status t27
+	assert_failure 1
+	assert_output --partial "free"
+	run --separate-stderr "$LEASERUN" -n t27 sh -c 'echo ran'
+	assert_success
+	assert_output "ran"
+}
+
 @test "bad zk URLs are refused with 125 and a reason" {
 	run "$LEASERUN" -U "zk://$ZK_EP?bogus=1" u1 true
 	assert_failure 125
@@ -718,6 +747,114 @@ interval_cmd() {
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
+# cut_proxy PATTERN: a proxy to the server that lets the first request
+# holding PATTERN run on it, loses its reply and closes the connection
+# (tests/cutproxy); its URL in CUT_URL, $BATS_TEST_TMPDIR/cut made when
+# it cut.
+cut_proxy() {
+	local d=$BATS_TEST_TMPDIR
+	rm -f "$d/cut" "$d/cport"
+	"$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
+	BG_PIDS="${BG_PIDS:-} $!"
+	wait_until 5 test -s "$d/cport"
+	CUT_URL="zk://127.0.0.1:$(cat "$d/cport")"
+}
+
+# The czxid of node $1, in decimal.
+czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
+
+@test "faults: a create whose reply is lost: the node it made is found by its token and held, its czxid the fence; one it did not make is made again" {
+	# f5's directory is there: the create makes our node, and the
+	# listing after the reconnect shows it, with our token.
+	run "$LEASERUN" f5 true
+	assert_success
+	cut_proxy "/leaserun/f5/lock-"
+	hold f5 -t 10s -w 20s --url="$CUT_URL"
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_equal "$(nnodes f5)" 1
+	node=$(nodes f5)
+	# That very node (the first run's was 0), not one made after it.
+	[[ $node == *-0000000001 ]]
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/f5.fence")" "$(czxid "/leaserun/f5/$node")"
+	release f5
+	assert_holder_rc 0
+	assert_equal "$(nnodes f5)" 0
+	# f5b's is not: that create fails on the server, and the listing
+	# after the reconnect has no node of ours; the directory and the
+	# node are made, once.
+	cut_proxy "/leaserun/f5b/lock-"
+	hold f5b -t 10s -w 20s --url="$CUT_URL"
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_equal "$(nnodes f5b)" 1
+	node=$(nodes f5b)
+	[[ $node == *-0000000000 ]]
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/f5b.fence")" "$(czxid "/leaserun/f5b/$node")"
+	release f5b
+	assert_holder_rc 0
+	assert_equal "$(nnodes f5b)" 0
+}
+
+@test "faults: a semaphore's slot create whose reply is lost: the slot node made is found and held, no other slot taken" {
+	cut_proxy "/leaserun/f6/slot2-"
+	d=$BATS_TEST_TMPDIR
+	mkfifo "$d/gate"
+	"$LEASERUN" -t 10s -w 20s -l 2 --url="$CUT_URL" f6 sh -c \
+		'echo "$LEASERUN_FENCE $LEASERUN_SLOT" > "$0/got"; exec cat "$0/gate"' "$d" \
+		2>"$d/err" 3>&- &
+	HOLDER=$!
+	BG_PIDS="$BG_PIDS $HOLDER"
+	wait_file "$d/got"
+	[ -e "$d/cut" ]
+	# The slot node alone: the queue node was deleted after the claim.
+	run zk_cli "$ZK_EP" "ls /leaserun/f6"
+	assert_line --partial "[slot2-0]"
+	assert_equal "$(cat "$d/got")" "$(czxid /leaserun/f6/slot2-0) 0"
+	echo go >"$d/gate"
+	assert_holder_rc 0
+	run zk_cli "$ZK_EP" "ls /leaserun/f6"
+	assert_line --partial "[]"
+}
+
+@test "faults: a waiter stopped past its TTL three times gets three new sessions and keeps one wait set: no descriptor leaks" {
+	hold f7 -t 20s
+	d=$BATS_TEST_TMPDIR
+	# (Without -v: -v opens a handle of its own to name the holder.)
+	"$LEASERUN" -t 1s -w 60s f7 true 2>"$d/w.err" 3>&- &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 eval '[ "$(nnodes f7)" = 2 ]'
+	fds0=$(ls /proc/$w/fd | wc -l)
+	for i in 1 2 3; do
+		place=$(nodes f7 | sort | tail -n1)
+		kill -STOP "$w"
+		# The server expires its session and deletes its node.
+		wait_until 15 eval '! nodes f7 | grep -qx "$place"'
+		kill -CONT "$w"
+		# A new session, and a new node in the queue.
+		wait_until 15 eval '[ "$(nnodes f7)" = 2 ]' || { cat "$d/w.err"; false; }
+		alive "$w"
+	done
+	fds=$(ls /proc/$w/fd | wc -l)
+	echo "descriptors: $fds0 at first, $fds after three new sessions"
+	assert_equal "$fds" "$fds0"
+	release f7
+	assert_holder_rc 0
+	wait_rc "$w"
+	assert_equal "$RC" 0
+}
+
+@test "faults: a --break whose reply is lost: 125 and one line saying the connection was lost; the holder was stopped all the same" {
+	hold f8 -t 20s
+	cut_proxy "/leaserun/f8/lock-"
+	run --separate-stderr "$LEASERUN" --break --url="$CUT_URL" f8
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_equal "$stderr" "leaserun: f8: cannot break f8: ZooKeeper at 127.0.0.1:${CUT_URL##*:}: break: not connected (lost the connection; no server answered in time)"
+	assert_holder_rc 124
+	assert_equal "$(nnodes f8)" 0
+}
+
 # --- one cron job across a fleet (helpers.bash) ---
 
 @test "cron: hosts 3 minutes apart run the job once per period, by the server's node times" {
@@ -742,6 +879,47 @@ interval_cmd() {
 
 @test "cron: --splay spreads the starts" {
 	cron_splay zk-cron-splay
+}
+
+@test "cron: a clock node another ZooKeeper user made cannot be stamped, also after a lost reply: 125, one line naming NOAUTH, the job never runs" {
+	# The lease directory made without credentials, so anyone may queue
+	# in it; the clock node then made by alice, which only she may set.
+	run "$LEASERUN" zk-cron-noauth true
+	assert_success
+	run env LEASERUN_URL="zk://alice:right-pw@$ZK_EP" "$LEASERUN" --once-per 1h zk-cron-noauth true
+	assert_success
+	# And the first stamp's reply is lost (the connection dies): the
+	# stamp is tried again, and refused.
+	cut_proxy "/leaserun/zk-cron-noauth/clock"
+	# (-n: a failure that heals would be ridden out by taking the lease
+	# again; the stamp must be tried again within the one round.)
+	run --separate-stderr "$LEASERUN" -n --url="$CUT_URL" --once-per 1h zk-cron-noauth sh -c 'echo ran'
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_failure 125
+	assert_output ""
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"cannot record the start of the run (--once-per 1h): ZooKeeper at ${CUT_URL#zk://}: set /leaserun/zk-cron-noauth/clock: not allowed (NOAUTH: wrong credentials, or the node belongs to another ZooKeeper user)" ]]
+	assert_equal "$(nnodes zk-cron-noauth)" 0
+}
+
+@test "cron: a run record whose write loses its reply is read again: recorded once, the job runs once, the next run is held back" {
+	# The record ("FENCE PERIOD START END STATUS PID HOST") is the only
+	# request with " HOST" in it; its first write runs on the server and
+	# its reply is lost.
+	cut_proxy " $(hostname)"
+	# (-n: the write is looked at again within the one round, not by
+	# taking the lease again.)
+	run --separate-stderr "$LEASERUN" -n --url="$CUT_URL" --once-per 1h zk-cron-cut sh -c 'echo ran'
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_success
+	assert_output "ran"
+	[ -z "$stderr" ]
+	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-cut/run"
+	assert_output --regexp "[0-9]+ 3600000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)"
+	run --separate-stderr "$LEASERUN" --once-per 1h -n zk-cron-cut sh -c 'echo ran'
+	assert_failure 1
+	assert_output ""
+	assert_regex "$stderr" "last run started .* on $(hostname) pid [0-9]+, fence [0-9]+; next run allowed in 59m"
 }
 
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
