@@ -208,6 +208,45 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "ZooKeeper: a server that answers as read-only, which we never ask for: 125 at once, one line saying so" {
+	store_built zk
+	hostile zk readonly
+	URL=$(url zk)
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"ZooKeeper at 127.0.0.1:$HPORT: the server answered as read-only (is it ZooKeeper?)" ]]
+	(( MS < 3000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "ZooKeeper: credentials the server refuses: 125 at once, one line saying so, without the password" {
+	store_built zk
+	hostile zk authfail
+	URL="zk://lr:Hunter2-pw@127.0.0.1:$HPORT"
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"ZooKeeper at 127.0.0.1:$HPORT: create: authentication failed" ]]
+	[[ $stderr != *Hunter2-pw* ]]
+	(( MS < 3000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "ZooKeeper: --status and --break when the server refuses our credentials: 125 at once, one line saying so" {
+	store_built zk
+	hostile zk authfail
+	URL="zk://lr:Hunter2-pw@127.0.0.1:$HPORT"
+	for op in --status --break; do
+		measured $op job
+		assert_equal "$status" 125
+		assert_equal "${#stderr_lines[@]}" 1
+		[[ $stderr == *"ZooKeeper at 127.0.0.1:$HPORT: list: authentication failed" ]]
+		[[ $stderr != *Hunter2-pw* ]]
+		(( MS < 3000 ))
+	done
+}
+
 # ---- etcd ----
 # hostile.py's etcd modes speak HTTP/2 and answer every gRPC request
 # stream (the first round trip is the lease grant, the transaction and the

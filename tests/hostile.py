@@ -27,6 +27,10 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                prefix claims 2 GB, and its body as fast as the client
                takes it
   zk endless   answer the session request, then ping replies without end
+  zk readonly  answer the session request as a read-only server (one the
+               client did not ask for), then read what comes
+  zk authfail  answer the session request, read the credentials, and
+               refuse them (AUTHFAILED) once the next request comes
 etcd modes (PROTO etcd): a server that speaks enough HTTP/2 (cleartext,
 prior knowledge) to answer each gRPC request stream with HEADERS
 (:status 200, content-type application/grpc), then misbehaves:
@@ -192,15 +196,39 @@ def zk_session(conn):
     return 0 <= n < 1 << 16 and read_exact(conn, n) is not None
 
 
+def zk_request(conn):
+    """Reads one request frame: its xid, or None if the client went."""
+    head = read_exact(conn, 4)
+    if not head:
+        return None
+    (n,) = struct.unpack("!i", head)
+    body = read_exact(conn, n) if 8 <= n < 1 << 20 else None
+    return struct.unpack("!i", body[:4])[0] if body else None
+
+
 def zk_serve(mode, conn):
     if not zk_session(conn):
         return
-    drain(conn)
+    if mode != "authfail":
+        drain(conn)
     # ConnectResponse: protocol 0, timeout 10s, a session, its password,
-    # not read-only.
+    # read-only only in mode readonly.
     conn.sendall(zk_frame(struct.pack("!iiqi16sB", 0, 10000, 0x1234,
-                                      16, b"p" * 16, 0)))
-    if mode == "huge":
+                                      16, b"p" * 16,
+                                      mode == "readonly")))
+    if mode == "readonly":
+        threading.Event().wait()
+    elif mode == "authfail":
+        # The credentials (xid -4), then whatever comes next: the reply
+        # to the credentials, ZAUTHFAILED (-115).
+        while zk_request(conn) not in (-4, None):
+            pass
+        if zk_request(conn) is None:
+            return
+        conn.sendall(zk_frame(struct.pack("!iqi", -4, 0, -115)))
+        drain(conn)
+        threading.Event().wait()
+    elif mode == "huge":
         conn.sendall(struct.pack("!I", 0x7fffffff))
         zeros = b"\0" * 65536
         while True:
@@ -1039,7 +1067,8 @@ def serve(proto, mode, conn):
                             b"Mhostile notice\0\0")
         while True:
             conn.sendall(notice * 256)
-    elif proto == "zk" and mode in ("huge", "endless"):
+    elif proto == "zk" and mode in ("huge", "endless", "readonly",
+                                    "authfail"):
         zk_serve(mode, conn)
     elif proto == "etcd" and mode in ("huge", "endless"):
         etcd_serve(mode, conn)
