@@ -11,6 +11,11 @@
  * server and its reply is lost, as when a connection dies at the wrong
  * moment.  Every other connection is relayed as it is.  Runs until it is
  * killed.
+ *
+ * With CUTPROXY_DROP set in the environment, the bytes holding PATTERN
+ * (and all the client sends after them on that connection) do not reach
+ * the server either: the request is lost before it runs, as when the
+ * connection dies while it is sent.
  */
 #define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
@@ -100,7 +105,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
 	struct pair pairs[MAXPAIRS];
-	int lfd, upstream, done = 0, i;
+	int lfd, upstream, done = 0, i, drop = getenv("CUTPROXY_DROP") != NULL;
 
 	if (argc != 4 || strlen(argv[2]) >= sizeof(pairs[0].tail)) {
 		fprintf(stderr, "usage: cutproxy UPSTREAM_PORT PATTERN "
@@ -162,13 +167,19 @@ int main(int argc, char **argv)
 			if (cr & (POLLIN | POLLHUP | POLLERR)) {
 				char buf[65536];
 				ssize_t k = read(p->cl, buf, sizeof(buf));
+				int hit;
 
-				if (k <= 0 ||
+				if (k <= 0) {
+					pair_close(p);
+					continue;
+				}
+				hit = !done && holds(p, buf, (size_t)k, argv[2]);
+				if (!(drop && (hit || p->cut)) &&
 				    write(p->up, buf, (size_t)k) != k) {
 					pair_close(p);
 					continue;
 				}
-				if (!done && holds(p, buf, (size_t)k, argv[2])) {
+				if (hit) {
 					done = p->cut = 1;
 					p->close_at = now_ms() + 200;
 					close(open(argv[3], O_WRONLY | O_CREAT,

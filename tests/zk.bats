@@ -747,14 +747,15 @@ interval_cmd() {
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
-# cut_proxy PATTERN: a proxy to the server that lets the first request
-# holding PATTERN run on it, loses its reply and closes the connection
+# cut_proxy PATTERN [drop]: a proxy to the server that lets the first
+# request holding PATTERN run on it (with drop: loses it before it
+# reaches the server), loses its reply and closes the connection
 # (tests/cutproxy); its URL in CUT_URL, $BATS_TEST_TMPDIR/cut made when
 # it cut.
 cut_proxy() {
 	local d=$BATS_TEST_TMPDIR
 	rm -f "$d/cut" "$d/cport"
-	"$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
+	env ${2:+CUTPROXY_DROP=1} "$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
 	BG_PIDS="${BG_PIDS:-} $!"
 	wait_until 5 test -s "$d/cport"
 	CUT_URL="zk://127.0.0.1:$(cat "$d/cport")"
@@ -812,6 +813,21 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	echo go >"$d/gate"
 	assert_holder_rc 0
 	run zk_cli "$ZK_EP" "ls /leaserun/f6"
+	assert_line --partial "[]"
+}
+
+@test "faults: a semaphore's slot create lost before it reaches the server: claimed again, granted once, slot 0" {
+	cut_proxy "/leaserun/f9/slot2-" drop
+	d=$BATS_TEST_TMPDIR
+	run --separate-stderr "$LEASERUN" -v -t 10s -w 20s -l 2 --url="$CUT_URL" f9 sh -c \
+		'echo "$LEASERUN_FENCE $LEASERUN_SLOT"; ls "$0"' "$d"
+	[ -e "$d/cut" ]
+	assert_success
+	printf '%s\n' "$stderr"
+	assert_equal "$(grep -c acquired <<<"$stderr")" 1
+	[[ $stderr != *lost* ]]
+	[[ ${lines[0]} == *" 0" ]]
+	run zk_cli "$ZK_EP" "ls /leaserun/f9"
 	assert_line --partial "[]"
 }
 
