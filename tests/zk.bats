@@ -831,6 +831,29 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_line --partial "[]"
 }
 
+@test "faults: a semaphore's queue node whose delete is lost is deleted at the next renewal: the next run takes the other slot while the first holds" {
+	# The first request naming a node of sequence 0 is the delete of
+	# the first run's queue node, after its claim: it never runs.
+	cut_proxy "-0000000000" drop
+	d=$BATS_TEST_TMPDIR
+	mkfifo "$d/gate"
+	"$LEASERUN" -t 3s -l 2 --url="$CUT_URL" f10 sh -c \
+		'echo "$LEASERUN_SLOT" > "$0/a"; exec cat "$0/gate"' "$d" 2>"$d/a.err" 3>&- &
+	HOLDER=$!
+	BG_PIDS="$BG_PIDS $HOLDER"
+	wait_file "$d/a"
+	[ -e "$d/cut" ]
+	assert_equal "$(cat "$d/a")" 0
+	run --separate-stderr "$LEASERUN" -t 3s -l 2 -w 10s f10 sh -c 'echo "$LEASERUN_SLOT"'
+	assert_success
+	assert_output 1
+	alive "$HOLDER"
+	echo go >"$d/gate"
+	assert_holder_rc 0
+	run zk_cli "$ZK_EP" "ls /leaserun/f10"
+	assert_line --partial "[]"
+}
+
 @test "faults: a waiter stopped past its TTL three times gets three new sessions and keeps one wait set: no descriptor leaks" {
 	hold f7 -t 20s
 	d=$BATS_TEST_TMPDIR
