@@ -854,6 +854,32 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_line --partial "[]"
 }
 
+@test "faults: a waiter whose node is deleted unseen (the watch on it was lost with its connection) takes a new place when its turn comes" {
+	hold f11 -t 20s
+	# The holder's node is of sequence 0, the waiter's 1: the first
+	# request naming it is the exists that puts the waiter's watch on
+	# it, which is lost before it reaches the server.
+	cut_proxy "-0000000001" drop
+	d=$BATS_TEST_TMPDIR
+	"$LEASERUN" -t 20s -w 30s --url="$CUT_URL" f11 sh -c 'echo ran > "$0/ran"' "$d" 2>"$d/w.err" 3>&- &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 test -e "$d/cut"
+	wait_until 10 eval '[ "$(nnodes f11)" = 2 ]'
+	mine=$(nodes f11 | grep -- -0000000001)
+	zk_cli "$ZK_EP" "delete /leaserun/f11/$mine" || true
+	assert_equal "$(nnodes f11)" 1
+	sleep 0.5
+	alive "$w"
+	release f11
+	assert_holder_rc 0
+	wait_rc "$w"
+	cat "$d/w.err"
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	assert_equal "$(nnodes f11)" 0
+}
+
 @test "faults: a waiter stopped past its TTL three times gets three new sessions and keeps one wait set: no descriptor leaks" {
 	hold f7 -t 20s
 	d=$BATS_TEST_TMPDIR
