@@ -479,8 +479,14 @@ queued_on_both() {
 		AND wait_event_type = 'Lock' AND wait_event = 'advisory'")" = 2 ]
 }
 
+# Leaserun pid $2 waits on both slots of lease $1 again, without backend $3.
+requeued() {
+	queued_on_both "$1" "$2" &&
+		[ -z "$(pg_sql "SELECT pid FROM pg_stat_activity WHERE pid = $3")" ]
+}
+
 @test "--limit 2: a waiter queued on both slots whose second session is terminated queues again, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR id one first
+	local n d=$BATS_TEST_TMPDIR id one first second
 	n=$(name)
 	for id in a b; do
 		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
@@ -497,13 +503,17 @@ queued_on_both() {
 	first=$(pg_sql "SELECT pid FROM pg_stat_activity
 		WHERE application_name LIKE 'leaserun:$n@%:$c'
 		ORDER BY backend_start LIMIT 1")
-	# An administrator ends the session that waits for slot 1 (the newer).
-	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	second=$(pg_sql "SELECT pid FROM pg_stat_activity
 		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start DESC LIMIT 1")" = t ]
+		ORDER BY backend_start DESC LIMIT 1")
+	# An administrator ends the session that waits for slot 1 (the newer).
+	[ "$(pg_sql "SELECT pg_terminate_backend($second)")" = t ]
 	# It waits on, on both slots again, and nothing of it runs yet; its
-	# first session, which holds its place at the gate, is the same.
-	wait_until 10 queued_on_both "$n" "$c"
+	# first session, which holds its place at the gate, is the same, and
+	# stays so.
+	wait_until 10 requeued "$n" "$c" "$second"
+	sleep 1
+	queued_on_both "$n" "$c"
 	assert_equal "$(pg_sql "SELECT pid FROM pg_stat_activity
 		WHERE application_name LIKE 'leaserun:$n@%:$c'
 		ORDER BY backend_start LIMIT 1")" "$first"
