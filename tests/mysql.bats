@@ -99,6 +99,15 @@ gone() {
 	[[ "$stderr" == *DATABASE* ]]
 }
 
+@test "a URL of a kilobyte (a long user name): its one line is cut in the URL, not in the reason" {
+	local port u
+	port=$("$LR_BUILDDIR/tests/freeport")
+	u=$(printf 'u%.0s' {1..1000})
+	LEASERUN_URL="mysql://$u@127.0.0.1:$port/x" run -125 --separate-stderr lr -n "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == "leaserun: $(name): cannot open mysql://uuuu"*"u...: cannot connect to MySQL at 127.0.0.1:$port: Connection refused" ]]
+}
+
 @test "several hosts: the first that answers is used" {
 	dead=$("$LR_BUILDDIR/tests/freeport")
 	LEASERUN_URL="mysql://lr:$MY_PASSWORD@127.0.0.1:$dead,127.0.0.1:$MY_PORT/lr" \
