@@ -19,6 +19,7 @@ redis_test_teardown() {
 	# this one did.
 	kill -CONT "$(redis_pid)" 2>/dev/null || true
 	rcli config set maxmemory-policy noeviction >/dev/null || true
+	rcli config set notify-keyspace-events "" >/dev/null || true
 	rcli config set maxclients 10000 busy-reply-threshold 5000 >/dev/null || true
 	if grep -q '^appendonly no' "$REDIS_DIR/redis.conf"; then
 		redis_persist on || true

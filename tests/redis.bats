@@ -146,6 +146,18 @@ conns() { rcli info stats | tr -d '\r' | sed -n 's/^total_connections_received:/
 	grep -q "gone or held by another owner" "$BATS_TEST_TMPDIR/$n.err"
 }
 
+@test "an ACL user who may not run INFO: one warning that the replicas cannot be counted, with the server's reason, however many renewals" {
+	n=$(name)
+	url=$(acl_user lr-noinfo '&leaserun:*' '&__redis__:invalidate' \
+		'&__keyspace@*__:leaserun:*' +@all -@dangerous)
+	LEASERUN_URL=$url run --separate-stderr lr -t 600ms "$n" sleep 1.5
+	assert_success
+	echo "# $stderr" >&3
+	run grep -c "cannot count the replicas (INFO replication: NOPERM" <<<"$stderr"
+	assert_output 1
+	is_free "$n"
+}
+
 @test "an ACL user who may not SUBSCRIBE: one warning at once; renew checks the key and a waiter still gets the lease" {
 	n=$(name)
 	url=$(acl_user lr-nosub '&leaserun:*' +@all -@dangerous +info)
@@ -360,6 +372,21 @@ queued() { [ "$(rcli zcard "leaserun:waiters:{$1}")" -ge 1 ]; }
 	[[ "$stderr" != *"clear text"* ]]
 }
 
+@test "a password in clear text to an IPv6 address: no warning for ::1 or ::ffff:127.0.0.1, one for any other" {
+	port=$("$LR_BUILDDIR/tests/freeport")
+	for h in '[::1]' '[::ffff:127.0.0.1]'; do
+		LEASERUN_URL="redis://:Clear-Pw-1@$h:$port" run -125 --separate-stderr \
+			lr -n "$(name)" true
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" != *"clear text"* ]]
+	done
+	# ::127.0.0.1 (IPv4-compatible, not mapped) is not this machine.
+	LEASERUN_URL="redis://:Clear-Pw-1@[::7f00:1]:$port" run -125 --separate-stderr \
+		lr -n "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 2 ]
+	[[ "${stderr_lines[0]}" == *"redis at [::7f00:1]:$port: the password goes in clear text"* ]]
+}
+
 @test "a bad URL option fails with 125 and names it" {
 	LEASERUN_URL="$REDIS_URL?colour=blue" run -125 --separate-stderr lr "$(name)" true
 	[[ "$stderr" == *"unknown redis URL option 'colour'"* ]]
@@ -539,6 +566,53 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	# one read back of its own grant (its watch was on before): no read
 	# back for the waiters' queue traffic or the holder's renewals.
 	(( reads <= 2 + 3 * 3 ))
+}
+
+# ks_tries N CMDS: runs the transaction CMDS (one command a line) N times,
+# 0.2s apart, and prints the script calls (a waiter's tries) meanwhile.
+ks_tries() {
+	local i
+	rcli config resetstat >/dev/null
+	for i in $(seq "$1"); do
+		printf 'MULTI\n%sEXEC\n' "$2" | rcli >/dev/null
+		sleep 0.2
+	done
+	script_calls
+}
+
+@test "notify-keyspace-events on: a waiter tries at once when the key is deleted or expires, not when another holder renews it" {
+	n=$(name)
+	k=$(keyof "$n")
+	other="other-token 1 1 1 elsewhere"
+	rcli config set notify-keyspace-events KEA >/dev/null
+	rcli set "$k" "$other" px 60000 >/dev/null
+	"$LEASERUN" -w 20 "$n" true &
+	w=$!
+	BG_PIDS=$w
+	wait_until 10 test "$(rcli pubsub numsub "__keyspace@0__:$k" | tail -n 1)" = 1
+	# Past the first tries' backoff: from here on, tries of its own
+	# are 1.2s apart at least.
+	sleep 2.5
+	# The other holder's renewals (set, expire): no try for them.
+	renews=$(ks_tries 10 "SET $k \"$other\" PX 60000
+PEXPIRE $k 60000
+")
+	# Deleted and set again: each deletion is a try.
+	dels=$(ks_tries 10 "DEL $k
+SET $k \"$other\" PX 60000
+")
+	# Expired (read past its time) and set again: each expiry is a try.
+	expired=$(ks_tries 10 "SET $k \"$other\" PXAT 1
+EXISTS $k
+SET $k \"$other\" PX 60000
+")
+	echo "# tries: $renews on renewals, $dels on deletions, $expired on expiries" >&3
+	(( renews <= 4 ))
+	(( dels >= 7 ))
+	(( expired >= 7 ))
+	rcli del "$k" >/dev/null
+	wait_rc "$w"
+	assert_equal "$RC" 0
 }
 
 @test "--break of a free lease succeeds and changes nothing" {
@@ -959,6 +1033,18 @@ info_calls() {
 
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status "$(name)"
+}
+
+@test "cron: --status with a run record that is not a hash: the holder still shown, and one warning with the server's reason" {
+	n=$(name)
+	rcli set "leaserun:run:{$n}" not-a-hash >/dev/null
+	start_holder "$n" -t 20s
+	run --separate-stderr lr --status "$n"
+	rcli del "leaserun:run:{$n}" >/dev/null
+	assert_success
+	assert_output --partial "$(hostname) pid $BG"
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"cannot read the last run: redis at 127.0.0.1:$REDIS_PORT: WRONGTYPE"* ]]
 }
 
 @test "cron: an ACL user with the documented rights keeps the runs" {
