@@ -518,6 +518,10 @@ second_crev() {
 	run "$LEASERUN" -U "etcd://$LRE_EP?cacert=/x" t17 true
 	assert_failure 125
 	assert_output --partial "etcds://"
+	# A path is not the prefix: the one line names the option to use.
+	run "$LEASERUN" -U "etcd://$LRE_EP/locks/" t17 true
+	assert_failure 125
+	assert_output --partial "etcd URLs take no path (use ?prefix=locks/)"
 }
 
 @test "?prefix= moves the keys, and an empty prefix excludes etcdctl lock" {
@@ -652,6 +656,21 @@ etcd_auth_start() {
 	assert_regex "$stderr" "authentication"
 	refute_regex "$stderr" "Wrong-pw"
 	(( t1 - t0 < 3000 ))
+}
+
+@test "authentication: a user without rights on the lock's prefix fails with 125 and one line with etcd's reason" {
+	etcd_auth_start
+	E2() { etcdctl --endpoints "$ep" --user root:S3cret-pw "$@" >/dev/null; }
+	E2 role add elsewhere
+	E2 role grant-permission elsewhere --prefix=true readwrite other/
+	E2 user add nokeys --new-user-password=N0keys-pw
+	E2 user grant-role nokeys elsewhere
+	LEASERUN_URL="etcd://nokeys:N0keys-pw@$ep" run --separate-stderr \
+		"$LEASERUN" -w 5 t22c true
+	echo "# $stderr" >&3
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "etcd lock transaction failed at [^ ]+: permission denied$"
 }
 
 @test "a password in clear to a host that is not loopback is warned of, once" {

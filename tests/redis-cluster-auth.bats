@@ -86,3 +86,15 @@ url() { echo "redis+cluster://$1@127.0.0.1:$2"; }
 	[[ $stderr == *"as user 'nobody' failed"* ]]
 	[[ $stderr != *Lr-Pw-456* ]]
 }
+
+@test "--list as a user who may not ask CLUSTER SLOTS: 125, one line with the server's reason" {
+	for p in $CL_PORTS; do
+		ccli "$p" acl setuser noslots reset on '>Ns-Pw-789' '~*' '&*' '+@all' '-cluster|slots' >/dev/null
+	done
+	LEASERUN_URL=$(url "noslots:Ns-Pw-789" "${CL_PORTS%% *}")
+	run -125 --separate-stderr lr --list
+	echo "# $stderr" >&3
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *"CLUSTER SLOTS: NOPERM"* ]]
+	[[ $stderr != *Ns-Pw-789* ]]
+}
