@@ -327,6 +327,19 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "Redis: a run start's reply that is neither granted nor a record ({2, now}), or a record with an integer field: 125 and one line" {
+	store_built redis
+	for m in onceper2 onceper0; do
+		hostile redis "$m"
+		URL=$(url redis)
+		measured --once-per 1h job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_regex "$stderr" "cannot record the start of the run .*run start: unexpected reply"
+		[ ! -e "$T/ran" ]
+	done
+}
+
 @test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence fencedown; do

@@ -51,12 +51,28 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis maxheader  the acquire's reply claims 2^31-1 elements, then
                    nothing
   redis onceper    the --once-per run start's reply is {5, "x"}
+  redis onceper2   the run start's reply is {2, now}: neither 0 nor 1
+  redis onceper0   the run start's reply is a record {0, now, ...} whose
+                   pid is an integer, not a string or nil
   redis nilfence   the grant's fence is nil: {1, nil}
   redis negfence   the grant's fence is -5: {1, -5}
   redis fencedown  the first grant (fence 1000) is found gone by the read
                    back before the command; the next has fence 500
   redis deadmaster a sentinel that names a master nobody listens for
-                   (127.0.0.1:1): one cut off from the others
+                   (127.0.0.1:1): one cut off from the others; or, with
+                   HOSTILE_MASTER_PORT, 127.0.0.1 on that port (a replica:
+                   one whose view is behind a failover)
+  redis badmaster  a sentinel that names a master at port 99999
+  redis busy       a sentinel that names itself as the master, and, as
+                   that master, answers INFO with BUSY (a script runs)
+  redis waitcut    a sentinel that names itself as the master, and, as
+                   that master, says it has two online replicas, grants,
+                   and closes the connection at the WAIT that follows
+  redis longrole   a sentinel that names itself as the master, and, as
+                   that master, says its role is 40 x's
+  redis readonly   a sentinel that names itself as the master, and, as
+                   that master, says role:master but answers each script
+                   READONLY (demoted since: a failover under way)
 MySQL modes (PROTO mysql): a server that greets as MySQL 8.0 does
 (mysql_native_password, no TLS), takes any login, and answers the
 session's setup as a server would:
@@ -498,11 +514,20 @@ def redis_acquire(conn, mode, argv):
 
 def redis_script(conn, mode, body, argv):
     """Answers an EVAL by what its script does."""
-    if b"queue()" in body:
+    if mode == "readonly":
+        conn.sendall(b"-READONLY You can't write against a read only "
+                     b"replica.\r\n")
+    elif b"queue()" in body:
         redis_acquire(conn, mode, argv)
     elif b"HMGET" in body:  # --once-per: the run start
         if mode == "onceper":
             conn.sendall(resp([5, "x"]))
+        elif mode == "onceper2":
+            conn.sendall(resp([2, int(time.time() * 1000)]))
+        elif mode == "onceper0":
+            now = int(time.time() * 1000)
+            conn.sendall(resp([0, now, "1", str(now), "h", 5, "3600000",
+                               str(now), "0"]))
         else:
             conn.sendall(resp([1, int(time.time() * 1000)]))
     elif b"return redis.call('PEXPIRE'" in body:  # renew
@@ -526,6 +551,21 @@ def redis_serve(mode, conn):
         elif name == b"EVAL":
             nkeys = int(cmd[2])
             redis_script(conn, mode, cmd[1], cmd[3 + nkeys:])
+        elif (name == b"INFO" and mode == "longrole" and
+              cmd[1].lower() == b"replication"):
+            conn.sendall(resp("# Replication\r\nrole:" + "x" * 40 + "\r\n"))
+        elif name == b"INFO" and mode == "busy":
+            conn.sendall(b"-BUSY Redis is busy running a script.\r\n")
+        elif (name == b"INFO" and mode == "waitcut" and
+              cmd[1].lower() == b"replication"):
+            conn.sendall(resp("# Replication\r\nrole:master\r\n"
+                              "connected_slaves:2\r\n"
+                              "slave0:ip=127.0.0.1,port=1,state=online,"
+                              "offset=0,lag=0\r\n"
+                              "slave1:ip=127.0.0.1,port=2,state=online,"
+                              "offset=0,lag=0\r\n"))
+        elif name == b"WAIT" and mode == "waitcut":
+            return
         elif name == b"INFO":
             conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
         elif name == b"GET":
@@ -538,7 +578,14 @@ def redis_serve(mode, conn):
         elif name == b"WAIT":
             conn.sendall(resp(0))
         elif name == b"SENTINEL" and mode == "deadmaster":
-            conn.sendall(resp([b"127.0.0.1", b"1"]))
+            port = os.environ.get("HOSTILE_MASTER_PORT", "1").encode()
+            conn.sendall(resp([b"127.0.0.1", port]))
+        elif name == b"SENTINEL" and mode in ("readonly", "busy", "waitcut",
+                                              "longrole"):
+            port = str(redis_state["port"]).encode()
+            conn.sendall(resp([b"127.0.0.1", port]))
+        elif name == b"SENTINEL" and mode == "badmaster":
+            conn.sendall(resp([b"127.0.0.1", b"99999"]))
         elif name == b"PING":
             conn.sendall(b"+PONG\r\n")
         else:  # AUTH, SELECT, CLIENT TRACKING
@@ -1141,6 +1188,7 @@ def main(argv):
         ls.bind(("127.0.0.1", 0))
         port = ls.getsockname()[1]
     ls.listen(16)
+    redis_state["port"] = ls.getsockname()[1]
     tmp = portfile + ".new"
     with open(tmp, "w") as f:
         f.write("%d\n" % port)

@@ -298,6 +298,121 @@ failover_under_load() {
 	(( t1 - t0 < 3000 ))
 }
 
+@test "faults: a sentinel that names a replica as the master (its view behind a failover): the next sentinel is asked, and the run runs" {
+	local d=$BATS_TEST_TMPDIR m r p
+	m=$(sn_master_port)
+	for p in $SN_NODES; do
+		[ "$p" != "$m" ] && { r=$p; break; }
+	done
+	HOSTILE_MASTER_PORT=$r python3 "$LR_SRCDIR/tests/hostile.py" redis deadmaster "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$(cat "$d/port"),127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -w 5 "$(name)" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	[ -s "$d/port.conns" ]
+	# With that sentinel alone, it may heal (the failover ends): the run
+	# waits it out until -w runs out, past the 5s of one open.
+	t0=$(now_ms)
+	LEASERUN_URL="redis+sentinel://:$SN_DATA_PW@127.0.0.1:$(cat "$d/port")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -t 1s -w 9 "$(name)" true
+	t1=$(now_ms)
+	echo "# after $((t1 - t0))ms: $stderr" >&3
+	[[ "${stderr_lines[-1]}" == *"127.0.0.1:$r (master $SN_MASTER) is not the master (role:slave): a failover is under way"* ]]
+	(( t1 - t0 >= 8000 ))
+}
+
+@test "faults: a master named by a sentinel answers READONLY (demoted by a failover since): the next sentinel is asked, and the run runs" {
+	local d=$BATS_TEST_TMPDIR
+	python3 "$LR_SRCDIR/tests/hostile.py" redis readonly "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$(cat "$d/port"),127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -w 5 "$(name)" sh -c 'echo ran'
+	echo "# $stderr" >&3
+	assert_success
+	assert_output ran
+	# Asked as a sentinel, then as the master.
+	(( $(wc -l <"$d/port.conns") >= 2 ))
+}
+
+@test "faults: a master named by a sentinel answers BUSY (a script runs): the next sentinel is asked; alone, it is waited out until -w" {
+	local d=$BATS_TEST_TMPDIR t0 t1
+	python3 "$LR_SRCDIR/tests/hostile.py" redis busy "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$(cat "$d/port"),127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -w 5 "$(name)" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	t0=$(now_ms)
+	LEASERUN_URL="redis+sentinel://:$SN_DATA_PW@127.0.0.1:$(cat "$d/port")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -t 1s -w 9 "$(name)" true
+	t1=$(now_ms)
+	echo "# after $((t1 - t0))ms: $stderr" >&3
+	[[ "${stderr_lines[-1]}" == *"(master $SN_MASTER): BUSY Redis is busy running a script."* ]]
+	(( t1 - t0 >= 8000 ))
+}
+
+@test "faults: a master named by a sentinel closes the connection at the WAIT behind a grant: the next sentinel is asked, and the run runs" {
+	local d=$BATS_TEST_TMPDIR
+	python3 "$LR_SRCDIR/tests/hostile.py" redis waitcut "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL=${SN_URL/@127.0.0.1:/@127.0.0.1:$(cat "$d/port"),127.0.0.1:} \
+		run --separate-stderr "$LEASERUN" -w 5 "$(name)" sh -c 'echo ran'
+	echo "# $stderr" >&3
+	assert_success
+	assert_output ran
+	(( $(wc -l <"$d/port.conns") >= 2 ))
+}
+
+@test "a master named by a sentinel whose role is 40 characters long: 125, and the line shows its first 31" {
+	local d=$BATS_TEST_TMPDIR
+	python3 "$LR_SRCDIR/tests/hostile.py" redis longrole "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL="redis+sentinel://:$SN_DATA_PW@127.0.0.1:$(cat "$d/port")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -n "$(name)" true
+	echo "# $stderr" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"is not the master (role:$(printf 'x%.0s' $(seq 31))): a failover is under way" ]]
+}
+
+@test "a sentinel that names a master at no port (99999): 125 and one line that shows what it said" {
+	local d=$BATS_TEST_TMPDIR
+	python3 "$LR_SRCDIR/tests/hostile.py" redis badmaster "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	LEASERUN_URL="redis+sentinel://127.0.0.1:$(cat "$d/port")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -w 2 "$(name)" true
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"sentinel at 127.0.0.1:$(cat "$d/port"): a master at '127.0.0.1:99999'?"* ]]
+}
+
+@test "no password for the data nodes (the sentinels' only): 125 at once and one line that says how to give one" {
+	LEASERUN_URL=${SN_URL/:$SN_DATA_PW@/} \
+		run -125 --separate-stderr "$LEASERUN" -w 10 "$(name)" true
+	echo "# $stderr" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"NOAUTH"*"(give a password in the URL or REDISCLI_AUTH)" ]]
+	[[ "$stderr" != *"$SN_SENTINEL_PW"* ]]
+}
+
+@test "a user who may not WAIT: 125 and one line with the server's reason, and the command does not run" {
+	local d=$BATS_TEST_TMPDIR m
+	m=$(sn_master_port)
+	sn_cli "$m" acl setuser nowait on '>Nowait-pw-1' '~*' '&*' +@all -wait >/dev/null
+	LEASERUN_URL=${SN_URL/:$SN_DATA_PW@/nowait:Nowait-pw-1@} \
+		run -125 --separate-stderr "$LEASERUN" -w 5 "$(name)" touch "$d/ran"
+	sn_cli "$m" acl deluser nowait >/dev/null
+	echo "# $stderr" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"WAIT: NOPERM"* ]]
+	[ ! -e "$d/ran" ]
+}
+
 @test "rediss+sentinel://: TLS to the sentinels and the data nodes, through a failover" {
 	command -v openssl >/dev/null || { echo "openssl is needed" >&2; return 1; }
 	[ -e "$LEASERUN_MODULE_DIR/redis-tls.so" ] || { echo "no redis-tls.so" >&2; return 1; }
