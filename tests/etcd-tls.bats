@@ -78,10 +78,12 @@ teardown_file() {
 	grep -q '/libssl\.so' "$maps"
 }
 
-@test "faults: a certificate that does not verify, a missing client certificate, cleartext against TLS: 125 at once, even with a long wait" {
+@test "faults: a certificate that does not verify, a missing client certificate, cleartext against TLS, a CA file that holds no certificate: 125 at once, even with a long wait" {
 	d=$LRE_DIR
+	echo "not a certificate" >"$BATS_TEST_TMPDIR/junk.crt"
 	for u in "etcds://$LRE_EP?cacert=$d/other.crt&cert=$d/client.crt&key=$d/client.key" \
-		"etcds://$LRE_EP?cacert=$d/ca.crt" "etcd://$LRE_EP"; do
+		"etcds://$LRE_EP?cacert=$d/ca.crt" "etcd://$LRE_EP" \
+		"etcds://$LRE_EP?cacert=$BATS_TEST_TMPDIR/junk.crt&cert=$d/client.crt&key=$d/client.key"; do
 		t0=$(($(date +%s%N) / 1000000))
 		run "$LEASERUN" -w 60 -U "$u" tls7 true
 		t1=$(($(date +%s%N) / 1000000))
@@ -90,6 +92,21 @@ teardown_file() {
 		assert_equal "${#lines[@]}" 1
 		(( t1 - t0 < 3000 ))
 	done
+}
+
+@test "etcds:// where the TLS module is missing: 125 at once, even with a long wait, and one line that names it" {
+	d=$LRE_DIR
+	mkdir "$BATS_TEST_TMPDIR/mods"
+	cp "$LEASERUN_MODULE_DIR/etcd.so" "$BATS_TEST_TMPDIR/mods/"
+	t0=$(($(date +%s%N) / 1000000))
+	LEASERUN_MODULE_DIR=$BATS_TEST_TMPDIR/mods run "$LEASERUN" -w 60 \
+		-U "etcds://$LRE_EP?cacert=$d/ca.crt&cert=$d/client.crt&key=$d/client.key" tls9 true
+	t1=$(($(date +%s%N) / 1000000))
+	echo "# $((t1 - t0))ms: $output" >&3
+	assert_equal "$status" 125
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "has no TLS support ($BATS_TEST_TMPDIR/mods/etcd-tls.so is missing"
+	(( t1 - t0 < 3000 ))
 }
 
 @test "TLS options that do not fit fail with 125 and one line before any connection" {
