@@ -70,6 +70,11 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
                    and closes the connection at the WAIT that follows
   redis longrole   a sentinel that names itself as the master, and, as
                    that master, says its role is 40 x's
+  redis badmoved   each script is answered MOVED 1234 127.0.0.1:99999
+  redis nocolon    each script is answered MOVED 1234 nowhere
+  redis selfmoved  each script is answered MOVED to this server itself
+  redis askloop    each script is answered ASK to this server itself,
+                   behind ASKING too: a slot that keeps moving
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -517,6 +522,14 @@ def redis_script(conn, mode, body, argv):
     if mode == "readonly":
         conn.sendall(b"-READONLY You can't write against a read only "
                      b"replica.\r\n")
+    elif mode == "badmoved":
+        conn.sendall(b"-MOVED 1234 127.0.0.1:99999\r\n")
+    elif mode == "nocolon":
+        conn.sendall(b"-MOVED 1234 nowhere\r\n")
+    elif mode in ("selfmoved", "askloop"):
+        conn.sendall(b"-%s 1234 127.0.0.1:%d\r\n"
+                     % (b"MOVED" if mode == "selfmoved" else b"ASK",
+                        redis_state["port"]))
     elif b"queue()" in body:
         redis_acquire(conn, mode, argv)
     elif b"HMGET" in body:  # --once-per: the run start

@@ -93,6 +93,42 @@ seed() { echo "redis+cluster://127.0.0.1:$1"; }
 	[ ! -e "$D/ran" ]
 }
 
+@test "a node that redirects to where no node can be (MOVED to port 99999, or to no host:port): 125, and one line that quotes it" {
+	for m in badmoved nocolon; do
+		rm -f "$D/port"
+		python3 "$LR_SRCDIR/tests/hostile.py" redis "$m" "$D/port" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 10 test -s "$D/port"
+		LEASERUN_URL="redis+cluster://127.0.0.1:$(cat "$D/port")" \
+			run -125 --separate-stderr lr -w 10 "$N" touch "$D/ran"
+		echo "# $stderr" >&3
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ "$stderr" == *": a redirection to where? MOVED 1234 "* ]]
+	done
+	[ ! -e "$D/ran" ]
+}
+
+@test "a node that redirects without end (MOVED to itself, or ASK to itself behind ASKING too): waited out until -w, then 125 and one line" {
+	local m t0 t1
+	for m in selfmoved:"redirected more than 5 times (a slot is moving?)" \
+		askloop:"the slot moved while we asked"; do
+		rm -f "$D/port"
+		python3 "$LR_SRCDIR/tests/hostile.py" redis "${m%%:*}" "$D/port" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 10 test -s "$D/port"
+		t0=$(now_ms)
+		LEASERUN_URL="redis+cluster://127.0.0.1:$(cat "$D/port")" \
+			run -125 --separate-stderr lr -t 1s -w 5 "$N" touch "$D/ran"
+		t1=$(now_ms)
+		echo "# after $((t1 - t0))ms: $stderr" >&3
+		[[ "${stderr_lines[-1]}" == *"acquire: ${m#*:}" ]]
+		# Each attempt gives up within its second: what may heal is
+		# tried again until the wait runs out.
+		(( t1 - t0 >= 4000 ))
+	done
+	[ ! -e "$D/ran" ]
+}
+
 @test "a database other than 0 is refused with one line, 125" {
 	for u in "$CL_URL/2" "$CL_URL?db=3"; do
 		run --separate-stderr lr -U "$u" "$N" touch "$D/ran"
