@@ -673,6 +673,25 @@ etcd_auth_start() {
 	assert_regex "$stderr" "etcd lock transaction failed at [^ ]+: permission denied$"
 }
 
+@test "authentication: --status by a user who may read one of the run records but not the other: one warning with etcd's reason" {
+	etcd_auth_start
+	E2() { etcdctl --endpoints "$ep" --user root:S3cret-pw "$@" >/dev/null; }
+	for r in run last; do
+		E2 role add "only-$r"
+		E2 role grant-permission "only-$r" --prefix=true readwrite leaserun/t22d/
+		E2 role grant-permission "only-$r" read "leaserun/.$r/t22d"
+		E2 user add "only-$r" --new-user-password=Only-pw-1
+		E2 user grant-role "only-$r" "only-$r"
+		LEASERUN_URL="etcd://only-$r:Only-pw-1@$ep" run --separate-stderr \
+			"$LEASERUN" --status t22d
+		echo "# $stderr" >&3
+		assert_equal "$status" 1
+		assert_output --partial "free"
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_regex "$stderr" "cannot read the last run: etcd range failed at [^ ]+: permission denied$"
+	done
+}
+
 @test "a password in clear to a host that is not loopback is warned of, once" {
 	# Nothing answers at TEST-NET-1: -n gives up by its 2s connect.
 	LEASERUN_URL="etcd://root:S3cret-pw@192.0.2.1:2379" run --separate-stderr \
@@ -755,6 +774,17 @@ etcd_auth_start() {
 	assert_output --regexp "granted with TTL\\(3s\\)"
 	# Nothing of it lands in the lock directory.
 	[ "$(nkeys "$n")" = 0 ]
+}
+
+@test "cron: a period's record bound to no lease (written by hand) holds nothing back: the run runs, and the record is ours" {
+	n=et-cron-nolease
+	E put "leaserun/.run/$n" "not ours" >/dev/null
+	run "$LEASERUN" --once-per 1h "$n" sh -c 'echo ran'
+	assert_success
+	assert_output ran
+	run E get "leaserun/.run/$n" -w fields
+	assert_output --partial '"Lease" :'
+	refute_output --partial '"Lease" : 0'
 }
 
 @test "cron: a failed run counts, and --status shows the last run" {
