@@ -75,6 +75,7 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis selfmoved  each script is answered MOVED to this server itself
   redis askloop    each script is answered ASK to this server itself,
                    behind ASKING too: a slot that keeps moving
+  redis waitlate   as waitcut, but the WAIT is answered (0) 0.6s late
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -569,7 +570,7 @@ def redis_serve(mode, conn):
             conn.sendall(resp("# Replication\r\nrole:" + "x" * 40 + "\r\n"))
         elif name == b"INFO" and mode == "busy":
             conn.sendall(b"-BUSY Redis is busy running a script.\r\n")
-        elif (name == b"INFO" and mode == "waitcut" and
+        elif (name == b"INFO" and mode in ("waitcut", "waitlate") and
               cmd[1].lower() == b"replication"):
             conn.sendall(resp("# Replication\r\nrole:master\r\n"
                               "connected_slaves:2\r\n"
@@ -579,6 +580,9 @@ def redis_serve(mode, conn):
                               "offset=0,lag=0\r\n"))
         elif name == b"WAIT" and mode == "waitcut":
             return
+        elif name == b"WAIT" and mode == "waitlate":
+            time.sleep(0.6)
+            conn.sendall(resp(0))
         elif name == b"INFO":
             conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
         elif name == b"GET":
@@ -594,7 +598,7 @@ def redis_serve(mode, conn):
             port = os.environ.get("HOSTILE_MASTER_PORT", "1").encode()
             conn.sendall(resp([b"127.0.0.1", port]))
         elif name == b"SENTINEL" and mode in ("readonly", "busy", "waitcut",
-                                              "longrole"):
+                                              "waitlate", "longrole"):
             port = str(redis_state["port"]).encode()
             conn.sendall(resp([b"127.0.0.1", port]))
         elif name == b"SENTINEL" and mode == "badmaster":

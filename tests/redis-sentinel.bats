@@ -368,6 +368,21 @@ failover_under_load() {
 	(( $(wc -l <"$d/port.conns") >= 2 ))
 }
 
+@test "faults: a master that answers WAIT after the grant's step gave up on it: the late answer is never read as the next command's; waited out until -w" {
+	local d=$BATS_TEST_TMPDIR t0 t1
+	python3 "$LR_SRCDIR/tests/hostile.py" redis waitlate "$d/port" &
+	BG_PIDS=$!
+	wait_until 10 test -s "$d/port"
+	t0=$(now_ms)
+	LEASERUN_URL="redis+sentinel://:$SN_DATA_PW@127.0.0.1:$(cat "$d/port")/$SN_MASTER" \
+		run -125 --separate-stderr "$LEASERUN" -t 1s -w 5 "$(name)" true
+	t1=$(now_ms)
+	echo "# after $((t1 - t0))ms: $stderr" >&3
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"(master $SN_MASTER): WAIT: no answer within "* ]]
+	(( t1 - t0 >= 4000 ))
+}
+
 @test "a master named by a sentinel whose role is 40 characters long: 125, and the line shows its first 31" {
 	local d=$BATS_TEST_TMPDIR
 	python3 "$LR_SRCDIR/tests/hostile.py" redis longrole "$d/port" &
