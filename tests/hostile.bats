@@ -340,6 +340,20 @@ store_built() {
 	done
 }
 
+@test "Redis: a waiter whose watch connection meets LOADING (at CLIENT ID or SUBSCRIBE): what may heal is waited out until -w, then 125 and one line that quotes it" {
+	store_built redis
+	for m in idloading subloading; do
+		hostile redis "$m"
+		URL=$(url redis)
+		measured -w 3 job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_regex "$stderr" ": SUBSCRIBE: LOADING Redis is loading the dataset in memory\$"
+		(( MS >= 2500 ))
+		[ ! -e "$T/ran" ]
+	done
+}
+
 @test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence fencedown; do

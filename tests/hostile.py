@@ -76,6 +76,9 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis askloop    each script is answered ASK to this server itself,
                    behind ASKING too: a slot that keeps moving
   redis waitlate   as waitcut, but the WAIT is answered (0) 0.6s late
+  redis idloading  the lease is another's (5s left), and a new connection's
+                   CLIENT ID is answered LOADING (restarted since)
+  redis subloading the same, with SUBSCRIBE answered LOADING
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -520,7 +523,9 @@ def redis_acquire(conn, mode, argv):
 
 def redis_script(conn, mode, body, argv):
     """Answers an EVAL by what its script does."""
-    if mode == "readonly":
+    if mode in ("idloading", "subloading") and b"queue()" in body:
+        conn.sendall(resp([0, 5000]))  # held by another, 5s left
+    elif mode == "readonly":
         conn.sendall(b"-READONLY You can't write against a read only "
                      b"replica.\r\n")
     elif mode == "badmoved":
@@ -587,6 +592,11 @@ def redis_serve(mode, conn):
             conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
         elif name == b"GET":
             conn.sendall(resp(redis_state["value"]))
+        elif ((name == b"CLIENT" and cmd[1].upper() == b"ID" and
+               mode == "idloading") or
+              (name == b"SUBSCRIBE" and mode == "subloading")):
+            conn.sendall(b"-LOADING Redis is loading the dataset in "
+                         b"memory\r\n")
         elif name == b"CLIENT" and cmd[1].upper() == b"ID":
             conn.sendall(resp(7))
         elif name == b"SUBSCRIBE":
