@@ -354,6 +354,30 @@ store_built() {
 	done
 }
 
+@test "Redis: a waiter whose watch connection is told NOAUTH at CLIENT ID (a password turned on since): 125 at once, and one line that says how to give one" {
+	store_built redis
+	hostile redis idnoauth
+	URL=$(url redis)
+	measured -w 10 job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" ": NOAUTH Authentication required. \(give a password in the URL or REDISCLI_AUTH\)\$"
+	(( MS < 3000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "Redis: a reply nobody asked for on the idle command connection: the holder drops it, connects again and keeps the lease" {
+	store_built redis
+	hostile redis stray
+	URL=$(url redis)
+	measured -v -t 3s job sleep 1
+	assert_equal "$status" 0
+	# The command connection, the watch's, and the command connection
+	# again, for the renewal that follows at once.
+	assert_equal "$(wc -l <"$T/port.conns")" 3
+	assert_regex "$stderr" "renewed in [0-9]+ms"
+}
+
 @test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence fencedown; do

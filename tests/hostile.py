@@ -79,6 +79,13 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis idloading  the lease is another's (5s left), and a new connection's
                    CLIENT ID is answered LOADING (restarted since)
   redis subloading the same, with SUBSCRIBE answered LOADING
+  redis idnoauth   the same, with CLIENT ID answered NOAUTH (a password
+                   turned on since)
+  redis watchgarbage the lease is another's (5s left), and 0.3s after the
+                   first SUBSCRIBE, a byte that is no reply type on that
+                   connection
+  redis stray      0.5s after the first grant, a reply nobody asked for
+                   ("+stray") on that connection, idle by then
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -519,11 +526,14 @@ def redis_acquire(conn, mode, argv):
         owner = "someone-else" if mode == "fencedown" and first else token
         redis_state["value"] = "%s %d 1 0 hostile" % (owner, fence)
         conn.sendall(resp([1, str(fence)]))
+        if mode == "stray" and first:
+            threading.Timer(0.5, conn.sendall, [b"+stray\r\n"]).start()
 
 
 def redis_script(conn, mode, body, argv):
     """Answers an EVAL by what its script does."""
-    if mode in ("idloading", "subloading") and b"queue()" in body:
+    if (mode in ("idloading", "subloading", "idnoauth", "watchgarbage") and
+            b"queue()" in body):
         conn.sendall(resp([0, 5000]))  # held by another, 5s left
     elif mode == "readonly":
         conn.sendall(b"-READONLY You can't write against a read only "
@@ -592,6 +602,9 @@ def redis_serve(mode, conn):
             conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
         elif name == b"GET":
             conn.sendall(resp(redis_state["value"]))
+        elif (name == b"CLIENT" and cmd[1].upper() == b"ID" and
+              mode == "idnoauth"):
+            conn.sendall(b"-NOAUTH Authentication required.\r\n")
         elif ((name == b"CLIENT" and cmd[1].upper() == b"ID" and
                mode == "idloading") or
               (name == b"SUBSCRIBE" and mode == "subloading")):
@@ -602,6 +615,13 @@ def redis_serve(mode, conn):
         elif name == b"SUBSCRIBE":
             conn.sendall(b"".join(resp([b"subscribe", ch, i + 1])
                                   for i, ch in enumerate(cmd[1:])))
+            if mode == "watchgarbage":
+                with redis_lock:
+                    redis_state["subs"] = redis_state.get("subs", 0) + 1
+                    first_sub = redis_state["subs"] == 1
+                if first_sub:
+                    threading.Timer(0.3, conn.sendall,
+                                    [b"\x00bad\r\n"]).start()
         elif name == b"WAIT":
             conn.sendall(resp(0))
         elif name == b"SENTINEL" and mode == "deadmaster":
