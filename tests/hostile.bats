@@ -378,6 +378,17 @@ store_built() {
 	assert_regex "$stderr" "renewed in [0-9]+ms"
 }
 
+@test "Redis: a waiter's watch connection that sends what is no reply: dropped and opened again, and the run waits on (1 once -w runs out)" {
+	store_built redis
+	hostile redis watchgarbage
+	URL=$(url redis)
+	measured -w 2 job touch "$T/ran"
+	assert_equal "$status" 1
+	# The command connection, the watch's, and the watch's again.
+	assert_equal "$(wc -l <"$T/port.conns")" 3
+	[ ! -e "$T/ran" ]
+}
+
 @test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence fencedown; do
