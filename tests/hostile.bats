@@ -389,6 +389,17 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "Redis: a run start held back by a record without fence or pid: 1, and the notice names the host alone, with no fence" {
+	store_built redis
+	hostile redis oncepernil
+	URL=$(url redis)
+	measured --once-per 1h job touch "$T/ran"
+	assert_equal "$status" 1
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "last run started [^;]* ago on h; next run allowed in "
+	[ ! -e "$T/ran" ]
+}
+
 @test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence fencedown; do

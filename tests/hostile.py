@@ -52,6 +52,8 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
                    nothing
   redis onceper    the --once-per run start's reply is {5, "x"}
   redis onceper2   the run start's reply is {2, now}: neither 0 nor 1
+  redis oncepernil the run start's reply is another's start a minute ago on
+                   host h, with neither fence nor pid (nil)
   redis onceper0   the run start's reply is a record {0, now, ...} whose
                    pid is an integer, not a string or nil
   redis nilfence   the grant's fence is nil: {1, nil}
@@ -553,6 +555,10 @@ def redis_script(conn, mode, body, argv):
             conn.sendall(resp([5, "x"]))
         elif mode == "onceper2":
             conn.sendall(resp([2, int(time.time() * 1000)]))
+        elif mode == "oncepernil":
+            now = int(time.time() * 1000)
+            conn.sendall(resp([0, now, None, str(now - 60000), "h", None,
+                               "3600000", None, None]))
         elif mode == "onceper0":
             now = int(time.time() * 1000)
             conn.sendall(resp([0, now, "1", str(now), "h", 5, "3600000",
