@@ -76,7 +76,8 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis nocolon    each script is answered MOVED 1234 nowhere
   redis selfmoved  each script is answered MOVED to this server itself
   redis askloop    each script is answered ASK to this server itself,
-                   behind ASKING too: a slot that keeps moving
+                   behind ASKING too: a slot that keeps moving (both
+                   add a line to PORTFILE.evals for each script)
   redis waitlate   as waitcut, but the WAIT is answered (0) 0.6s late
   redis idloading  the lease is another's (5s left), and a new connection's
                    CLIENT ID is answered LOADING (restarted since)
@@ -545,6 +546,8 @@ def redis_script(conn, mode, body, argv):
     elif mode == "nocolon":
         conn.sendall(b"-MOVED 1234 nowhere\r\n")
     elif mode in ("selfmoved", "askloop"):
+        with redis_lock, open(PORTFILE + ".evals", "a") as f:
+            f.write("eval\n")
         conn.sendall(b"-%s 1234 127.0.0.1:%d\r\n"
                      % (b"MOVED" if mode == "selfmoved" else b"ASK",
                         redis_state["port"]))
