@@ -51,6 +51,19 @@ refuses() {
 	refuses -U 'redis://h/%zz' job true
 }
 
+@test "a URL of a kilobyte is cut to 200 bytes in its one line, so that the reason still ends it" {
+	local v u
+	v=$(printf 'v%.0s' {1..1000})
+	u="file://$LOCKDIR?opt=$v"
+	refuses -U "$u" job true
+	assert_equal "$stderr" "leaserun: job: cannot open ${u:0:200}...: the file store takes no URL options ('opt')"
+	# 200 bytes, not one more, are shown whole.
+	u="file://$LOCKDIR?opt="
+	u+=${v:0:$((200 - ${#u}))}
+	refuses -U "$u" job true
+	assert_equal "$stderr" "leaserun: job: cannot open $u: the file store takes no URL options ('opt')"
+}
+
 @test "a URL with a fragment, or a query parameter without a name, is refused: no part of it is dropped unread" {
 	refuses -U 'redis://h/0#frag' job true
 	assert_equal "$stderr" "leaserun: invalid store URL: URL fragments (#) are not allowed (see leaserun --help)"
