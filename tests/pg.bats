@@ -33,6 +33,9 @@ teardown() {
 	if [ -n "${PG_REGRANT:-}" ]; then
 		pg_sql "GRANT EXECUTE ON FUNCTION $PG_REGRANT TO PUBLIC" >/dev/null 2>&1 || true
 	fi
+	if [ -n "${PG_REGRANT_LOCKS:-}" ]; then
+		pg_sql "GRANT SELECT ON pg_locks TO PUBLIC" >/dev/null 2>&1 || true
+	fi
 	if [ -n "${PG_RESET_SYSTEM:-}" ]; then
 		pg_sql "ALTER SYSTEM RESET ALL" >/dev/null 2>&1 || true
 		pg_sql "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
@@ -855,6 +858,74 @@ queued_waiter() {
 	dead "$CHILD"
 	grep -q "deadline passed" "$d/err"
 	wait_until 2 is_free "$n"
+}
+
+@test "a waiter whose wait is cancelled (pg_cancel_backend) queues again, silently, and runs only once the holder ends" {
+	local n d=$BATS_TEST_TMPDIR w
+	n=$(name)
+	start_holder "$n"
+	"$LEASERUN" -w 30s "$n" sh -c 'date +%s%N > "$0"' "$d/w.start" 2>"$d/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 queued "$n" "$w"
+	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$w'")" = t ]
+	# The cancelled wait gave nothing: the waiter queues again, on the
+	# same session, and its command does not run while the holder holds.
+	sleep 1
+	wait_until 10 queued "$n" "$w"
+	[ ! -e "$d/w.start" ]
+	alive "$CHILD"
+	release "$n"
+	assert_holder_rc 0
+	wait_rc "$w"
+	assert_equal "$RC" 0
+	[ -e "$d/w.start" ]
+	# Nothing was lost on the way: no word of it.
+	run cat "$d/w.err"
+	assert_output ""
+}
+
+@test "--status: a lock taken from SQL under an application_name that only starts as leaserun's is shown as SQL's, with its backend" {
+	local n app p b
+	n=$(name)
+	for app in "leaserun:$n" "leaserun:$n:7"; do
+		PGAPPNAME=$app "$PG_BIN/psql" -X -q -h "$PG_DIR" -p "$PG_PORT" \
+			-U postgres -d postgres -c "SELECT pg_advisory_lock($(keyof "$n"))" \
+			-c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+		p=$!
+		BG_PIDS="$BG_PIDS $p"
+		wait_until 5 is_held "$n"
+		b=$(pg_sql "SELECT pid FROM pg_stat_activity WHERE application_name = '$app'")
+		run lr --status "$n"
+		assert_success
+		assert_output --partial "local (backend $b, application_name \"$app\")"
+		pg_sql "SELECT pg_terminate_backend($b)" >/dev/null
+		wait_until 5 is_free "$n"
+	done
+}
+
+@test "without SELECT on pg_locks: --status and --list fail with 125 and the server's error; a holder's renewals fail, say why, and go on once it is granted again" {
+	local n
+	n=$(name)
+	start_holder "$n" -t 3s
+	PG_REGRANT_LOCKS=1
+	pg_sql "REVOKE SELECT ON pg_locks FROM PUBLIC" >/dev/null
+	run -125 --separate-stderr lr --status "$n"
+	assert_equal "$stderr" "leaserun: $n: cannot inspect $n on $PG_URL_NOPW: reading pg_locks on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: permission denied for view pg_locks"
+	run -125 --separate-stderr lr --list
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ "$stderr" == *": reading pg_locks on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: permission denied for view pg_locks" ]]
+	wait_until 5 grep -q "renew failed" "$BATS_TEST_TMPDIR/$n.err"
+	pg_sql "GRANT SELECT ON pg_locks TO PUBLIC" >/dev/null
+	grep "renew failed (checking pg_locks on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: permission denied for view pg_locks)" \
+		"$BATS_TEST_TMPDIR/$n.err"
+	# Renewed again in time: the command still runs, the lock is its.
+	sleep 3
+	alive "$CHILD"
+	is_held "$n"
+	release "$n"
+	assert_holder_rc 0
 }
 
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
