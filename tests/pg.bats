@@ -928,6 +928,62 @@ queued_waiter() {
 	assert_holder_rc 0
 }
 
+@test "--break of a holder whose backend cannot exit (stopped): 125 by the deadline, naming the backend that did not exit" {
+	local n b
+	n=$(name)
+	start_holder "$n"
+	b=$(holder_backend "$n")
+	kill -STOP "$b"
+	run --separate-stderr lr -w 2s --break "$n"
+	kill -CONT "$b"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: $n: cannot break $n: PostgreSQL at 127.0.0.1:$PG_PORT: the holder's backend $b did not exit in time"
+	# Once it can, it exits, and the holder with it.
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	wait_until 5 is_free "$n"
+}
+
+@test "cron: a server made read-only (default_transaction_read_only) under a job: its end is not recorded, said in one line; the next start fails with 125 and the server's error" {
+	local n d=$BATS_TEST_TMPDIR
+	runs_table
+	n=$(name)
+	hold "$n" --once-per 1m
+	PG_RESET_SYSTEM=1
+	pg_sql "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null
+	pg_sql "SELECT pg_reload_conf()" >/dev/null
+	sleep 0.5
+	release "$n"
+	wait_holder
+	assert_equal "$HRC" 0
+	grep -x "leaserun: $n: could not record the end of the run: recording the end of the run on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: cannot execute UPDATE in a read-only transaction" "$d/$n.err"
+	run --separate-stderr "$LEASERUN" --once-per 1ms "$n" touch "$d/ran"
+	assert_equal "$status" 125
+	[ ! -e "$d/ran" ]
+	assert_equal "$stderr" "leaserun: $n: cannot record the start of the run (--once-per 1ms): recording the run on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: cannot execute SELECT in a read-only transaction"
+	# Without the table, creating it fails alike.
+	PGOPTIONS='-c default_transaction_read_only=off' pg_sql "DROP TABLE leaserun_runs" >/dev/null
+	PGOPTIONS='-c default_transaction_read_only=off' pg_sql "GRANT CREATE ON SCHEMA public TO lr" >/dev/null
+	run --separate-stderr "$LEASERUN" --once-per 1ms "$n" touch "$d/ran"
+	PGOPTIONS='-c default_transaction_read_only=off' pg_sql "REVOKE CREATE ON SCHEMA public FROM lr" >/dev/null
+	assert_equal "$status" 125
+	[ ! -e "$d/ran" ]
+	assert_equal "$stderr" "leaserun: $n: cannot record the start of the run (--once-per 1ms): creating the table leaserun_runs on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: cannot execute CREATE TABLE in a read-only transaction"
+}
+
+@test "cron: without SELECT on leaserun_runs, --status says it cannot read the last run, and the GRANT to run" {
+	local n
+	runs_table
+	n=$(name)
+	run "$LEASERUN" --once-per 1ms "$n" true
+	assert_success
+	pg_sql "REVOKE SELECT ON leaserun_runs FROM lr" >/dev/null
+	run --separate-stderr "$LEASERUN" --status "$n"
+	pg_sql "GRANT SELECT ON leaserun_runs TO lr" >/dev/null
+	assert_equal "$status" 1
+	assert_output --partial "free"
+	[[ "$stderr" == *"cannot read the last run: PostgreSQL at 127.0.0.1:$PG_PORT: role lr may not use the table leaserun_runs that --once-per keeps runs in: GRANT SELECT, INSERT, UPDATE ON leaserun_runs TO lr" ]]
+}
+
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
 	n=$(name)
 	start_holder "$n"
