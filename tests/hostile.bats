@@ -132,6 +132,36 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "PostgreSQL: a server older than 9.6 is refused with 125 at once, saying which version and why" {
+	store_built pg
+	hostile pg old
+	URL=$(url pg)
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open postgres://lr@127.0.0.1:$HPORT/db: PostgreSQL at 127.0.0.1:$HPORT is version 9.5: leaserun needs 9.6 or later (pg_logical_emit_message() makes each fence durable)"
+	(( MS < 2000 ))
+	# It does not heal: one connection, not a wait.
+	assert_equal "$(wc -l < "$T/port.conns")" 1
+	[ ! -e "$T/ran" ]
+}
+
+@test "PostgreSQL: the session's setup answered with a connection error (08006, as a pooler that lost its server says it): a waiting run tries again until its wait runs out, then 125 with the error" {
+	store_built pg
+	hostile pg setupfail
+	URL=$(url pg)
+	measured -n job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open postgres://lr@127.0.0.1:$HPORT/db: setting up the session on PostgreSQL at 127.0.0.1:$HPORT failed: ERROR: server connection lost"
+	assert_equal "$(wc -l < "$T/port.conns")" 1
+	measured -w 2s job touch "$T/ran"
+	assert_equal "$status" 125
+	(( MS >= 1900 && MS < 5000 ))
+	# Tried again on new connections while the wait lasted.
+	(( $(wc -l < "$T/port.conns") >= 3 ))
+	[[ "$stderr" == *"setting up the session on PostgreSQL at 127.0.0.1:$HPORT failed: ERROR: server connection lost" ]]
+	[ ! -e "$T/ran" ]
+}
+
 @test "PostgreSQL: a message header that claims 2 GB: 125 at once, no 2 GB allocated" {
 	store_built pg
 	hostile pg huge

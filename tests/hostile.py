@@ -23,6 +23,11 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
                query with rows without end
   pg hugerow   the same, with one row whose header claims 1 GB, and its
                body at about 60 MB/s (64 kB a ms)
+  pg old       decline TLS, accept the login, and answer the session's
+               setup as PostgreSQL 9.5 would: server_version_num 90500
+  pg setupfail the same, the setup answered with an error of SQLSTATE
+               08006 (connection_failure), as a pooler in front says
+               that it lost its server, the connection kept
   zk huge      answer the session request, then a reply whose length
                prefix claims 2 GB, and its body as fast as the client
                takes it
@@ -192,6 +197,48 @@ def pg_startup(conn):
             conn.sendall(b"N")
             continue
         return True
+
+
+def pg_read(conn):
+    """One message from the client: (type, body), or None."""
+    head = read_exact(conn, 5)
+    if head is None:
+        return None
+    (n,) = struct.unpack("!I", head[1:])
+    body = read_exact(conn, n - 4)
+    return None if body is None else (head[:1], body)
+
+
+def pg_serve_setup(mode, conn):
+    """Logs in (backend pid 7), then answers each query as mode says."""
+    if not pg_startup(conn):
+        return
+    conn.sendall(pg_message(b"R", struct.pack("!I", 0)) +
+                 pg_message(b"K", struct.pack("!II", 7, 7)) +
+                 pg_message(b"Z", b"I"))
+    while True:
+        m = pg_read(conn)
+        if m is None or m[0] == b"X":
+            return
+        if m[0] != b"Q":
+            continue
+        if mode == "setupfail":
+            conn.sendall(pg_message(b"E", b"SERROR\0VERROR\0C08006\0"
+                                    b"Mserver connection lost\0\0") +
+                         pg_message(b"Z", b"I"))
+            continue
+        # The setup's row: pid, key, server_version_num, in recovery,
+        # settings set.
+        vals = [b"7", b"12345", b"90500", b"f", b"0"]
+        desc = struct.pack("!H", len(vals))
+        row = struct.pack("!H", len(vals))
+        for i, v in enumerate(vals):
+            desc += (b"c%d\0" % i) + struct.pack("!IHIhih", 0, 0, 25, -1,
+                                                 -1, 0)
+            row += struct.pack("!I", len(v)) + v
+        conn.sendall(pg_message(b"T", desc) + pg_message(b"D", row) +
+                     pg_message(b"C", b"SELECT 1\0") +
+                     pg_message(b"Z", b"I"))
 
 
 def read_exact(conn, n):
@@ -1196,6 +1243,8 @@ def serve(proto, mode, conn):
         row = pg_message(b"D", struct.pack("!HI", 1, 8) + b"hostile!")
         while True:
             conn.sendall(row * 4096)
+    elif proto == "pg" and mode in ("old", "setupfail"):
+        pg_serve_setup(mode, conn)
     elif proto == "pg" and mode == "huge":
         if not pg_startup(conn):
             return
