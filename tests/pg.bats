@@ -984,6 +984,24 @@ queued_waiter() {
 	[[ "$stderr" == *"cannot read the last run: PostgreSQL at 127.0.0.1:$PG_PORT: role lr may not use the table leaserun_runs that --once-per keeps runs in: GRANT SELECT, INSERT, UPDATE ON leaserun_runs TO lr" ]]
 }
 
+@test "a connection reset under the holder (the server's socket aborted, as a firewall or a host does): 124 at once, and says so" {
+	local n b lport t0 t1
+	n=$(name)
+	start_holder "$n"
+	b=$(holder_backend "$n")
+	lport=$(pg_sql "SELECT client_port FROM pg_stat_activity WHERE pid = $b")
+	t0=$(now_ms)
+	# The server's end of the holder's connection is aborted: a reset
+	# reaches leaserun.
+	ss -K -t src 127.0.0.1 sport = ":$PG_PORT" dport = ":$lport" >/dev/null
+	wait_rc "$BG"; [ "$RC" = 124 ]
+	t1=$(now_ms)
+	dead "$CHILD"
+	(( t1 - t0 < 1000 ))
+	grep -F "PostgreSQL at 127.0.0.1:$PG_PORT ended our session (the server reset the connection): the lock went with it" \
+		"$BATS_TEST_TMPDIR/$n.err"
+}
+
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
 	n=$(name)
 	start_holder "$n"
