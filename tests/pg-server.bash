@@ -12,7 +12,9 @@
 # pg_server_stop    stops the server by its PID and removes the directory.
 # pg_sql SQL        runs SQL as the superuser over the Unix socket.
 # pg_server_signal SIG  signals the postmaster and all its backends.
-# pgbouncer_start   a pgbouncer in front of it; sets BOUNCER_URL.
+# pgbouncer_start   a pgbouncer in front of it; sets BOUNCER_URL (with
+#                   BOUNCER_ROUND_ROBIN=1 it hands out its idle server
+#                   connections in turn, oldest first).
 #
 # Meant to be sourced by bats files from setup_file/teardown_file.
 
@@ -147,6 +149,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $PG_DIR/userlist.txt
 pool_mode = $mode
+server_round_robin = ${BOUNCER_ROUND_ROBIN:-0}
 default_pool_size = 4
 pidfile = $PG_DIR/pgbouncer.pid
 logfile = $PG_DIR/pgbouncer.log

@@ -1031,6 +1031,31 @@ queued_waiter() {
 	[[ "$stderr" != *"$PG_PASSWORD"* ]]
 }
 
+@test "pgbouncer in transaction mode that hands each statement to the next server connection: the pooler check passes, the try finds the backend changed: 125, naming both backends" {
+	local n i re
+	n=$(name)
+	BOUNCER_ROUND_ROBIN=1 pgbouncer_start transaction
+	# Three server connections in the pool, taken in turn: the setup, the
+	# pooler check and the try each run on another.
+	for i in 1 2 3; do
+		"$PG_BIN/psql" -X -q -A -t -c 'SELECT pg_sleep(1)' "$BOUNCER_URL" >/dev/null &
+	done
+	wait
+	LEASERUN_URL=$BOUNCER_URL run --separate-stderr lr -n "$n" touch "$BATS_TEST_TMPDIR/ran"
+	backends=" $(pg_sql "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE usename = 'lr'") "
+	pg_stop_pidfile "$PG_DIR/pgbouncer.pid"
+	echo "# $status: $stderr; backends:$backends" >&3
+	assert_equal "$status" 125
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	assert_equal "${#stderr_lines[@]}" 2
+	[[ "${stderr_lines[0]}" == *"is behind a connection pooler: this works only in session mode"* ]]
+	re="PostgreSQL at 127.0.0.1:$BOUNCER_PORT: our backend changed \(pid ([0-9]+), now ([0-9]+)\): a transaction pooler is in between"
+	[[ "${stderr_lines[1]}" =~ $re ]]
+	[ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]
+	[[ "$backends" == *" ${BASH_REMATCH[1]} "* ]]
+	[[ "$backends" == *" ${BASH_REMATCH[2]} "* ]]
+}
+
 @test "pgbouncer in session mode works, with a warning" {
 	pgbouncer_start session
 	LEASERUN_URL=$BOUNCER_URL run --separate-stderr lr "$(name)" sh -c 'echo ran'
