@@ -162,6 +162,17 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "PostgreSQL: the pooler check's second connection refused its SELECT pg_backend_pid(): 125 with the error, no command" {
+	store_built pg
+	hostile pg poolcheck
+	URL=$(url pg)
+	measured -n job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: cannot open postgres://lr@127.0.0.1:$HPORT/db: the pooler check on PostgreSQL at 127.0.0.1:$HPORT failed: ERROR: permission denied for function pg_backend_pid"
+	assert_equal "$(wc -l < "$T/port.conns")" 2
+	[ ! -e "$T/ran" ]
+}
+
 @test "PostgreSQL: a message header that claims 2 GB: 125 at once, no 2 GB allocated" {
 	store_built pg
 	hostile pg huge

@@ -28,6 +28,9 @@ Modes by protocol (PROTO pg: PostgreSQL's v3 protocol):
   pg setupfail the same, the setup answered with an error of SQLSTATE
                08006 (connection_failure), as a pooler in front says
                that it lost its server, the connection kept
+  pg poolcheck the setup answered with backend pid 8 where the login
+               said 7 (as behind a pooler), and the second connection's
+               SELECT pg_backend_pid() with an error (permission denied)
   zk huge      answer the session request, then a reply whose length
                prefix claims 2 GB, and its body as fast as the client
                takes it
@@ -222,6 +225,12 @@ def pg_serve_setup(mode, conn):
             return
         if m[0] != b"Q":
             continue
+        if mode == "poolcheck" and m[1] == b"SELECT pg_backend_pid()\0":
+            conn.sendall(pg_message(b"E", b"SERROR\0VERROR\0C42501\0"
+                                    b"Mpermission denied for function "
+                                    b"pg_backend_pid\0\0") +
+                         pg_message(b"Z", b"I"))
+            continue
         if mode == "setupfail":
             conn.sendall(pg_message(b"E", b"SERROR\0VERROR\0C08006\0"
                                     b"Mserver connection lost\0\0") +
@@ -229,7 +238,8 @@ def pg_serve_setup(mode, conn):
             continue
         # The setup's row: pid, key, server_version_num, in recovery,
         # settings set.
-        vals = [b"7", b"12345", b"90500", b"f", b"0"]
+        vals = [b"8", b"12345", b"170000", b"f", b"0"] \
+            if mode == "poolcheck" else [b"7", b"12345", b"90500", b"f", b"0"]
         desc = struct.pack("!H", len(vals))
         row = struct.pack("!H", len(vals))
         for i, v in enumerate(vals):
@@ -1243,7 +1253,7 @@ def serve(proto, mode, conn):
         row = pg_message(b"D", struct.pack("!HI", 1, 8) + b"hostile!")
         while True:
             conn.sendall(row * 4096)
-    elif proto == "pg" and mode in ("old", "setupfail"):
+    elif proto == "pg" and mode in ("old", "setupfail", "poolcheck"):
         pg_serve_setup(mode, conn)
     elif proto == "pg" and mode == "huge":
         if not pg_startup(conn):

@@ -1002,6 +1002,21 @@ queued_waiter() {
 		"$BATS_TEST_TMPDIR/$n.err"
 }
 
+@test "without EXECUTE on pg_advisory_unlock the release fails, says why in one line, and the session's end frees the lock" {
+	local n
+	n=$(name)
+	start_holder "$n"
+	PG_REGRANT="pg_advisory_unlock(bigint)"
+	pg_sql "REVOKE EXECUTE ON FUNCTION pg_advisory_unlock(bigint) FROM PUBLIC" >/dev/null
+	release "$n"
+	wait_holder
+	pg_sql "GRANT EXECUTE ON FUNCTION pg_advisory_unlock(bigint) TO PUBLIC" >/dev/null
+	assert_equal "$HRC" 0
+	grep -Fx "leaserun: $n: could not release: pg_advisory_unlock on PostgreSQL at 127.0.0.1:$PG_PORT failed: ERROR: permission denied for function pg_advisory_unlock" \
+		"$BATS_TEST_TMPDIR/$n.err"
+	wait_until 5 is_free "$n"
+}
+
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
 	n=$(name)
 	start_holder "$n"
