@@ -1017,6 +1017,21 @@ queued_waiter() {
 	wait_until 5 is_free "$n"
 }
 
+@test "the holder's own end of its connection aborted (ss -K): renewals fail, the command is stopped by the deadline, and the release finds the session gone: 124" {
+	local n b lport
+	n=$(name)
+	start_holder "$n" -t 2s
+	b=$(holder_backend "$n")
+	lport=$(pg_sql "SELECT client_port FROM pg_stat_activity WHERE pid = $b")
+	ss -K -t src 127.0.0.1 sport = ":$lport" dport = ":$PG_PORT" >/dev/null
+	wait_rc "$BG"
+	[ "$RC" = 124 ]
+	dead "$CHILD"
+	grep -Fx "leaserun: $n: the release found the lease lost: PostgreSQL at 127.0.0.1:$PG_PORT ended our session (connection broken): the lock went with it" \
+		"$BATS_TEST_TMPDIR/$n.err"
+	wait_until 5 is_free "$n"
+}
+
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {
 	n=$(name)
 	start_holder "$n"
