@@ -279,9 +279,9 @@ static void cut_off(struct lr_store *st)
 }
 
 /* Reads what the server sent.  Before libpq reads (and, on end of file,
- * closes) the socket, look whether the server closed it: an orderly close
- * or a reset from the server's host means our backend is gone.  Returns 0,
- * or -1 when the connection broke. */
+ * closes) the socket, look whether the session ended: an orderly close, a
+ * reset, or our own end aborted (which sends the server a reset).  Returns
+ * 0, or -1 when the connection broke. */
 static int consume(struct lr_store *st)
 {
 	int fd = PQsocket(st->conn);
@@ -292,8 +292,8 @@ static int consume(struct lr_store *st)
 
 		if (n == 0)
 			mark_gone(st, "the server closed the connection");
-		else if (n < 0 && errno == ECONNRESET)
-			mark_gone(st, "the server reset the connection");
+		else if (n < 0 && (errno == ECONNRESET || errno == ECONNABORTED))
+			mark_gone(st, strerror(errno));
 	}
 	if (!PQconsumeInput(st->conn))
 		return -1;
