@@ -345,6 +345,26 @@ standby_stop() {
 	(( gap < 400 ))
 }
 
+@test "a waiter keeps its one session, and so its place in the lock queue, however long it waits" {
+	local n w p1 p2
+	n=$(name)
+	start_holder "$n"
+	"$LEASERUN" -w 30s "$n" true 2>/dev/null &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 queued "$n" "$w"
+	p1=$(pg_sql "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE application_name LIKE 'leaserun:$n@%:$w'")
+	# leaserun looks at its wait now and then (about every second).
+	sleep 3
+	p2=$(pg_sql "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE application_name LIKE 'leaserun:$n@%:$w'")
+	assert_equal "$p2" "$p1"
+	queued "$n" "$w"
+	release "$n"
+	assert_holder_rc 0
+	wait_rc "$w"
+	assert_equal "$RC" 0
+}
+
 @test "role defaults for idle_session_timeout, statement_timeout and lock_timeout do not end a hold or a wait" {
 	n=$(name)
 	pg_sql "ALTER ROLE lr SET idle_session_timeout = '300ms'"
