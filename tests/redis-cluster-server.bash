@@ -171,9 +171,18 @@ EOF
 	export CL_DIR CL_PORTS CL_URL CL_CLI_TLS CL_CLI_AUTH CL_PASSWORD
 }
 
+# A node that is up (a test may have killed one, the first among them).
+cluster_any() {
+	local p
+	for p in $CL_PORTS; do
+		cluster_alive "$p" && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
 cluster_master_of() {
 	local slot
-	slot=$(ccli "${CL_PORTS%% *}" cluster keyslot "$1")
+	slot=$(ccli "$(cluster_any)" cluster keyslot "$1")
 	for p in $CL_PORTS; do
 		cluster_alive "$p" || continue
 		ccli "$p" cluster nodes | tr -d '\r' | awk -v s="$slot" '
