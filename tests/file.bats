@@ -411,6 +411,37 @@ public_leaserun() {
 	[[ "$(stat -c %a /run)" =~ ^[0-7][0-5][0-5]$ ]]
 }
 
+@test "a user with no runtime directory, no XDG_STATE_HOME and no HOME gets one line naming what to give, 125" {
+	needs_root "to act as another user"
+	uid=$(id -u nobody)
+	[ ! -d "/run/user/$uid" ] || skip "nobody has a runtime directory here"
+	public_leaserun
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env \
+		env -u HOME "$PUB/leaserun" job true
+	rm -rf "$PUB"
+	assert_equal "$status" 125
+	assert_equal "$output" "leaserun: job: cannot open file://: no default lock directory for uid $uid (no XDG_RUNTIME_DIR, /run/user/$uid or HOME): give file:///DIR"
+}
+
+@test "--status of a lock file that cannot be opened (a symbolic link): 125 and one line, not a free lease" {
+	ln -s elsewhere "$LOCKDIR/job.lock"
+	run lr --status job
+	assert_equal "$status" 125
+	assert_equal "$output" "leaserun: job: cannot inspect job on file://$LOCKDIR: cannot open $LOCKDIR/job.lock: Too many levels of symbolic links"
+}
+
+@test "--once-per with a run record that cannot be opened (a symbolic link): 125, no command; --status warns and still shows the lease" {
+	ln -s elsewhere "$LOCKDIR/job.run"
+	run lr --once-per 1h job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$output" "leaserun: job: cannot record the start of the run (--once-per 1h): cannot open $LOCKDIR/job.run: Too many levels of symbolic links"
+	[ ! -e "$T/ran" ]
+	run --separate-stderr lr --status job
+	assert_equal "$status" 1
+	assert_equal "$stderr" "leaserun: job: cannot read the last run: cannot open $LOCKDIR/job.run: Too many levels of symbolic links"
+	assert_line --index 2 "state:   free"
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
