@@ -442,6 +442,18 @@ public_leaserun() {
 	assert_line --index 2 "state:   free"
 }
 
+@test "--status of a run that started and never recorded its end (its host died): ended: not recorded, not \"not yet\"" {
+	# As a run killed with its machine leaves it: a start, no end, and
+	# the lease free (or held by another fence).
+	printf 'fence=3\nhost=elsewhere\npid=4242\nperiod=3600000\nstart=%s\n' \
+		"$(($(date +%s) * 1000 - 60000))" > "$LOCKDIR/job.run"
+	run lr --status job
+	assert_equal "$status" 1
+	assert_line "state:   free"
+	assert_line --regexp '^run: +started .* on elsewhere pid 4242, fence 3$'
+	assert_line "ended:   not recorded"
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
