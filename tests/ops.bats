@@ -278,6 +278,22 @@ bg() {
 	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Permission denied); the command runs without LEASERUN_STATE"
 }
 
+@test "a runtime directory that is not there and a TMPDIR under a file are passed over: the state file goes in the next place, no warning" {
+	touch "$T/file"
+	XDG_RUNTIME_DIR=$T/none TMPDIR=$T/file/tmp run --separate-stderr lr job sh -c 'echo "state=$LEASERUN_STATE"'
+	assert_success
+	assert_regex "$output" '^state=(/dev/shm|/tmp)/leaserun\.[A-Za-z0-9]{6}/state$'
+	assert_equal "$stderr" ""
+}
+
+@test "a runtime directory that cannot be used for another reason (a symbolic link loop): one warning, and the command runs without LEASERUN_STATE" {
+	ln -s loop "$T/loop"
+	XDG_RUNTIME_DIR=$T/loop run --separate-stderr lr job sh -c 'echo "state=$LEASERUN_STATE"'
+	assert_success
+	assert_output "state="
+	assert_equal "$stderr" "leaserun: job: cannot write the lease state file (Too many levels of symbolic links); the command runs without LEASERUN_STATE"
+}
+
 # on_full_tmpdir PREFILL ARGS...: "leaserun ARGS" (through run, stderr
 # apart) in a mount namespace whose TMPDIR is a tmpfs of 64 KB, filled
 # first if PREFILL is 1; what the run needs is copied to /run first (the
