@@ -201,6 +201,17 @@ bg() {
 	assert_output --partial "released"
 }
 
+@test "--check of a state file with an over-long name: the name cut at 255 bytes" {
+	# The name's buffer holds 255 bytes and the end; a longer value is
+	# cut there, not copied whole (the state file is anyone's to write
+	# where LEASERUN_STATE points).
+	long=$(printf 'n%.0s' $(seq 300))
+	printf 'name=%s\nstate=lost\nfence=7\npid=1\ndeadline=0\ndeadline_boottime=0\n' "$long" > "$T/state"
+	LEASERUN_STATE=$T/state run lr --check
+	assert_failure 1
+	assert_output "${long:0:255}: lost, fence 7, 0ms left (until 1970-01-01T00:00:00.000Z)"
+}
+
 @test "--check outside leaserun fails with 125 and says why" {
 	run --separate-stderr lr --check
 	assert_equal "$status" 125
