@@ -31,6 +31,18 @@ read_backs() {
 	echo $((gets - $(script_calls) - $1))
 }
 
+@test "rediss:// from a leaserun whose redis.so has no redis-tls.so beside it: 125 and why, never a plaintext session" {
+	T=$BATS_TEST_TMPDIR
+	mkdir "$T/mods"
+	cp "$LEASERUN_MODULE_DIR/redis.so" "$T/mods/"
+	# The server speaks plaintext: a client that went on without TLS
+	# would be served, and run the command.
+	LEASERUN_MODULE_DIR=$T/mods run --separate-stderr timeout -s KILL 30 "$LEASERUN" -U "rediss://127.0.0.1:$REDIS_PORT" -w 3s "$(name)" touch "$T/ran"
+	assert_equal "$status" 125
+	[ ! -e "$T/ran" ]
+	assert_regex "$stderr" "this leaserun has no TLS support \($T/mods/redis-tls.so is missing"
+}
+
 @test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
 	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
 	assert_success
