@@ -93,6 +93,16 @@ gone() {
 	dead "$1" || [[ "$(ps -o stat= -p "$1")" == Z* ]]
 }
 
+@test "a plaintext session to localhost or over the server's Unix socket is not warned of as crossing the network" {
+	for url in "postgresql://lr:$PG_PASSWORD@localhost:$PG_PORT/postgres?sslmode=disable" \
+		"postgresql://lr:$PG_PASSWORD@/postgres?host=$PG_DIR&port=$PG_PORT&sslmode=disable"; do
+		LEASERUN_URL=$url run --separate-stderr lr job echo ran
+		assert_success
+		assert_output ran
+		assert_equal "$stderr" ""
+	done
+}
+
 @test "the command runs with LEASERUN_NAME, a fence and a LEASERUN_URL without the password" {
 	run --separate-stderr lr "$(name)" sh -c 'echo "$LEASERUN_NAME|$LEASERUN_FENCE|$LEASERUN_URL"'
 	assert_success
