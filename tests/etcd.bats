@@ -227,6 +227,18 @@ lease_hex() {
 
 # Nothing of the run stays in etcd: no key, and no lease but the header
 # line of the listing (revokes may land a moment after leaserun exits).
+@test "--status of a run record and a holder that name no host (\"-\", older versions' \"?\"): no host shown, not the placeholder" {
+	now=$(($(date +%s) * 1000))
+	E put leaserun/.last/nohost "5 3600000 $((now - 60000)) 0 -1 4242 -" >/dev/null
+	E put leaserun/nohost/x "? 4343 $((now - 30000))" >/dev/null
+	run lr --status nohost
+	E del --prefix leaserun/nohost/ >/dev/null
+	E del leaserun/.last/nohost >/dev/null
+	assert_equal "$status" 0
+	assert_line "holder:  pid 4343"
+	assert_line --regexp '^run: +started [0-9T:-]+Z pid 4242, fence 5$'
+}
+
 nothing_left() {
 	for _ in $(seq 50); do
 		[ "$(E lease list | grep -c . || true)" = 1 ] && break
