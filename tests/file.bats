@@ -454,6 +454,26 @@ public_leaserun() {
 	assert_line "ended:   not recorded"
 }
 
+@test "a lock file whose holder line cannot be written (the file system full after the fence counter): 125 and why, no command, and the lease free once there is room" {
+	needs_root "for a mount namespace"
+	# A tmpfs of 16 pages with 15 taken: the counter takes the last one,
+	# the lock file's body finds none.  What the run needs is copied to
+	# /run first (the tree may be under /tmp).
+	d=$(mktemp -d /run/leaserun-test.XXXXXX)
+	cp "$LEASERUN" "$d/leaserun"
+	mkdir "$d/locks"
+	run --separate-stderr unshare -m sh -c '
+		mount -t tmpfs -o size=64k none "$0/locks" || exit 99
+		dd if=/dev/zero of="$0/locks/fill" bs=4k count=15 2>/dev/null
+		"$0/leaserun" -U "file://$0/locks" job echo ran; echo "rc=$?"
+		rm "$0/locks/fill"
+		"$0/leaserun" -U "file://$0/locks" -n job echo "ran after"' "$d"
+	rm -rf "$d"
+	assert_success
+	assert_output $'rc=125\nran after'
+	assert_equal "$stderr" "leaserun: job: cannot write $d/locks/job.lock: No space left on device"
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
