@@ -474,6 +474,31 @@ public_leaserun() {
 	assert_equal "$stderr" "leaserun: job: cannot write $d/locks/job.lock: No space left on device"
 }
 
+@test "a lock file replaced while a run waits on it: the run starts over on the new file and is granted there" {
+	lr job true
+	mkfifo "$T/gate"
+	flock "$LOCKDIR/job.lock" cat "$T/gate" & BG_PIDS=$!
+	wait_until 5 eval '! flock -n "$LOCKDIR/job.lock" true'
+	lr -w 20s job sh -c 'echo "ran $LEASERUN_FENCE"' > "$T/out" 2>&1 & BG_PIDS="$BG_PIDS $!"
+	waiter=$!
+	# Blocked on the old file (a waiter in /proc/locks), then the file
+	# is replaced under it and the old one let go.
+	ino=$(stat -c %i "$LOCKDIR/job.lock")
+	wait_until 10 eval 'grep -q -- "-> FLOCK .*:$ino " /proc/locks'
+	cp "$LOCKDIR/job.lock" "$T/new"
+	mv "$T/new" "$LOCKDIR/job.lock"
+	echo go > "$T/gate"
+	start=$(date +%s)
+	rc=0
+	wait "$waiter" || rc=$?
+	assert_equal "$rc" 0
+	(($(date +%s) - start < 10))
+	run cat "$T/out"
+	assert_output --regexp '^ran [1-9][0-9]*$'
+	run lr -n job true
+	assert_success
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
