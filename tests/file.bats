@@ -474,15 +474,18 @@ public_leaserun() {
 	assert_equal "$stderr" "leaserun: job: cannot write $d/locks/job.lock: No space left on device"
 }
 
-@test "a lock file replaced while a run waits on it: the run starts over on the new file and is granted there" {
+# replaced_while_waiting ARGS...: "leaserun ARGS job" waits behind
+# flock(1) on job.lock; the file is replaced under it, then let go.  The
+# run must start over on the new file and be granted there (not loop on
+# the old one until -w runs out), and leave the lease free.
+replaced_while_waiting() {
 	lr job true
 	mkfifo "$T/gate"
 	flock "$LOCKDIR/job.lock" cat "$T/gate" & BG_PIDS=$!
 	wait_until 5 eval '! flock -n "$LOCKDIR/job.lock" true'
-	lr -w 20s job sh -c 'echo "ran $LEASERUN_FENCE"' > "$T/out" 2>&1 & BG_PIDS="$BG_PIDS $!"
+	lr -w 20s "$@" job sh -c 'echo "ran $LEASERUN_FENCE"' > "$T/out" 2>&1 & BG_PIDS="$BG_PIDS $!"
 	waiter=$!
-	# Blocked on the old file (a waiter in /proc/locks), then the file
-	# is replaced under it and the old one let go.
+	# Blocked on the old file (a waiter on its inode in /proc/locks).
 	ino=$(stat -c %i "$LOCKDIR/job.lock")
 	wait_until 10 eval 'grep -q -- "-> FLOCK .*:$ino " /proc/locks'
 	cp "$LOCKDIR/job.lock" "$T/new"
@@ -497,6 +500,23 @@ public_leaserun() {
 	assert_output --regexp '^ran [1-9][0-9]*$'
 	run lr -n job true
 	assert_success
+}
+
+@test "a lock file replaced while a run waits on it: the run starts over on the new file and is granted there" {
+	replaced_while_waiting
+}
+
+@test "--shared: a lock file replaced while the run waits on it: it starts over on the new file" {
+	replaced_while_waiting --shared
+}
+
+@test "--once-per held back by a record of a one-letter host with no pid: the host is named, not \"another host\"" {
+	printf 'fence=5\nhost=a\npid=0\nperiod=3600000\nstart=%s\n' \
+		"$(($(date +%s) * 1000 - 60000))" > "$LOCKDIR/job.run"
+	run --separate-stderr lr --once-per 1h job touch "$T/ran"
+	assert_equal "$status" 1
+	[ ! -e "$T/ran" ]
+	assert_regex "$stderr" '^leaserun: job: last run started 1m[0-9s]* ago on a, fence 5; next run allowed in [0-9hms]+$'
 }
 
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
