@@ -122,3 +122,12 @@ setup() {
 	run lr -n job true
 	assert_success
 }
+
+@test "leaserun as a PID namespace's init, which a signal's default action cannot end: a command killed by SIGTERM still gives 143" {
+	needs_root "for a PID namespace"
+	# A container's entry point: raising the command's signal on itself
+	# does nothing to PID 1, so leaserun exits 128+15 instead.
+	run timeout -s KILL 30 unshare -pf "$LEASERUN" job sh -c 'echo ran; kill -TERM $$'
+	assert_equal "$status" 143
+	assert_output ran
+}
