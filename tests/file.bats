@@ -519,6 +519,16 @@ replaced_while_waiting() {
 	assert_regex "$stderr" '^leaserun: job: last run started 1m[0-9s]* ago on a, fence 5; next run allowed in [0-9hms]+$'
 }
 
+@test "a lock file emptied under its holder: the release leaves fence=0 in it, and the counter still gives the next run a greater fence" {
+	run lr job sh -c 'echo "$LEASERUN_FENCE"; : > "$0/job.lock"' "$LOCKDIR"
+	assert_success
+	first=$output
+	assert_equal "$(cat "$LOCKDIR/job.lock")" "fence=0"
+	run lr job sh -c 'echo "$LEASERUN_FENCE"'
+	assert_success
+	((output > first))
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
