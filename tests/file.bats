@@ -529,6 +529,23 @@ replaced_while_waiting() {
 	((output > first))
 }
 
+@test "--shared with a gate file that another user owns: 125 and the refusal, no command" {
+	needs_root "to give a file to another user"
+	touch "$LOCKDIR/job.gate"
+	chown nobody "$LOCKDIR/job.gate"
+	run lr --shared job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_output "leaserun: job: refusing $LOCKDIR/job.gate: it belongs to uid $(id -u nobody), who may rewrite it (remove it, or use a directory others cannot write to)"
+	[ ! -e "$T/ran" ]
+}
+
+@test "--list of a lock directory that is a file: 125 and why" {
+	touch "$T/afile"
+	run lr -U "file://$T/afile" --list
+	assert_equal "$status" 125
+	assert_output "leaserun: cannot list the leases of file://$T/afile: cannot read $T/afile: Not a directory"
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
