@@ -546,6 +546,14 @@ replaced_while_waiting() {
 	assert_output "leaserun: cannot list the leases of file://$T/afile: cannot read $T/afile: Not a directory"
 }
 
+@test "--status of a free lease whose fence counter holds something else than a number: no fence claimed" {
+	printf '123x\n' > "$LOCKDIR/job.fence"
+	run lr --status job
+	assert_equal "$status" 1
+	assert_line "state:   free"
+	refute_line --regexp '^fence:'
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
