@@ -554,6 +554,14 @@ replaced_while_waiting() {
 	refute_line --regexp '^fence:'
 }
 
+@test "--status where /proc/locks cannot be read (a mount namespace without /proc): 125 and why, not a free lease" {
+	needs_root "for a mount namespace"
+	lr job true
+	run unshare -m sh -c 'mount -t tmpfs none /proc && exec "$0" --status job' "$LEASERUN"
+	assert_equal "$status" 125
+	assert_output "leaserun: job: cannot inspect job on file://$LOCKDIR: cannot read /proc/locks: No such file or directory"
+}
+
 @test "a run that finds the fence counter locked by another waits for it without spinning" {
 	lr job true
 	flock "$LOCKDIR/job.fence" sleep 1.5 & BG_PIDS=$!
