@@ -768,34 +768,34 @@ cut_proxy() {
 czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 
 @test "faults: a create whose reply is lost: the node it made is found by its token and held, its czxid the fence; one it did not make is made again" {
-	# f5's directory is there: the create makes our node, and the
+	# lc's directory is there: the create makes our node, and the
 	# listing after the reconnect shows it, with our token.
-	run "$LEASERUN" f5 true
+	run "$LEASERUN" lc true
 	assert_success
-	cut_proxy "/leaserun/f5/lock-"
-	hold f5 -t 10s -w 20s --url="$CUT_URL"
+	cut_proxy "/leaserun/lc/lock-"
+	hold lc -t 10s -w 20s --url="$CUT_URL"
 	[ -e "$BATS_TEST_TMPDIR/cut" ]
-	assert_equal "$(nnodes f5)" 1
-	node=$(nodes f5)
+	assert_equal "$(nnodes lc)" 1
+	node=$(nodes lc)
 	# That very node (the first run's was 0), not one made after it.
 	[[ $node == *-0000000001 ]]
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/f5.fence")" "$(czxid "/leaserun/f5/$node")"
-	release f5
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/lc.fence")" "$(czxid "/leaserun/lc/$node")"
+	release lc
 	assert_holder_rc 0
-	assert_equal "$(nnodes f5)" 0
-	# f5b's is not: that create fails on the server, and the listing
+	assert_equal "$(nnodes lc)" 0
+	# lcb's is not: that create fails on the server, and the listing
 	# after the reconnect has no node of ours; the directory and the
 	# node are made, once.
-	cut_proxy "/leaserun/f5b/lock-"
-	hold f5b -t 10s -w 20s --url="$CUT_URL"
+	cut_proxy "/leaserun/lcb/lock-"
+	hold lcb -t 10s -w 20s --url="$CUT_URL"
 	[ -e "$BATS_TEST_TMPDIR/cut" ]
-	assert_equal "$(nnodes f5b)" 1
-	node=$(nodes f5b)
+	assert_equal "$(nnodes lcb)" 1
+	node=$(nodes lcb)
 	[[ $node == *-0000000000 ]]
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/f5b.fence")" "$(czxid "/leaserun/f5b/$node")"
-	release f5b
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/lcb.fence")" "$(czxid "/leaserun/lcb/$node")"
+	release lcb
 	assert_holder_rc 0
-	assert_equal "$(nnodes f5b)" 0
+	assert_equal "$(nnodes lcb)" 0
 }
 
 @test "faults: a semaphore's slot create whose reply is lost: the slot node made is found and held, no other slot taken" {
