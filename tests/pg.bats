@@ -623,6 +623,35 @@ requeued() {
 	assert_equal "$(cat "$d/c.slot")" 0
 }
 
+@test "--limit 2: a waiter whose wait for slot 1 is cancelled (pg_cancel_backend) waits for it again, and gets slot 1 once freed" {
+	local n d=$BATS_TEST_TMPDIR id one
+	n=$(name)
+	for id in a b; do
+		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$n@%:$c'
+		ORDER BY backend_start DESC LIMIT 1")" = t ]
+	sleep 1
+	alive "$c"
+	[ ! -e "$d/c.slot" ]
+	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
+	kill "$(cut -d ' ' -f 1 "$one")"
+	wait_rc "$c"
+	cat "$d/c.err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/c.slot")" 1
+}
+
 @test "--limit 2: a waiter queued on both slots whose first session is terminated waits on, and gets the next slot freed" {
 	local n d=$BATS_TEST_TMPDIR id one
 	n=$(name)
@@ -1024,6 +1053,8 @@ queued_waiter() {
 	# The server's end of the holder's connection is aborted: a reset
 	# reaches leaserun.
 	ss -K -t src 127.0.0.1 sport = ":$PG_PORT" dport = ":$lport" >/dev/null
+	# Bounded: an ss -K that did nothing must fail the test, not hang it.
+	wait_until 5 eval '! alive "$BG"'
 	wait_rc "$BG"; [ "$RC" = 124 ]
 	t1=$(now_ms)
 	dead "$CHILD"
@@ -1057,13 +1088,14 @@ queued_waiter() {
 	ss -K -t src 127.0.0.1 sport = ":$lport" dport = ":$PG_PORT" >/dev/null
 	# The server has ended the session and freed the lock: the command
 	# must not run on until the TTL (10s) runs out.
+	wait_until 5 eval '! alive "$BG"'
 	wait_rc "$BG"; [ "$RC" = 124 ]
 	t1=$(now_ms)
 	dead "$CHILD"
 	(( t1 - t0 < 1000 ))
 	grep -F "PostgreSQL at 127.0.0.1:$PG_PORT ended our session (Software caused connection abort): the lock went with it" \
 		"$BATS_TEST_TMPDIR/$n.err"
-	is_free "$n"
+	wait_until 2 is_free "$n"
 }
 
 @test "--break terminates the holder's backend: the holder exits 124 and the lock is free" {

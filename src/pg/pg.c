@@ -1176,6 +1176,7 @@ static enum lr_status aux_open(struct lr_store *st, int64_t deadline,
 		a->req = st->req;
 		memcpy(a->where, st->where, sizeof(a->where));
 		memcpy(a->appname, st->appname, sizeof(a->appname));
+		a->tls_warned = 1; /* said once, of the store's own session */
 		lr_waitset_init(&a->ws);
 		s = pg_connect(a, deadline, err);
 		if (s != LR_OK)
@@ -1307,7 +1308,10 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 	for (i = 0; !st->handed && i < st->nslot_sess; i++) {
 		struct lr_store *a = st->slot_sess[i];
 
-		broke |= sess_poll(a) < 0;
+		/* A slot's wait that ended without the slot (its statement
+		 * cancelled) counts as broken: nobody waits for that slot. */
+		broke |= sess_poll(a) < 0 ||
+			 (!a->handed && a->inflight != Q_WAIT);
 		if (a->handed)
 			sess_swap(st, a);
 	}
