@@ -1323,8 +1323,9 @@ static void end_run(struct sup *s)
 		}
 		if (!s->reaped ||
 		    lr_child_group_alive(s->pid, cfg->foreground)) {
+			/* (Said only of a lease not already lost.) */
+			s->outlived = !s->certain_loss;
 			s->certain_loss = 1; /* let it expire instead */
-			s->outlived = 1;
 		} else
 			lr_child_guard_group(0);
 	}
@@ -1346,8 +1347,10 @@ static void end_run(struct sup *s)
 						"process group outlived SIGKILL "
 						"(a member leaserun may not "
 						"signal): the lease is not "
-						"given back, and expires by its "
-						"TTL" : NULL });
+						"given back; it ends with "
+						"leaserun's session, or at its "
+						"TTL, while that member may "
+						"still run" : NULL });
 	}
 	/* Removed only now that the release has said whether the lease was
 	 * ours to the end; until then it reads "releasing" or "lost". */
