@@ -955,8 +955,8 @@ wire_refused() {
 	assert_equal "$status" 125
 	assert_equal "${#stderr_lines[@]}" 1
 	(( MS < 1500 ))
-	# (The reason, "the user name is too long", is cut off the line by
-	# the URL, which the line names first.)
+	# The URL is cut in the line, so that the reason ends it.
+	[[ "$stderr" == *"...: "*"the user name is too long"* ]]
 	run ! grep -q "login" "$T/port.got"
 	no_secret
 	[ ! -e "$T/ran" ]

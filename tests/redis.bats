@@ -601,7 +601,7 @@ ks_tries() {
 	"$LEASERUN" -w 20 "$n" true &
 	w=$!
 	BG_PIDS=$w
-	wait_until 10 test "$(rcli pubsub numsub "__keyspace@0__:$k" | tail -n 1)" = 1
+	wait_until 10 eval '[ "$(rcli pubsub numsub "__keyspace@0__:$k" | tail -n 1)" = 1 ]'
 	# Past the first tries' backoff: from here on, tries of its own
 	# are 1.2s apart at least.
 	sleep 2.5

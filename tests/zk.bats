@@ -529,17 +529,21 @@ interval_cmd() {
 @test "nodes in a lease directory that leaserun did not make are neither holders nor waiters" {
 	# slot2- without its number, a lock- name without a sequence number,
 	# sem without its limit: what a person could leave there by hand.
-	zk_cli "$ZK_EP" "create /leaserun" "create /leaserun/t27" \
-		"create /leaserun/t27/slot2-" "create /leaserun/t27/lock-not-a-sequence" \
-		"create /leaserun/t27/sem-x" >/dev/null
-	run zk_cli "$ZK_EP" "ls /leaserun/t27"
+	zk_cli "$ZK_EP" "create /leaserun" "create /leaserun/handmade" \
+		"create /leaserun/handmade/slot2-" "create /leaserun/handmade/lock-not-a-sequence" \
+		"create /leaserun/handmade/sem-x" >/dev/null
+	run zk_cli "$ZK_EP" "ls /leaserun/handmade"
 	assert_output --partial "[lock-not-a-sequence, sem-x, slot2-]"
-	run "$LEASERUN" --status t27
+	run "$LEASERUN" --status handmade
 	assert_failure 1
 	assert_output --partial "free"
-	run --separate-stderr "$LEASERUN" -n t27 sh -c 'echo ran'
+	run --separate-stderr "$LEASERUN" -n handmade sh -c 'echo ran'
 	assert_success
 	assert_output "ran"
+	# (zk_cli's status is its grep's: nothing printed is 1.)
+	zk_cli "$ZK_EP" "delete /leaserun/handmade/slot2-" \
+		"delete /leaserun/handmade/lock-not-a-sequence" \
+		"delete /leaserun/handmade/sem-x" >/dev/null || true
 }
 
 @test "bad zk URLs are refused with 125 and a reason" {
