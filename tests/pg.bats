@@ -512,6 +512,41 @@ queued_on_both() {
 		AND wait_event_type = 'Lock' AND wait_event = 'advisory'")" = 2 ]
 }
 
+# slots_taken NAME: two holders take both slots of NAME with -l 2; each
+# writes "PID SLOT" of its command to $BATS_TEST_TMPDIR/{a,b}.slot.
+slots_taken() {
+	local id d=$BATS_TEST_TMPDIR
+	for id in a b; do
+		"$LEASERUN" -l 2 "$1" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
+			"$d/$id.slot" 2>"$d/$id.err" &
+		BG_PIDS="$BG_PIDS $!"
+		wait_until 15 exists "$d/$id.slot"
+		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
+	done
+}
+
+# slot_waiter NAME [OPTION...]: a run of -l 2 -w 30s that writes its slot
+# to $BATS_TEST_TMPDIR/c.slot, once queued on both slots; sets c, its pid.
+slot_waiter() {
+	local n=$1 d=$BATS_TEST_TMPDIR
+	shift
+	"$LEASERUN" "$@" -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
+		"$d/c.slot" 2>"$d/c.err" &
+	c=$!
+	BG_PIDS="$BG_PIDS $c"
+	wait_until 10 queued_on_both "$n" "$c"
+}
+
+# waiter_backend NAME PID first|last: the backend of leaserun PID's first
+# session (slot 0's, which holds the gate) or its newest.
+waiter_backend() {
+	local order=
+	[ "$3" = first ] || order=DESC
+	pg_sql "SELECT pid FROM pg_stat_activity
+		WHERE application_name LIKE 'leaserun:$1@%:$2'
+		ORDER BY backend_start $order LIMIT 1"
+}
+
 # Leaserun pid $2 waits on both slots of lease $1 again, without backend $3.
 requeued() {
 	queued_on_both "$1" "$2" &&
@@ -519,26 +554,12 @@ requeued() {
 }
 
 @test "--limit 2: a waiter queued on both slots whose second session is terminated queues again, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR id one first second
+	local n d=$BATS_TEST_TMPDIR one first second
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
-	"$LEASERUN" -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
-		"$d/c.slot" 2>"$d/c.err" &
-	c=$!
-	BG_PIDS="$BG_PIDS $c"
-	wait_until 10 queued_on_both "$n" "$c"
-	first=$(pg_sql "SELECT pid FROM pg_stat_activity
-		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start LIMIT 1")
-	second=$(pg_sql "SELECT pid FROM pg_stat_activity
-		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start DESC LIMIT 1")
+	slots_taken "$n"
+	slot_waiter "$n"
+	first=$(waiter_backend "$n" "$c" first)
+	second=$(waiter_backend "$n" "$c" last)
 	# An administrator ends the session that waits for slot 1 (the newer).
 	[ "$(pg_sql "SELECT pg_terminate_backend($second)")" = t ]
 	# It waits on, on both slots again, and nothing of it runs yet; its
@@ -547,9 +568,7 @@ requeued() {
 	wait_until 10 requeued "$n" "$c" "$second"
 	sleep 1
 	queued_on_both "$n" "$c"
-	assert_equal "$(pg_sql "SELECT pid FROM pg_stat_activity
-		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start LIMIT 1")" "$first"
+	assert_equal "$(waiter_backend "$n" "$c" first)" "$first"
 	alive "$c"
 	[ ! -e "$d/c.slot" ]
 	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
@@ -561,20 +580,10 @@ requeued() {
 }
 
 @test "--limit 2: a waiter whose second session is terminated and cannot open another (the role's connection limit) starts again, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR one
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
-	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
-		"$d/c.slot" 2>"$d/c.err" &
-	c=$!
-	BG_PIDS="$BG_PIDS $c"
-	wait_until 10 queued_on_both "$n" "$c"
+	slots_taken "$n"
+	slot_waiter "$n" -v
 	# Room for the two holders' sessions and one more (teardown lifts it).
 	pg_sql "ALTER ROLE lr CONNECTION LIMIT 3" >/dev/null
 	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -593,20 +602,10 @@ requeued() {
 }
 
 @test "--limit 2: a waiter whose wait for slot 0 is cancelled (pg_cancel_backend) starts again, and gets slot 0 once freed" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR one
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
-	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
-		"$d/c.slot" 2>"$d/c.err" &
-	c=$!
-	BG_PIDS="$BG_PIDS $c"
-	wait_until 10 queued_on_both "$n" "$c"
+	slots_taken "$n"
+	slot_waiter "$n" -v
 	# The statement of the first session (slot 0's wait) is cancelled;
 	# the session stays.
 	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
@@ -624,20 +623,10 @@ requeued() {
 }
 
 @test "--limit 2: a waiter whose wait for slot 1 is cancelled (pg_cancel_backend) waits for it again, and gets slot 1 once freed" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR one
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
-	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
-		"$d/c.slot" 2>"$d/c.err" &
-	c=$!
-	BG_PIDS="$BG_PIDS $c"
-	wait_until 10 queued_on_both "$n" "$c"
+	slots_taken "$n"
+	slot_waiter "$n" -v
 	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 		WHERE application_name LIKE 'leaserun:$n@%:$c'
 		ORDER BY backend_start DESC LIMIT 1")" = t ]
@@ -653,20 +642,10 @@ requeued() {
 }
 
 @test "--limit 2: a waiter queued on both slots whose first session is terminated waits on, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR one
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
-	"$LEASERUN" -v -l 2 -w 30s "$n" sh -c 'echo "$LEASERUN_SLOT" >"$0"' \
-		"$d/c.slot" 2>"$d/c.err" &
-	c=$!
-	BG_PIDS="$BG_PIDS $c"
-	wait_until 10 queued_on_both "$n" "$c"
+	slots_taken "$n"
+	slot_waiter "$n" -v
 	# An administrator ends the store's own session (the older), which
 	# holds the gate and waits for slot 0.
 	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -684,15 +663,9 @@ requeued() {
 }
 
 @test "--limit 2: a waiter granted slot 1, on its second session, then its backend terminated: 124 at once" {
-	local n d=$BATS_TEST_TMPDIR id one
+	local n d=$BATS_TEST_TMPDIR one
 	n=$(name)
-	for id in a b; do
-		"$LEASERUN" -l 2 "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
-			"$d/$id.slot" 2>"$d/$id.err" &
-		BG_PIDS="$BG_PIDS $!"
-		wait_until 15 exists "$d/$id.slot"
-		BG_PIDS="$BG_PIDS $(cut -d ' ' -f 1 "$d/$id.slot")"
-	done
+	slots_taken "$n"
 	"$LEASERUN" -l 2 -w 30s "$n" sh -c 'echo $$ $LEASERUN_SLOT >"$0"; exec sleep 60' \
 		"$d/c.slot" 2>"$d/c.err" &
 	c=$!
