@@ -592,6 +592,8 @@ requeued() {
 	sleep 1
 	alive "$c"
 	[ ! -e "$d/c.slot" ]
+	# It said why it starts over.
+	grep -q "too many connections.*the wait for the slots starts over" "$d/c.err"
 	# It did not go on waiting for slot 0 alone: slot 1, freed, is its.
 	one=$(grep -l ' 1$' "$d/a.slot" "$d/b.slot")
 	kill "$(cut -d ' ' -f 1 "$one")"
@@ -602,16 +604,15 @@ requeued() {
 }
 
 @test "--limit 2: a waiter whose wait for slot 0 is cancelled (pg_cancel_backend) starts again, and gets slot 0 once freed" {
-	local n d=$BATS_TEST_TMPDIR one
+	local n d=$BATS_TEST_TMPDIR one first
 	n=$(name)
 	slots_taken "$n"
 	slot_waiter "$n" -v
+	first=$(waiter_backend "$n" "$c" first)
 	# The statement of the first session (slot 0's wait) is cancelled;
-	# the session stays.
-	[ "$(pg_sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start LIMIT 1")" = t ]
-	wait_until 10 queued_on_both "$n" "$c"
+	# the session stays, and leaserun ends it to start again.
+	[ "$(pg_sql "SELECT pg_cancel_backend($first)")" = t ]
+	wait_until 10 requeued "$n" "$c" "$first"
 	alive "$c"
 	[ ! -e "$d/c.slot" ]
 	one=$(grep -l ' 0$' "$d/a.slot" "$d/b.slot")
@@ -642,16 +643,15 @@ requeued() {
 }
 
 @test "--limit 2: a waiter queued on both slots whose first session is terminated waits on, and gets the next slot freed" {
-	local n d=$BATS_TEST_TMPDIR one
+	local n d=$BATS_TEST_TMPDIR one first
 	n=$(name)
 	slots_taken "$n"
 	slot_waiter "$n" -v
+	first=$(waiter_backend "$n" "$c" first)
 	# An administrator ends the store's own session (the older), which
 	# holds the gate and waits for slot 0.
-	[ "$(pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name LIKE 'leaserun:$n@%:$c'
-		ORDER BY backend_start LIMIT 1")" = t ]
-	wait_until 10 queued_on_both "$n" "$c"
+	[ "$(pg_sql "SELECT pg_terminate_backend($first)")" = t ]
+	wait_until 10 requeued "$n" "$c" "$first"
 	alive "$c"
 	[ ! -e "$d/c.slot" ]
 	one=$(grep -l ' 0$' "$d/a.slot" "$d/b.slot")

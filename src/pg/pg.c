@@ -1322,19 +1322,34 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 	if (st->inflight != Q_WAIT)
 		ours = broke = 1;
 	if (broke) {
-		struct lr_err ignored = { "" };
+		struct lr_err why = { "" };
 
 		aux_close(st);
 		/* A slot's own session ended (an administrator, a pooler's
 		 * timeout): the store's session still holds the gate and
 		 * waits for slot 0, and nobody else may wait for the other
 		 * slots while it does: wait for them again, on new sessions. */
-		if (!ours && aux_open(st, deadline, &ignored) == LR_OK)
-			return LR_BUSY;
+		if (!ours) {
+			if (aux_open(st, deadline, &why) == LR_OK)
+				return LR_BUSY;
+			if (st->req->warn) {
+				char msg[LR_ERRLEN + 96];
+
+				snprintf(msg, sizeof(msg),
+					 "%s; the wait for the slots starts "
+					 "over, from the back of the queue",
+					 why.msg);
+				st->req->warn(st->req->warn_ctx, msg);
+			}
+		}
 		/* Else (our own session ended, or new ones could not be
 		 * opened) start again from a try, on a new session: the
-		 * gate and the wait for slot 0 end with the old one. */
+		 * gate and the wait for slot 0 end with the old one, which
+		 * is closed now, so that no other waiter queues behind a
+		 * gate it no longer waits at until the next try. */
 		aux_close(st);
+		PQfinish(st->conn);
+		st->conn = NULL;
 		st->gone = 1;
 	}
 	return LR_BUSY;
