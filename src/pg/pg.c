@@ -1343,14 +1343,14 @@ static enum lr_status aux_acquire(struct lr_store *st, int64_t deadline,
 			}
 		}
 		/* Else (our own session ended, or new ones could not be
-		 * opened) start again from a try, on a new session: the
-		 * gate and the wait for slot 0 end with the old one, which
-		 * is closed now, so that no other waiter queues behind a
-		 * gate it no longer waits at until the next try. */
+		 * opened) start again from a try, on a new session (the
+		 * next acquire() connects, finding no connection): the gate
+		 * and the wait for slot 0 end with the old one, closed now
+		 * rather than then, so that other waiters are not kept
+		 * behind its gate meanwhile. */
 		aux_close(st);
 		PQfinish(st->conn);
 		st->conn = NULL;
-		st->gone = 1;
 	}
 	return LR_BUSY;
 }
