@@ -1151,24 +1151,13 @@ static struct lr_store *open_once(struct run *r, struct lr_store_req *req,
  * (50ms doubling to a second, jittered) until -w, counted from t0, runs
  * out, saying each new fault once with -v; what cannot heal, -n, and
  * --status and --break fail at once. */
-/* A URL in a message, cut to MSG_URL_MAX bytes and "...", so that the
- * reason after it stays within the line (a user name of a kilobyte). */
-#define MSG_URL_MAX 200
-static const char *msg_url(const char *url, char *buf, size_t len)
-{
-	if (strlen(url) <= MSG_URL_MAX)
-		return url;
-	snprintf(buf, len, "%.*s...", MSG_URL_MAX, url);
-	return buf;
-}
-
 static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 				   int64_t t0)
 {
 	static char host[256], token[37];
 	struct opts *o = r->o;
 	static char said[LR_ERRLEN];
-	char ubuf[MSG_URL_MAX + 4];
+	char ubuf[LR_MSG_URL_MAX + 4];
 	struct lr_err err = { "", 0 };
 	struct lr_store *st;
 	int64_t backoff = 50;
@@ -1209,7 +1198,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 		left = o->wait_ms > 0 ? t0 + o->wait_ms - lr_now_ms() : pause;
 		if (!err.heals || o->mode || o->wait_ms == 0 || left <= 0)
 			exit_failed("cannot open %s: %s",
-				    msg_url(r->u->redacted, ubuf, sizeof(ubuf)),
+				    lr_msg_url(r->u->redacted, ubuf, sizeof(ubuf)),
 				    err.msg);
 		if (pause > left) /* a last try as the wait runs out */
 			pause = left;
@@ -1221,7 +1210,7 @@ static struct lr_store *open_store(struct run *r, struct lr_store_req *req,
 			lr_logf(LR_LOG_INFO, "store-fault", f, 1,
 				"cannot open %s: %s; trying again until the "
 				"wait runs out",
-				msg_url(r->u->redacted, ubuf, sizeof(ubuf)),
+				lr_msg_url(r->u->redacted, ubuf, sizeof(ubuf)),
 				err.msg);
 		}
 		poll(NULL, 0, (int)pause);

@@ -176,7 +176,10 @@ int lr_list_show(const struct lr_list_req *q, char *why, size_t len)
 		return -1;
 	}
 	if (rc != LR_OK) {
-		snprintf(why, len, "cannot list the leases of %s: %s", q->url,
+		char ubuf[LR_MSG_URL_MAX + 4];
+
+		snprintf(why, len, "cannot list the leases of %s: %s",
+			 lr_msg_url(q->url, ubuf, sizeof(ubuf)),
 			 err.msg[0] ? err.msg : lr_status_name(rc));
 		return -1;
 	}

@@ -289,9 +289,12 @@ int lr_status_show(const struct lr_status_req *q, char *why, size_t len)
 	lr_info_init(&info);
 	rc = q->ops->inspect(q->st, lr_now_ms() + q->budget_ms, &info, &err);
 	if (rc != LR_OK) {
+		char ubuf[LR_MSG_URL_MAX + 4];
+
 		lr_info_free(&info);
 		snprintf(why, len, "cannot inspect %s on %s: %s", q->name,
-			 q->url, err.msg[0] ? err.msg : lr_status_name(rc));
+			 lr_msg_url(q->url, ubuf, sizeof(ubuf)),
+			 err.msg[0] ? err.msg : lr_status_name(rc));
 		return -1;
 	}
 	lr_info_sort(&info);

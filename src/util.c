@@ -154,6 +154,14 @@ void lr_scrub(char *s)
 	}
 }
 
+const char *lr_msg_url(const char *url, char *buf, size_t len)
+{
+	if (strlen(url) <= LR_MSG_URL_MAX)
+		return url;
+	snprintf(buf, len, "%.*s...", LR_MSG_URL_MAX, url);
+	return buf;
+}
+
 void lr_iso_time(char *buf, size_t len, int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);

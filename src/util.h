@@ -34,6 +34,12 @@ void lr_secret_add(const char *s);
 void lr_secret_add_n(const char *s, size_t n);
 void lr_scrub(char *s);
 
+/* A URL in a message, cut to LR_MSG_URL_MAX bytes and "..." (into buf,
+ * of at least LR_MSG_URL_MAX + 4 bytes), so that the reason after it
+ * stays within the line (a user name of a kilobyte). */
+#define LR_MSG_URL_MAX 200
+const char *lr_msg_url(const char *url, char *buf, size_t len);
+
 /* "TERM", "SIGTERM", "15" -> 15.  Returns -1 if unknown. */
 int lr_signal_parse(const char *s);
 /* A non-negative decimal int no larger than max; -1 otherwise. */

@@ -539,6 +539,22 @@ replaced_while_waiting() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "--status and --list cut a URL of a kilobyte to 200 bytes in their one line, so that the reason still ends it" {
+	local d=$T/long i u
+	for i in 1 2 3 4 5; do d+=/$(printf 'd%.0s' {1..60}); done
+	mkdir -p "$d"
+	ln -s elsewhere "$d/job.lock"
+	u="file://$d"
+	run lr -U "$u" --status job
+	assert_equal "$status" 125
+	assert_output "leaserun: job: cannot inspect job on ${u:0:200}...: cannot open $d/job.lock: Too many levels of symbolic links"
+	touch "$d/afile"
+	u="file://$d/afile"
+	run lr -U "$u" --list
+	assert_equal "$status" 125
+	assert_output "leaserun: cannot list the leases of ${u:0:200}...: cannot read $d/afile: Not a directory"
+}
+
 @test "--list of a lock directory that is a file: 125 and why" {
 	touch "$T/afile"
 	run lr -U "file://$T/afile" --list
