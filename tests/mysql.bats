@@ -31,6 +31,15 @@ teardown() {
 	my_sql "SET GLOBAL read_only = 0;
 		SET GLOBAL innodb_flush_log_at_trx_commit = 1;
 		SET GLOBAL sql_mode = DEFAULT" || true
+	# A database a test made of its own goes, with its grants, whether
+	# the test passed or not.
+	if [ -n "${OTHER_DB:-}" ]; then
+		my_sql "DROP DATABASE IF EXISTS $OTHER_DB;
+			DELETE FROM mysql.db WHERE Db = '$OTHER_DB';
+			DELETE FROM mysql.tables_priv WHERE Db = '$OTHER_DB';
+			DELETE FROM mysql.columns_priv WHERE Db = '$OTHER_DB';
+			FLUSH PRIVILEGES" || true
+	fi
 }
 
 # A lease name unique to this test.
@@ -450,6 +459,7 @@ live_rows() {
 
 @test "without the right to create the table of fences: 125 and one line with the statement and the grant" {
 	n=$(name)
+	OTHER_DB=lr2
 	my_sql "DROP DATABASE IF EXISTS lr2; CREATE DATABASE lr2;
 		GRANT SELECT, INSERT, UPDATE ON lr2.* TO 'other'@'%'"
 	LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr2" \
@@ -521,6 +531,7 @@ live_rows() {
 }
 
 @test "a table of fences that is not InnoDB: one warning that a fence may repeat after a crash" {
+	OTHER_DB=lr4
 	my_sql "DROP DATABASE IF EXISTS lr4; CREATE DATABASE lr4;
 		GRANT ALL ON lr4.* TO 'lr'@'%';
 		CREATE TABLE lr4.leaserun_fences (name VARCHAR(64) CHARACTER SET
@@ -554,6 +565,7 @@ live_rows() {
 @test "cron: without the table and the right to create it, --once-per fails with the statement to run" {
 	n=$(name)
 	LEASERUN_URL=$MY_URL lr "$n" true # (makes lr.leaserun_fences)
+	OTHER_DB=lr3
 	my_sql "DROP DATABASE IF EXISTS lr3; CREATE DATABASE lr3;
 		GRANT SELECT, INSERT, UPDATE ON lr3.* TO 'other'@'%'"
 	export LEASERUN_URL="mysql://other:$MY_PASSWORD@127.0.0.1:$MY_PORT/lr3"
@@ -624,6 +636,7 @@ live_rows() {
 	n=$(name)
 	lr -s "$n" true # (makes lr.leaserun_holders)
 	lr --once-per 1m "$n" true # (makes lr.leaserun_runs)
+	OTHER_DB=lr8
 	my_sql "DROP DATABASE IF EXISTS lr8; CREATE DATABASE lr8;
 		CREATE TABLE lr8.leaserun_fences LIKE lr.leaserun_fences;
 		CREATE TABLE lr8.leaserun_runs LIKE lr.leaserun_runs;
@@ -635,14 +648,12 @@ live_rows() {
 	# Not held: 1, and not 125 for the table it may not read.
 	assert_equal "$status" 1
 	assert_equal "$stderr" ""
-	my_sql "REVOKE ALL ON lr8.leaserun_fences FROM 'other'@'%';
-		REVOKE ALL ON lr8.leaserun_runs FROM 'other'@'%';
-		DROP DATABASE lr8" || true
 }
 
 @test "cron: a table of runs this user may read but not write (the table, a column), or that refuses the row: 125, one line saying which, the command not run" {
 	n=$(name)
 	lr --once-per 1m "$n" true # (makes lr.leaserun_runs)
+	OTHER_DB=lr9
 	my_sql "DROP DATABASE IF EXISTS lr9; CREATE DATABASE lr9;
 		CREATE TABLE lr9.leaserun_fences LIKE lr.leaserun_fences;
 		CREATE TABLE lr9.leaserun_runs LIKE lr.leaserun_runs;
@@ -666,9 +677,6 @@ live_rows() {
 	assert_equal "$status" 125
 	assert_regex "$stderr" "^leaserun: $n: cannot record the start of the run \(--once-per 1m\): recording the run on MySQL at 127\.0\.0\.1:$MY_PORT failed: Data too long for column 'host' at row 1 \(1406\)\$"
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
-	my_sql "REVOKE ALL ON lr9.leaserun_runs FROM 'other'@'%';
-		REVOKE ALL ON lr9.leaserun_fences FROM 'other'@'%';
-		DROP DATABASE lr9" || true
 }
 
 @test "-l 2 with every slot taken and the plain lock held from SQL: refused as a run of --limit 1 would be, 125, one line" {
