@@ -180,6 +180,26 @@ free_counter() {
 	done
 }
 
+@test "a waiter killed by SIGKILL leaves no flock helper behind: its helpers die with it, not when they next get the lock" {
+	local w kids k
+	"$LEASERUN" job sh -c 'echo $$ > "$0"; exec sleep 30' "$T/pid" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 exists "$T/pid"
+	BG_PIDS="$BG_PIDS $(cat "$T/pid")"
+	"$LEASERUN" -l 1 -w 60s job true &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	# Its helper, blocked in flock(); nothing else of it runs yet.
+	wait_until 5 pgrep -P "$w"
+	kids=$(pgrep -P "$w")
+	BG_PIDS="$BG_PIDS $kids"
+	kill -KILL "$w"
+	for k in $kids; do
+		wait_until 3 dead "$k"
+	done
+	alive "$(cat "$T/pid")"
+}
+
 @test "the lock file deleted under a running job is loss: 124 at once" {
 	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
 	pid=$!
