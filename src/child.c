@@ -62,6 +62,36 @@ static void close_ours(const int *keep, size_t nkeep, int also)
 	close_from(lo, ~0U);
 }
 
+/* The command's side of lr_child_spawn(), in the vfork()ed child: it
+ * execs the command or exits, writing exec's errno to the pipe fd. */
+static void __attribute__((noreturn))
+exec_child(const struct lr_child_spec *spec, pid_t parent, int fd)
+{
+	sigset_t none;
+	int e;
+
+	if (!spec->foreground) {
+		setpgid(0, 0);
+		/* Before the exec: the command cannot start anything the
+		 * guard would not know of. */
+		lr_child_guard_group(getpid());
+	}
+	/* Our parent may have died before the prctl(): then nobody holds
+	 * the lease for us. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(LR_EXIT_FAILED);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* The exec pipe stays open until the exec closes it. */
+	close_ours(spec->keep_fds, spec->nkeep, fd);
+	execvpe(spec->argv[0], spec->argv, spec->envp);
+	e = errno;
+	if (write(fd, &e, sizeof(e)) < 0) {
+		/* the parent sees a short read and assumes 127 */
+	}
+	_exit(e == ENOENT || e == ENOTDIR ? LR_EXIT_NOTFOUND : LR_EXIT_NOEXEC);
+}
+
 pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 		     int *errnum)
 {
@@ -89,29 +119,8 @@ pid_t lr_child_spawn(const struct lr_child_spec *spec, int *code,
 		return -1;
 	}
 	if (pid == 0) {
-		sigset_t none;
-
 		close(p[0]);
-		if (!spec->foreground) {
-			setpgid(0, 0);
-			/* Before the exec: the command cannot start anything
-			 * the guard would not know of. */
-			lr_child_guard_group(getpid());
-		}
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-		    getppid() != parent)
-			_exit(LR_EXIT_FAILED);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* The exec pipe stays open until the exec closes it. */
-		close_ours(spec->keep_fds, spec->nkeep, p[1]);
-		execvpe(spec->argv[0], spec->argv, spec->envp);
-		e = errno;
-		if (write(p[1], &e, sizeof(e)) < 0) {
-			/* the parent sees a short read and assumes 127 */
-		}
-		_exit(e == ENOENT || e == ENOTDIR ? LR_EXIT_NOTFOUND
-						  : LR_EXIT_NOEXEC);
+		exec_child(spec, parent, p[1]);
 	}
 	close(p[1]);
 	if (!spec->foreground)
