@@ -879,6 +879,19 @@ wire_refused() {
 	run ! grep -q "cleartext refused" "$T/port.got"
 }
 
+@test "a server that quotes the password it was refused: a secret URL parameter is masked as it was sent (decoded), not only as written" {
+	store_built redis
+	hostile redis echoauth
+	# sentinel_password is sent decoded: p@ss!w0rd.
+	URL="redis+sentinel://127.0.0.1:$HPORT/m?sentinel_password=p%40ss%21w0rd"
+	measured -n job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "authentication failed: WRONGPASS '\*{9}' is not the password"
+	[[ "$stderr" != *w0rd* ]]
+	[ ! -e "$T/ran" ]
+}
+
 @test "MySQL: an ssl-ca file that cannot be read or holds no certificate: 125 before the handshake, one line naming the file" {
 	store_built mysql
 	hostile mysql tlsdrop

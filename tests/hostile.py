@@ -100,6 +100,8 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
+  redis echoauth   AUTH is refused with an error that quotes the password
+                   it was sent
 MySQL modes (PROTO mysql): a server that greets as MySQL 8.0 does
 (mysql_native_password, no TLS), takes any login, and answers the
 session's setup as a server would:
@@ -701,6 +703,10 @@ def redis_serve(mode, conn):
             conn.sendall(resp([b"127.0.0.1", b"99999"]))
         elif name == b"PING":
             conn.sendall(b"+PONG\r\n")
+        elif name == b"AUTH" and mode == "echoauth":
+            # A server (or a proxy) that quotes what it was sent.
+            conn.sendall(b"-WRONGPASS '" + cmd[-1] + b"' is not the "
+                         b"password\r\n")
         else:  # AUTH, SELECT, CLIENT TRACKING
             conn.sendall(b"+OK\r\n")
 
