@@ -975,6 +975,10 @@ queued_waiter() {
 	wait_until 5 is_free "$n"
 }
 
+read_only_now() {
+	[ "$(pg_sql "SHOW default_transaction_read_only")" = on ]
+}
+
 @test "cron: a server made read-only (default_transaction_read_only) under a job: its end is not recorded, said in one line; the next start fails with 125 and the server's error" {
 	local n d=$BATS_TEST_TMPDIR
 	runs_table
@@ -983,7 +987,10 @@ queued_waiter() {
 	PG_RESET_SYSTEM=1
 	pg_sql "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null
 	pg_sql "SELECT pg_reload_conf()" >/dev/null
-	sleep 0.5
+	# Once a new session has it, the postmaster has reloaded and told
+	# every backend, the holder's too (which reads it before its next
+	# statement).
+	wait_until 5 read_only_now
 	release "$n"
 	wait_holder
 	assert_equal "$HRC" 0
