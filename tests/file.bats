@@ -200,6 +200,28 @@ free_counter() {
 	alive "$(cat "$T/pid")"
 }
 
+@test "a flock helper whose leaserun died before it armed its death signal exits at once, not in the lock's queue" {
+	local w child
+	"$LEASERUN" job sh -c 'echo $$ > "$0"; exec sleep 30' "$T/pid" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 exists "$T/pid"
+	BG_PIDS="$BG_PIDS $(cat "$T/pid")"
+	# The shim (as in child.bats) holds the helper just before its
+	# PR_SET_PDEATHSIG until the waiter is dead: only the helper's check
+	# of its parent ends it.
+	LD_PRELOAD=$LR_BUILDDIR/.libs/pdeath.so LR_TEST_PDEATH_MARK=$T/mark \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		"$LEASERUN" -w 60s job true &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 5 exists "$T/mark"
+	child=$(cat "$T/mark")
+	BG_PIDS="$BG_PIDS $child"
+	kill -KILL "$w"
+	wait_until 5 dead "$child"
+	alive "$(cat "$T/pid")"
+}
+
 @test "the lock file deleted under a running job is loss: 124 at once" {
 	"$LEASERUN" job sh -c 'echo $$ > '"$T"'/pid; exec sleep 30' &
 	pid=$!
