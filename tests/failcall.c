@@ -8,17 +8,20 @@
  *	LR_TEST_FAIL=CALL:ERRNO[:SKIP[:FILE]]
  *
  * CALL is one of poll, clone, fork, signalfd, pipe2, chmod, rename,
- * fsync, fdatasync; ERRNO a number (for poll, 0: it returns 0 at once,
- * nothing ready, as a poll() woken before its time does).  From the moment FILE exists (from
- * the start without one; the command can create it once it runs), the
- * first SKIP calls (default 0) go through, the next one fails, and every
- * later one goes through again.  LR_TEST_FAIL_MARK, if set, names a file created when the call
- * has failed, so a test can tell "the path ran" from "the shim missed".
+ * fsync, fdatasync, flock (the file store helper's: see below); ERRNO a
+ * number (for poll, 0: it returns 0 at once, nothing ready, as a poll()
+ * woken before its time does).  From the moment FILE exists (from the
+ * start without one; the command can create it once it runs), the first
+ * SKIP calls (default 0) go through, the next one fails, and every
+ * later one goes through again.  LR_TEST_FAIL_MARK, if set, names a
+ * file created when the call has failed, so a test can tell "the path
+ * ran" from "the shim missed".
  *
  * Only in leaserun's own process: the first process to load the shim
  * records its pid in LR_TEST_FAIL_PID, and its children (the command,
  * which inherits LD_PRELOAD, the file store's helper, the vfork()ed
- * child before its exec) see another pid and are left alone.  Never
+ * child before its exec) see another pid and are left alone; but for
+ * flock, which fails only in the file store's helper.  Never
  * installed. */
 #include "config.h"
 
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,13 +73,14 @@ __attribute__((constructor)) static void setup(void)
 	armed = 1;
 }
 
-/* Whether this call of name is the one to fail (errno then set). */
-static int fails(const char *name)
+/* Whether this call of name, in process who, is the one to fail (errno
+ * then set). */
+static int fails_in(const char *name, pid_t who)
 {
 	const char *mark;
 	int e = errno;
 
-	if (!armed || done || getpid() != owner || strcmp(name, call) != 0)
+	if (!armed || done || who != owner || strcmp(name, call) != 0)
 		return 0;
 	if (file[0] && access(file, F_OK) != 0) {
 		errno = e;
@@ -91,6 +96,11 @@ static int fails(const char *name)
 		close(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
 	errno = err_no;
 	return 1;
+}
+
+static int fails(const char *name)
+{
+	return fails_in(name, getpid());
 }
 
 #define NEXT(type, name) ((type)dlsym(RTLD_NEXT, name))
@@ -168,4 +178,15 @@ int fdatasync(int fd)
 	if (fails("fdatasync"))
 		return -1;
 	return NEXT(int (*)(int), "fdatasync")(fd);
+}
+
+/* flock: in the file store's helper, a child that leaserun forked and
+ * did not exec (which keeps the shim armed), the flock() it blocks in;
+ * leaserun's own flock() calls, and those of anything exec'd, go
+ * through. */
+int flock(int fd, int op)
+{
+	if (!(op & LOCK_NB) && getpid() != owner && fails_in("flock", getppid()))
+		return -1;
+	return NEXT(int (*)(int, int), "flock")(fd, op);
 }

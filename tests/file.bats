@@ -776,6 +776,39 @@ $f.lock"
 	assert_equal "$stderr" "leaserun: job: cannot wait for $LOCKDIR/job.lock: fork: Resource temporarily unavailable"
 }
 
+@test "a waiter whose flock helper's flock() fails (ENOLCK, as on NFS): 125 with the reason, the command not run while another holds" {
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 30' "$T" 3>&- &
+	holder=$!
+	BG_PIDS="${BG_PIDS:-} $holder"
+	wait_until 5 [ -e "$T/held" ]
+	run --separate-stderr lr_failing flock:37 -w 20s job touch "$T/ran"
+	kill -0 "$holder"
+	kill "$holder"
+	assert_equal "$status" 125
+	[ -e "$T/failed" ]
+	[ ! -e "$T/ran" ]
+	assert_equal "$stderr" "leaserun: job: cannot lock $LOCKDIR/job.lock: No locks available"
+}
+
+@test "a waiter whose flock helper is killed: 125 with one line, the command not run while another holds" {
+	local w
+	"$LEASERUN" job sh -c 'touch "$0/held"; sleep 30' "$T" 3>&- &
+	holder=$!
+	BG_PIDS="${BG_PIDS:-} $holder"
+	wait_until 5 [ -e "$T/held" ]
+	"$LEASERUN" -w 20s job touch "$T/ran" 2>"$T/w.err" &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 5 pgrep -P "$w"
+	kill -KILL $(pgrep -P "$w")
+	wait_rc "$w"
+	kill -0 "$holder"
+	kill "$holder"
+	assert_equal "$RC" 125
+	[ ! -e "$T/ran" ]
+	assert_equal "$(cat "$T/w.err")" "leaserun: job: cannot lock $LOCKDIR/job.lock: its waiting helper ended"
+}
+
 @test "a fence counter that does not hold a number stops the run: 125, one line, no command, and the counter left as it was" {
 	# Counting again from 1 would repeat fences already handed out.
 	lr job true

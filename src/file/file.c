@@ -717,7 +717,7 @@ static void unlock_close(struct lr_store *st)
 }
 
 /* Starts one flocker per fds[i], blocking in flock(fds[i], op) on our own
- * open file description and then writing i (or -1 if flock failed) to
+ * open file description and then writing i (or -errno if flock failed) to
  * the pipe, our wait fd.  The hand-over is then as fast as flock's own.
  * LR_BUSY, or LR_ERROR. */
 static enum lr_status flockers_start(struct lr_store *st, enum phase ph,
@@ -753,7 +753,7 @@ static enum lr_status flockers_start(struct lr_store *st, enum phase ph,
 				_exit(1);
 			close(p[0]);
 			if (flock(fds[i], op) < 0)
-				v = -1;
+				v = -errno;
 			if (write(p[1], &v, sizeof(v)) != sizeof(v))
 				_exit(1);
 			_exit(0);
@@ -1077,9 +1077,15 @@ static enum lr_status flocker_done(struct lr_store *st, int64_t deadline,
 	enum phase ph = st->phase;
 	int v = -1, fd;
 
-	if (read(st->flocker_rd, &v, sizeof(v)) != sizeof(v) || v < 0) {
+	if (read(st->flocker_rd, &v, sizeof(v)) != sizeof(v)) {
 		flocker_stop(st);
-		lr_err_set(err, "cannot lock %s", st->path);
+		lr_err_set(err, "cannot lock %s: its waiting helper ended",
+			   st->path);
+		return LR_ERROR;
+	}
+	if (v < 0) {
+		flocker_stop(st);
+		lr_err_set(err, "cannot lock %s: %s", st->path, strerror(-v));
 		return LR_ERROR;
 	}
 	if (ph == PH_SLOTS) {
