@@ -516,6 +516,21 @@ second_crev() {
 	(( t1 - t0 < 3000 ))
 }
 
+@test "faults: no random lease ID to be had (getrandom fails): 125 in one line, the command never runs, nothing left in etcd" {
+	T=$BATS_TEST_TMPDIR
+	# The lease ID is 63 random bits, the key's name: a fixed one would
+	# be the same for every run, and one run's "already exists" would
+	# take another's lease for its own.  (The first getrandom() is the
+	# core's, for a seed it can do without; the second is the lease's.)
+	run --separate-stderr lr_failing getrandom:5:1 t16r touch "$T/ran"
+	[ -e "$T/failed" ]
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "getrandom: Input/output error"
+	[ ! -e "$T/ran" ]
+	assert_equal "$(nkeys t16r)" 0
+}
+
 @test "endpoints are tried in turn: a dead first endpoint is skipped" {
 	port=$("$LR_BUILDDIR/tests/freeport")
 	run "$LEASERUN" -U "etcd://127.0.0.1:$port,$LRE_EP" t16 sh -c 'echo ok'

@@ -3,19 +3,20 @@
  * system never takes: a poll() that fails while the command runs, a
  * group guard that cannot be started, a signalfd() refused, a pipe2()
  * out of descriptors, a fork() out of processes, a state directory that
- * cannot be made private, a disk that cannot make a fence durable.
+ * cannot be made private, a disk that cannot make a fence durable, a
+ * store that cannot draw a random lease ID.
  *
  *	LR_TEST_FAIL=CALL:ERRNO[:SKIP[:FILE]]
  *
  * CALL is one of poll, clone, fork, signalfd, pipe2, chmod, rename,
- * fsync, fdatasync, flock (the file store helper's: see below); ERRNO a
- * number (for poll, 0: it returns 0 at once, nothing ready, as a poll()
- * woken before its time does).  From the moment FILE exists (from the
- * start without one; the command can create it once it runs), the first
- * SKIP calls (default 0) go through, the next one fails, and every
- * later one goes through again.  LR_TEST_FAIL_MARK, if set, names a
- * file created when the call has failed, so a test can tell "the path
- * ran" from "the shim missed".
+ * fsync, fdatasync, getrandom, flock (the file store helper's: see
+ * below); ERRNO a number (for poll, 0: it returns 0 at once, nothing
+ * ready, as a poll() woken before its time does).  From the moment FILE
+ * exists (from the start without one; the command can create it once
+ * it runs), the first SKIP calls (default 0) go through, the next one
+ * fails, and every later one goes through again.  LR_TEST_FAIL_MARK, if
+ * set, names a file created when the call has failed, so a test can
+ * tell "the path ran" from "the shim missed".
  *
  * Only in leaserun's own process: the first process to load the shim
  * records its pid in LR_TEST_FAIL_PID, and its children (the command,
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -178,6 +180,14 @@ int fdatasync(int fd)
 	if (fails("fdatasync"))
 		return -1;
 	return NEXT(int (*)(int), "fdatasync")(fd);
+}
+
+ssize_t getrandom(void *buf, size_t len, unsigned flags)
+{
+	if (fails("getrandom"))
+		return -1;
+	return NEXT(ssize_t (*)(void *, size_t, unsigned), "getrandom")(
+	    buf, len, flags);
 }
 
 /* flock: in the file store's helper, a child that leaserun forked and
