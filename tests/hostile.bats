@@ -323,6 +323,69 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+# hostile.py's fake etcd (etcd fake modes) grants, queues our key, watches
+# it, reads it back, renews and releases as etcd does, and misbehaves at
+# one step.
+
+@test "etcd: a lease grant that etcd refuses: 125 at once, in one line with etcd's reason" {
+	store_built etcd
+	hostile etcd grantfail
+	URL=$(url etcd)
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "$stderr" "leaserun: job: etcd lease grant failed at 127.0.0.1:$HPORT: bad lease TTL"
+	(( MS < 3000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "etcd: a lock transaction whose reply lacks our key (no answers, no listing, a listing without it): 125 at once, the command never runs" {
+	store_built etcd
+	for mode in txnempty txnnorange txnnokey; do
+		hostile etcd "$mode"
+		URL=$(url etcd)
+		measured -w 5s job touch "$T/ran"
+		assert_equal "$status" 125
+		assert_equal "${#stderr_lines[@]}" 1
+		assert_regex "$stderr" "etcd lock transaction: our key leaserun/job/[0-9a-f]+ is missing from the reply"
+		(( MS < 3000 ))
+		[ ! -e "$T/ran" ]
+	done
+}
+
+@test "etcd: a TTL granted shorter than the one asked for: renewed at a third of the granted TTL" {
+	store_built etcd
+	hostile etcd shortttl
+	URL=$(url etcd)
+	measured -v -t 9s job sleep 3
+	assert_equal "$status" 0
+	assert_regex "$stderr" "the store granted a TTL of 2000ms; renewing every 666ms"
+	# Every 0.67s for 3s; at the TTL asked for, every 3s: once.
+	(( $(wc -l <"$T/port.ka") >= 3 ))
+}
+
+@test "etcd: a watch on our key that etcd never confirms: the run gives up when its wait runs out, and says so" {
+	store_built etcd
+	hostile etcd watchsilent
+	URL=$(url etcd)
+	measured -w 2s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "etcd watch on leaserun/job/[0-9a-f]+: no answer from 127.0.0.1:$HPORT in time"
+	(( MS >= 1900 && MS < 5000 ))
+	[ ! -e "$T/ran" ]
+}
+
+@test "etcd: a watch on our key that etcd cancels as it confirms it: 125, the command never runs" {
+	store_built etcd
+	hostile etcd watchcancel
+	URL=$(url etcd)
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "etcd watch canceled: revision 5 is compacted"
+	[ ! -e "$T/ran" ]
+}
+
 # ---- Redis ----------------------------------------------------------------
 # hostile.py's Redis modes log in, grant and watch as a server would, and
 # misbehave at one step.

@@ -46,6 +46,23 @@ prior knowledge) to answer each gRPC request stream with HEADERS
                 zeros as fast as the client's flow control lets them go
   etcd endless  DATA frames without end (empty, after 4 bytes of a
                 message prefix): never a whole message
+etcd fake modes (PROTO etcd): enough of etcd (class EtcdFake) for one
+leaserun to grant, queue its key, watch it, read it back, renew and
+release, misbehaving at one step; each keepalive adds a line to
+PORTFILE.ka:
+  etcd grantfail   the lease grant refused (FAILED_PRECONDITION, "bad
+                   lease TTL")
+  etcd shortttl    the lease granted with a TTL of 2s, whatever was asked
+  etcd txnempty    the lock transaction's reply has no answers
+  etcd txnnorange  ... only the put's answer, no listing
+  etcd txnnokey    ... a listing without our key
+  etcd watchsilent the watch on our key never confirmed
+  etcd watchcut    the connection closed 0.3s after each watch request
+  etcd watchcancel the watch confirmed and canceled at once (revision 5
+                   compacted)
+  etcd kaok        each keepalive stream ended, unanswered, with
+                   grpc-status 0
+  etcd kastatus    ... with grpc-status 14 ("etcdserver: leader changed")
 Redis modes (PROTO redis): a server that speaks enough RESP to log in,
 grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis endless    the renewal's reply is a line that never ends, sent
@@ -488,7 +505,268 @@ def etcd_endless(h2, stream):
             h2.conn.sendall(flood)
 
 
+# A fake etcd: enough of etcd's gRPC API over HTTP/2 for one leaserun to
+# acquire, hold, renew and release, misbehaving where the mode says.
+
+def pb_varint(n):
+    n &= (1 << 64) - 1
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_int(num, v):
+    return pb_varint(num << 3) + pb_varint(v) if v else b""
+
+
+def pb_bytes(num, b):
+    return pb_varint(num << 3 | 2) + pb_varint(len(b)) + b
+
+
+def pb_parse(b):
+    """A message's fields: {number: [values]}, ints and bytes."""
+    fields, i = {}, 0
+    while i < len(b):
+        tag, i = pb_read_varint(b, i)
+        num, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, i = pb_read_varint(b, i)
+        elif wt == 2:
+            n, i = pb_read_varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        fields.setdefault(num, []).append(v)
+    return fields
+
+
+def pb_read_varint(b, i):
+    n = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        n |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return n, i
+
+
+def pb_first(fields, num, default=None):
+    return fields.get(num, [default])[0]
+
+
+H2_END_STREAM, H2_PADDED = 0x1, 0x8
+
+
+def grpc_trailers(status, message=b""):
+    return (hpack_literal(b"grpc-status", str(status).encode()) +
+            (hpack_literal(b"grpc-message", message) if message else b""))
+
+
+class EtcdFake(H2Client):
+    """etcd as one client's connection sees it.  Requests are told apart
+    by what they carry (the paths come Huffman-coded): a stream whose
+    first message ends it is a unary call, else a Watch (its message a
+    create or cancel request) or a LeaseKeepAlive (a lease ID); among the
+    unary calls a LeaseGrant carries a TTL and an ID, a LeaseRevoke or
+    LeaseTimeToLive an ID alone, a Range a key (leaserun/...), a Txn
+    compares.  One key (the client's) at a time; revisions count up from
+    10."""
+
+    def __init__(self, conn, mode):
+        H2Client.__init__(self, conn, None)
+        self.mode = mode
+        self.rev = 10
+        self.key = None
+        self.crev = 0
+        self.lease = 0
+        self.ttl = 0
+        self.bufs = {}
+        self.answered = set()
+        self.ended = set()
+
+    def reply(self, stream, msg, end=None):
+        """A reply message on stream; with end (a status), the trailers
+        too."""
+        if stream not in self.answered:
+            self.answered.add(stream)
+            self.send(H2_HEADERS, H2_END_HEADERS, stream, GRPC_HEADERS)
+        if msg is not None:
+            self.send(H2_DATA, 0, stream,
+                      b"\0" + struct.pack("!I", len(msg)) + msg)
+        if end is not None:
+            self.send(H2_HEADERS, H2_END_HEADERS | H2_END_STREAM, stream,
+                      grpc_trailers(*end))
+            if stream not in self.ended:
+                # The client still sends: the stream is reset, as a
+                # gRPC server does after the trailers (NO_ERROR).
+                self.send(H2_RST_STREAM, 0, stream, struct.pack("!I", 0))
+
+    def header(self):
+        return pb_bytes(1, pb_int(3, self.rev))
+
+    def kv(self):
+        return pb_bytes(2, pb_bytes(1, self.key) + pb_int(2, self.crev) +
+                        pb_int(3, self.crev) + pb_int(4, 1) +
+                        pb_int(6, self.lease))
+
+    def run(self):
+        try:
+            if read_exact(self.conn, len(H2_PREFACE)) != H2_PREFACE:
+                return
+            self.send(H2_SETTINGS, 0, 0)
+            while True:
+                head = read_exact(self.conn, 9)
+                if head is None:
+                    return
+                n = struct.unpack("!I", b"\0" + head[:3])[0]
+                kind, flags = head[3], head[4]
+                stream = struct.unpack("!I", head[5:])[0] & 0x7fffffff
+                payload = read_exact(self.conn, n) if n else b""
+                if payload is None:
+                    return
+                if kind == H2_SETTINGS and not flags & H2_ACK:
+                    self.settings(payload)
+                elif kind == H2_PING and not flags & H2_ACK:
+                    self.send(H2_PING, H2_ACK, 0, payload)
+                elif kind == H2_WINDOW_UPDATE:
+                    self.window_update(stream, payload)
+                elif kind == H2_HEADERS:
+                    self.bufs.setdefault(stream, b"")
+                elif kind == H2_DATA and stream in self.bufs:
+                    if flags & H2_PADDED:
+                        payload = payload[1:len(payload) - payload[0]]
+                    if flags & H2_END_STREAM:
+                        self.ended.add(stream)
+                    if n:
+                        inc = struct.pack("!I", n)
+                        self.send(H2_WINDOW_UPDATE, 0, 0, inc)
+                        self.send(H2_WINDOW_UPDATE, 0, stream, inc)
+                    buf = self.bufs[stream] + payload
+                    while len(buf) >= 5:
+                        (m,) = struct.unpack("!I", buf[1:5])
+                        if len(buf) < 5 + m:
+                            break
+                        self.request(stream, pb_parse(buf[5:5 + m]),
+                                     bool(flags & H2_END_STREAM))
+                        buf = buf[5 + m:]
+                    self.bufs[stream] = buf
+        except OSError:
+            pass
+        finally:
+            with self.cv:
+                self.gone = True
+                self.cv.notify_all()
+
+    def request(self, stream, f, unary):
+        mode = self.mode
+        if not unary:
+            sub = pb_first(f, 1)
+            if isinstance(sub, bytes):
+                self.watch(stream, f)
+            elif 1 in f:
+                self.keepalive(stream, f)
+            return
+        if 2 in f and isinstance(pb_first(f, 1), int):  # LeaseGrant
+            if mode == "grantfail":
+                self.reply(stream, None, (9, b"etcdserver: bad lease TTL"))
+                return
+            self.lease, self.ttl = pb_first(f, 2), pb_first(f, 1)
+            if mode == "shortttl":
+                self.ttl = 2
+            self.reply(stream, self.header() + pb_int(2, self.lease) +
+                       pb_int(3, self.ttl), (0,))
+        elif list(f) == [1] and isinstance(pb_first(f, 1), int):
+            # LeaseRevoke, LeaseTimeToLive
+            self.reply(stream, self.header(), (0,))
+        elif isinstance(pb_first(f, 1), bytes) and \
+                pb_first(f, 1).startswith(b"leaserun/"):  # Range
+            key = pb_first(f, 1)
+            mine = self.key is not None and key == self.key
+            self.reply(stream, self.header() + (self.kv() if mine else b"") +
+                       pb_int(4, 1 if mine else 0), (0,))
+        else:
+            self.txn(stream, f)
+
+    def txn(self, stream, f):
+        mode = self.mode
+        for op in f.get(2, []):
+            op = pb_parse(op)
+            if 2 in op:  # a put: the key that queues us
+                put = pb_parse(pb_first(op, 2))
+                self.rev += 1
+                self.key, self.crev = pb_first(put, 1), self.rev
+                self.lease = pb_first(put, 3, 0)
+                put_r = pb_bytes(3, pb_bytes(2, self.header()))
+                range_r = pb_bytes(3, pb_bytes(1, self.header() + (
+                    b"" if mode == "txnnokey" else self.kv()) + pb_int(
+                        4, 0 if mode == "txnnokey" else 1)))
+                body = self.header() + pb_int(2, 1)
+                if mode == "txnnorange":
+                    body += put_r
+                elif mode != "txnempty":
+                    body += put_r + range_r
+                self.reply(stream, body, (0,))
+                return
+            if 3 in op:  # a delete: the release
+                self.rev += 1
+                self.key = None
+                self.reply(stream, self.header() + pb_int(2, 1) + pb_bytes(
+                    3, pb_bytes(3, self.header() + pb_int(2, 1))), (0,))
+                return
+        self.reply(stream, self.header(), (0,))
+
+    def watch(self, stream, f):
+        mode = self.mode
+        if 1 not in f:
+            return  # a cancel
+        wid = pb_first(pb_parse(pb_first(f, 1)), 7, 0)
+        if mode == "watchsilent":
+            return
+        if mode == "watchcut":
+            def cut():
+                time.sleep(0.3)
+                try:
+                    self.conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            threading.Thread(target=cut, daemon=True).start()
+            return
+        body = self.header() + pb_int(2, wid) + pb_int(3, 1)
+        if mode == "watchcancel":
+            body += pb_int(4, 1) + pb_int(5, 5)
+        self.reply(stream, body)
+
+    def keepalive(self, stream, f):
+        with open(PORTFILE + ".ka", "a") as out:
+            out.write("keepalive\n")
+        if self.mode == "kaok":
+            self.reply(stream, None, (0,))
+        elif self.mode == "kastatus":
+            self.reply(stream, None, (14, b"etcdserver: leader changed"))
+        else:
+            self.reply(stream, self.header() + pb_int(2, pb_first(f, 1)) +
+                       pb_int(3, self.ttl))
+
+
+ETCD_FAKE_MODES = ("grantfail", "shortttl", "txnempty", "txnnorange",
+                   "txnnokey", "watchsilent", "watchcut", "watchcancel",
+                   "kaok", "kastatus")
+
+
 def etcd_serve(mode, conn):
+    if mode in ETCD_FAKE_MODES:
+        EtcdFake(conn, mode).run()
+        return
     serve = {"huge": etcd_huge, "endless": etcd_endless}.get(mode)
     if serve is None:
         raise SystemExit("hostile.py: no mode %s for etcd" % mode)
@@ -1236,7 +1514,7 @@ def serve(proto, mode, conn):
     elif proto == "zk" and mode in ("huge", "endless", "readonly",
                                     "authfail"):
         zk_serve(mode, conn)
-    elif proto == "etcd" and mode in ("huge", "endless"):
+    elif proto == "etcd":
         etcd_serve(mode, conn)
     elif proto == "pg" and mode in ("endless", "hugerow"):
         if not pg_startup(conn):
