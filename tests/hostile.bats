@@ -386,6 +386,24 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "etcd: a keepalive stream that etcd ends unanswered at each renewal (an error, or grpc-status 0): no renewal counts, the command is stopped before the TTL runs out (124)" {
+	store_built etcd
+	for mode in kastatus kaok; do
+		hostile etcd "$mode"
+		URL=$(url etcd)
+		measured -v -t 3s job sh -c 'sleep 6; touch "$0/ran"' "$T"
+		assert_equal "$status" 124
+		refute_regex "$stderr" "renewed in"
+		if [ "$mode" = kastatus ]; then
+			assert_regex "$stderr" "renew failed \\(etcd lease keepalive at 127.0.0.1:$HPORT: leader changed\\)"
+		else
+			assert_regex "$stderr" "renew failed \\(cannot reach etcd at 127.0.0.1:$HPORT: the keepalive stream ended\\)"
+		fi
+		(( MS < 3500 ))
+		[ ! -e "$T/ran" ]
+	done
+}
+
 # ---- Redis ----------------------------------------------------------------
 # hostile.py's Redis modes log in, grant and watch as a server would, and
 # misbehave at one step.

@@ -134,7 +134,7 @@ static enum lr_status own_settle(struct lr_store *st, int64_t deadline,
 				   st->mykey, st->eps[st->cur].label);
 			return LR_TIMEOUT;
 		}
-		if (rc < 0) {
+		if (rc < 0 || lr_grpc_error(st->conn)) {
 			lr_err_set(err, "cannot reach etcd at %s: %s",
 				   st->eps[st->cur].label,
 				   lr_grpc_error(st->conn));
