@@ -375,6 +375,19 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "etcd: the connection closed while the watch on our key is set up: tried again until the wait runs out, then 125 with the reason" {
+	store_built etcd
+	hostile etcd watchcut
+	URL=$(url etcd)
+	measured -w 3s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "cannot reach etcd at 127.0.0.1:$HPORT: the server closed the connection"
+	(( MS >= 2900 && MS < 6000 ))
+	(( $(wc -l <"$T/port.conns") >= 3 ))
+	[ ! -e "$T/ran" ]
+}
+
 @test "etcd: a watch on our key that etcd cancels as it confirms it: 125, the command never runs" {
 	store_built etcd
 	hostile etcd watchcancel

@@ -282,7 +282,7 @@ static const char *trip_fault(struct lr_store *st, struct rpc *r, size_t n,
 			if (st->kstream)
 				*heals = lr_grpc_call_heals(st->kstream);
 		}
-		bad = m;
+		bad = m ? m : "the keepalive stream ended"; /* NULL: ended ok */
 		*what = "lease keepalive";
 	}
 	return bad;
