@@ -814,6 +814,24 @@ etcd_auth_start() {
 	refute_output --partial '"Lease" : 0'
 }
 
+@test "cron: the start's record made but its reply lost: asked again at the next endpoint, it is found ours, and the run's end is recorded in it" {
+	n=et-cron-lost
+	d=$BATS_TEST_TMPDIR
+	# A proxy in front of etcd lets the run's transaction through and
+	# loses its reply; the same etcd is the URL's second endpoint.
+	"$LR_BUILDDIR/tests/cutproxy" "${LRE_EP##*:}" "leaserun/.run/$n" "$d/cut" >"$d/cport" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test -s "$d/cport"
+	run --separate-stderr "$LEASERUN" -U "etcd://127.0.0.1:$(cat "$d/cport"),$LRE_EP" \
+		--once-per 1h "$n" sh -c 'echo ran; exit 3'
+	assert_equal "$status" 3
+	assert_equal "$output" ran
+	[ -e "$d/cut" ]
+	# The record is the run's: its end and status are in it.
+	run E get "leaserun/.last/$n" --print-value-only
+	assert_output --regexp "^[0-9]+ 3600000 [0-9]+ [1-9][0-9]* 3 [0-9]+ $(hostname)\$"
+}
+
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status et-cron-status
 }
