@@ -15,7 +15,9 @@
  * With CUTPROXY_DROP set in the environment, the bytes holding PATTERN
  * (and all the client sends after them on that connection) do not reach
  * the server either: the request is lost before it runs, as when the
- * connection dies while it is sent.
+ * connection dies while it is sent.  CUTPROXY_CLOSE_MS, if set, is how
+ * long the cut connection is then kept open, in place of 200 ms: a
+ * client that does not hear it close waits for its own timeout.
  */
 #define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
@@ -106,6 +108,9 @@ int main(int argc, char **argv)
 	socklen_t len = sizeof(sa);
 	struct pair pairs[MAXPAIRS];
 	int lfd, upstream, done = 0, i, drop = getenv("CUTPROXY_DROP") != NULL;
+	long long hold = getenv("CUTPROXY_CLOSE_MS")
+				 ? atoll(getenv("CUTPROXY_CLOSE_MS"))
+				 : 200;
 
 	if (argc != 4 || strlen(argv[2]) >= sizeof(pairs[0].tail)) {
 		fprintf(stderr, "usage: cutproxy UPSTREAM_PORT PATTERN "
@@ -181,7 +186,7 @@ int main(int argc, char **argv)
 				}
 				if (hit) {
 					done = p->cut = 1;
-					p->close_at = now_ms() + 200;
+					p->close_at = now_ms() + hold;
 					close(open(argv[3], O_WRONLY | O_CREAT,
 						   0644));
 				}

@@ -832,6 +832,43 @@ etcd_auth_start() {
 	assert_output --regexp "^[0-9]+ 3600000 [0-9]+ [1-9][0-9]* 3 [0-9]+ $(hostname)\$"
 }
 
+@test "cron: a period's record that goes away while the run weighs it is found gone at the next try, and the run takes the period" {
+	n=et-cron-gone
+	d=$BATS_TEST_TMPDIR
+	hex=$(E lease grant 60 | awk '{ print $2 }')
+	E put --lease="$hex" "leaserun/.run/$n" 77 >/dev/null
+	# Two seconds into its minute: a run of --once-per 1s may replace it.
+	sleep 2
+	# A proxy loses the run's LeaseTimeToLive of that lease (its request
+	# holds the lease's ID) and keeps the connection open, so that the
+	# run asks the URL's second endpoint, the same etcd, after its
+	# ?timeout=; meanwhile the record is deleted.  The run's next
+	# transaction then finds no record at all.
+	pat=$(python3 -c 'import sys
+n, b = int(sys.argv[1], 16), b"\x08"
+while n >= 0x80:
+    b += bytes([n & 0x7f | 0x80])
+    n >>= 7
+sys.stdout.buffer.write(b + bytes([n]))' "$hex")
+	CUTPROXY_DROP=1 CUTPROXY_CLOSE_MS=30000 "$LR_BUILDDIR/tests/cutproxy" \
+		"${LRE_EP##*:}" "$pat" "$d/cut" >"$d/cport" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test -s "$d/cport"
+	(wait_until 20 test -e "$d/cut" && E del "leaserun/.run/$n" >/dev/null) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	run --separate-stderr "$LEASERUN" -t 30s \
+		-U "etcd://127.0.0.1:$(cat "$d/cport"),$LRE_EP?timeout=2s" \
+		--once-per 1s "$n" sh -c 'echo ran'
+	assert_equal "$status" 0
+	assert_equal "$output" ran
+	[ -e "$d/cut" ]
+	# The record is the run's: the delete came before the run's
+	# transactions (one after them would have deleted the run's record).
+	run E get "leaserun/.run/$n" --print-value-only
+	assert_output --regexp '^[0-9]+$'
+	refute_output 77
+}
+
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status et-cron-status
 }
