@@ -597,6 +597,17 @@ replaced_while_waiting() {
 	assert_output "leaserun: cannot list the leases of ${u:0:200}...: cannot read $d/afile: Not a directory"
 }
 
+@test "--status --json of a 200-byte name on a URL of 3.5 KB: one whole JSON object" {
+	local d=$T/j i n
+	for i in $(seq 14); do d+=/$(printf 'd%.0s' {1..250}); done
+	mkdir -p "$d"
+	n=$(printf 'n%.0s' {1..200})
+	run -1 lr -U "file://$d" --status --json "$n"
+	assert_equal "$(jq -r .url <<<"$output")" "file://$d"
+	assert_equal "$(jq -r .name <<<"$output")" "$n"
+	assert_equal "$(jq -r .held <<<"$output")" false
+}
+
 @test "--list of a lock directory that is a file: 125 and why" {
 	touch "$T/afile"
 	run lr -U "file://$T/afile" --list

@@ -45,7 +45,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "pg: an exclusive holder: name, host, pid, since, no TTL, fence, no waiters" { use pg; list_exclusive; }
 @test "pg: two shared holders and 2 of 3 slots: a line per holder" { use pg; list_shared_and_slots; }
 @test "pg: PATTERN is a glob over names, all by default" { use pg; list_pattern; }
-@test "pg: a waiting run counts in WAITERS and in --status" { use pg; list_waiters; }
+@test "pg: a waiting run counts in WAITERS and in --status, which names it first" { use pg; list_waiters first; }
 @test "pg: a run waiting with -v says whom it waits behind, and again when the holder changes" { use pg; list_waiting_says; }
 @test "pg: a server that does not answer: 125, one line" { use pg; list_unreachable "postgresql://u@127.0.0.1:$(closed_port)/db?connect_timeout=2"; }
 
@@ -53,7 +53,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "etcd: an exclusive holder: name, host, pid, since, TTL left, fence, no waiters" { use etcd; list_exclusive; }
 @test "etcd: two shared holders and 2 of 3 slots: a line per holder" { use etcd; list_shared_and_slots; }
 @test "etcd: PATTERN is a glob over names, all by default" { use etcd; list_pattern; }
-@test "etcd: a waiting run counts in WAITERS and in --status" { use etcd; list_waiters; }
+@test "etcd: a waiting run counts in WAITERS and in --status, which names it first" { use etcd; list_waiters first; }
 @test "etcd: a run waiting with -v says whom it waits behind, and again when the holder changes" { use etcd; list_waiting_says; }
 @test "etcd: a server that does not answer: 125, one line" { use etcd; list_unreachable "etcd://127.0.0.1:$(closed_port)"; }
 
@@ -61,7 +61,7 @@ closed_port() { "$LR_BUILDDIR/tests/freeport"; }
 @test "zk: an exclusive holder: name, host, pid, since, no TTL (a session), fence, no waiters" { use zk; list_exclusive; }
 @test "zk: two shared holders and 2 of 3 slots: a line per holder" { use zk; list_shared_and_slots; }
 @test "zk: PATTERN is a glob over names, all by default" { use zk; list_pattern; }
-@test "zk: a waiting run counts in WAITERS and in --status" { use zk; list_waiters; }
+@test "zk: a waiting run counts in WAITERS and in --status, which names it first" { use zk; list_waiters first; }
 @test "zk: a run waiting with -v says whom it waits behind, and again when the holder changes" { use zk; list_waiting_says; }
 @test "zk: a server that does not answer: 125, one line" { use zk; list_unreachable "zk://127.0.0.1:$(closed_port)"; }
 

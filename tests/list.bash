@@ -89,14 +89,20 @@ list_pattern() {
 
 # A run waiting behind the holder counts in WAITERS, and in --status.
 list_waiters() {
+	local w next=
 	holds a "$N-w"
 	"$LEASERUN" -w 60s "$N-w" true 2>/dev/null &
-	BG_PIDS="$BG_PIDS $!"
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
 	wait_until 15 waiting "$N-w" 1
+	# A store that can tell which run waits first (list_waiters first)
+	# names it, however many wait.
+	[ "${1:-}" = first ] && next="$(hostname) pid $w"
 	run -0 "$LEASERUN" --status "$N-w"
-	assert_line --regexp '^waiters: +1( \(first: .*\))?$'
+	assert_line "waiters: 1${next:+ (first: $next)}"
 	run -0 "$LEASERUN" --status --json "$N-w"
 	assert_equal "$(jq .waiters <<<"$output")" 1
+	assert_equal "$(jq -r '.next // ""' <<<"$output")" "$next"
 }
 
 # waiting NAME N: --list shows N waiters on NAME.
