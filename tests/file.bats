@@ -496,6 +496,14 @@ public_leaserun() {
 	assert_line "ended:   not recorded"
 }
 
+@test "--status of a run that started ahead of our clock (another host's clock is fast): started 0ms ago, never a negative time" {
+	printf 'fence=3\nhost=elsewhere\npid=4242\nperiod=3600000\nstart=%s\nend=%s\nstatus=0\n' \
+		"$(($(date +%s) * 1000 + 600000))" "$(($(date +%s) * 1000 + 601000))" > "$LOCKDIR/job.run"
+	run lr --status job
+	assert_equal "$status" 1
+	assert_line --regexp '^run: +started [0-9TZ:-]+ \(0ms ago\) on elsewhere pid 4242, fence 3$'
+}
+
 @test "a lock file whose holder line cannot be written (the file system full after the fence counter): 125 and why, no command, and the lease free once there is room" {
 	needs_root "for a mount namespace"
 	# A tmpfs of 16 pages with 15 taken: the counter takes the last one,
