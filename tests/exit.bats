@@ -27,6 +27,14 @@ setup() {
 	assert_output "exit 138"
 }
 
+@test "as PID 1 (a container's init), which its own signal cannot end: a command killed by a signal gives exit 128 + the signal" {
+	needs_root "for a PID namespace"
+	run ended unshare --pid --fork "$LEASERUN" job sh -c 'kill -TERM $$'
+	assert_output "exit 143"
+	run ended unshare --pid --fork "$LEASERUN" job sh -c 'kill -USR1 $$'
+	assert_output "exit 138"
+}
+
 @test "a re-raised fatal signal does not dump core" {
 	cd "$BATS_TEST_TMPDIR"
 	# The command itself may not dump (ulimit -c 0 in it); leaserun may.
