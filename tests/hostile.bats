@@ -535,9 +535,9 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
-@test "Redis: a grant whose fence is nil, negative, or below the run's first: 125, the command does not run" {
+@test "Redis: a grant whose fence is nil, negative, of 21 digits, or below the run's first: 125, the command does not run" {
 	store_built redis
-	for m in nilfence negfence fencedown; do
+	for m in nilfence negfence longfence fencedown; do
 		hostile redis "$m"
 		URL=$(url redis)
 		measured -w 5s job touch "$T/ran"
