@@ -535,6 +535,17 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "Redis: an acquire answered with one element, {1}: 125, an unexpected reply, the command does not run" {
+	store_built redis
+	hostile redis shortgrant
+	URL=$(url redis)
+	measured -w 5s job touch "$T/ran"
+	assert_equal "$status" 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "^leaserun: job: redis at 127\.0\.0\.1:$HPORT: acquire: unexpected reply\$"
+	[ ! -e "$T/ran" ]
+}
+
 @test "Redis: a grant whose fence is nil, negative, of 21 digits, or below the run's first: 125, the command does not run" {
 	store_built redis
 	for m in nilfence negfence longfence fencedown; do

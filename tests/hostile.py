@@ -85,6 +85,7 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis negfence   the grant's fence is -5: {1, -5}
   redis longfence  the grant's fence is a string of 21 digits, beyond
                    2^64 - 1: {1, "100000000000000000000"}
+  redis shortgrant the acquire's reply is {1}, without its fence
   redis fencedown  the first grant (fence 1000) is found gone by the read
                    back before the command; the next has fence 500
   redis deadmaster a sentinel that names a master nobody listens for
@@ -866,6 +867,8 @@ def redis_acquire(conn, mode, argv):
         conn.sendall(resp([1, -5]))
     elif mode == "longfence":
         conn.sendall(resp([1, "1" + "0" * 20]))
+    elif mode == "shortgrant":
+        conn.sendall(resp([1]))
     else:
         owner = "someone-else" if mode == "fencedown" and first else token
         redis_state["value"] = "%s %d 1 0 hostile" % (owner, fence)
