@@ -928,6 +928,21 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_equal "$(nnodes f8)" 0
 }
 
+@test "faults: --status whose read of the holder's node loses its reply asks again: the holder is shown, not a free lease" {
+	hold f12 -t 20s
+	# The listing names the lease's directory alone; the first request
+	# naming a lock node is the read of the holder's.
+	cut_proxy "/leaserun/f12/lock-"
+	run --separate-stderr "$LEASERUN" --status --url="$CUT_URL" f12
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_success
+	assert_output --partial "held"
+	assert_output --partial "$(hostname) pid $HOLDER"
+	assert_output --partial "fence:   $(cat "$BATS_TEST_TMPDIR/f12.fence")"
+	release f12
+	assert_holder_rc 0
+}
+
 # --- one cron job across a fleet (helpers.bash) ---
 
 @test "cron: hosts 3 minutes apart run the job once per period, by the server's node times" {

@@ -1515,7 +1515,9 @@ static enum lr_status ask(struct lr_store *st,
 }
 
 /* Reads the holder's node name into info: an enum lr_status, or AGAIN
- * when it went meanwhile (released). */
+ * when it went meanwhile (released).  A read whose reply was lost with
+ * the connection is made again (the session lives on): a lost reply says
+ * nothing of the holder. */
 static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		     struct lr_info *info, struct lr_err *err)
 {
@@ -1528,12 +1530,17 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 
 	if (!path)
 		return oom(err);
-	s = ask(st, lr_zk_send_get, path, deadline, "status", &op, err);
-	if (s != LR_OK) {
-		free(path);
-		return s;
+	for (;;) {
+		s = ask(st, lr_zk_send_get, path, deadline, "status", &op, err);
+		if (s != LR_OK) {
+			free(path);
+			return s;
+		}
+		rc = op->rc;
+		if (!lr_zk_retryable(rc) || lr_zk_dead(st->zs))
+			break;
+		lr_zk_op_free(op);
 	}
-	rc = op->rc;
 	if (rc == ZOK) {
 		struct lr_holder *h = lr_info_add(info);
 
@@ -1546,7 +1553,9 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 		h->shared = kd == K_SHARED;
 		h->slot = kd == K_SLOT ? slot : 0;
 		lr_holder_parse(op->value, h);
-	} else if (rc != ZNONODE && !lr_zk_retryable(rc)) {
+	} else if (lr_zk_retryable(rc)) {
+		lr_zk_unreachable(st->zs, "status", err); /* session gone */
+	} else if (rc != ZNONODE) {
 		lr_err_set(err, "ZooKeeper at %s: get %s: %s", st->zs->where,
 			   path, lr_zk_strerror(rc));
 	}
@@ -1554,7 +1563,7 @@ static int read_node(struct lr_store *st, const char *name, int64_t deadline,
 	lr_zk_op_free(op);
 	if (rc == ZOK)
 		return LR_OK;
-	return rc == ZNONODE || lr_zk_retryable(rc) ? AGAIN : LR_ERROR;
+	return rc == ZNONODE ? AGAIN : LR_ERROR;
 }
 
 /* The first waiter's node name (its data "host pid since") as info's
