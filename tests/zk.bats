@@ -1010,6 +1010,38 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_regex "$stderr" "last run started .* on $(hostname) pid [0-9]+, fence [0-9]+; next run allowed in 59m"
 }
 
+# on_paused_call NAME OP CMD [OPTION...]: leaserun -v on fault+zk, paused
+# before its store call OP (tests/be-fault.c); during the pause, CMD (a
+# fault: ends the session...), then it goes on.  Its command appends its
+# fence to $BATS_TEST_TMPDIR/ran; sets RC, its stderr in .../err.
+on_paused_call() {
+	local n=$1 op=$2 fault=$3 d=$BATS_TEST_TMPDIR pid
+	shift 3
+	export LEASERUN_FAULT_DIR=$d
+	echo "$op.pause=before" >"$d/$n.fault"
+	LEASERUN_URL="fault+zk://$ZK_EP" "$LEASERUN" -v "$@" "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >>"$0/ran"' "$d" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault"
+	eval "$fault"
+	rm -f "$d/$n.paused"
+	wait_rc "$pid"
+	cat "$d/err" >&3
+}
+
+@test "cron: the session ended by the server just before the run's start is recorded: a failure that heals, the run is recorded on a new grant and runs once" {
+	on_paused_call zk-cron-end run_start \
+		'zk_end_session "$ZK_EP" /leaserun/zk-cron-end >/dev/null' \
+		-t 20s -w 20s --once-per 1h
+	assert_equal "$RC" 0
+	grep -q "cannot record the start of the run (--once-per 1h): ZooKeeper at $ZK_EP: get: the session expired; trying again" "$BATS_TEST_TMPDIR/err"
+	assert_equal "$(grep -c . "$BATS_TEST_TMPDIR/ran")" 1
+	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-end/run"
+	assert_output --regexp "^$(cat "$BATS_TEST_TMPDIR/ran") 3600000 [0-9]+ [0-9]+ 0 "
+}
+
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
 	cron_bad_values zk-cron-bad
 }
