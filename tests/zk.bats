@@ -546,6 +546,18 @@ interval_cmd() {
 		"delete /leaserun/handmade/sem-x" >/dev/null || true
 }
 
+@test "--status of a holder's node that we may not read: 125 and one line naming NOAUTH, not a free lease" {
+	# A lock node another ZooKeeper user made, readable by that user
+	# alone.
+	zk_cli "$ZK_EP" "addauth digest bob:pw" "create /leaserun" "create /leaserun/noread" \
+		"create /leaserun/noread/lock-bob-0000000000 h auth::cdrwa" >/dev/null || true
+	run --separate-stderr "$LEASERUN" --status noread
+	assert_failure 125
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_equal "$stderr" "leaserun: noread: cannot inspect noread on zk://$ZK_EP: ZooKeeper at $ZK_EP: get /leaserun/noread/lock-bob-0000000000: not allowed (NOAUTH: wrong credentials, or the node belongs to another ZooKeeper user)"
+	zk_cli "$ZK_EP" "addauth digest bob:pw" "delete /leaserun/noread/lock-bob-0000000000" >/dev/null || true
+}
+
 @test "bad zk URLs are refused with 125 and a reason" {
 	run "$LEASERUN" -U "zk://$ZK_EP?bogus=1" u1 true
 	assert_failure 125
