@@ -18,6 +18,12 @@
  * connection dies while it is sent.  CUTPROXY_CLOSE_MS, if set, is how
  * long the cut connection is then kept open, in place of 200 ms: a
  * client that does not hear it close waits for its own timeout.
+ *
+ * With CUTPROXY_DELAY=MS instead, nothing is lost and nothing is closed:
+ * the bytes holding PATTERN, and all the client sends after them on that
+ * connection, reach the server MS milliseconds late (in order), as over
+ * a network that holds a packet back; MARKFILE is created when they are
+ * held.  The server's words go on as they are.
  */
 #define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
@@ -40,6 +46,9 @@ struct pair {
 	long long close_at; /* ms: when a cut pair is closed */
 	char tail[256];  /* the client's last bytes, for a PATTERN split */
 	size_t ntail;
+	long long send_at; /* CUTPROXY_DELAY: held bytes go then (0: none) */
+	char *held;      /* the client's bytes held back, nheld of them */
+	size_t nheld;
 };
 
 static long long now_ms(void)
@@ -71,6 +80,23 @@ static void pair_close(struct pair *p)
 	if (p->up >= 0)
 		close(p->up);
 	p->cl = p->up = -1;
+	free(p->held);
+	p->held = NULL;
+	p->nheld = 0;
+	p->send_at = 0;
+}
+
+/* CUTPROXY_DELAY: keeps the client's bytes for later. */
+static int hold_back(struct pair *p, const char *buf, size_t n)
+{
+	char *h = realloc(p->held, p->nheld + n);
+
+	if (!h)
+		return -1;
+	memcpy(h + p->nheld, buf, n);
+	p->held = h;
+	p->nheld += n;
+	return 0;
 }
 
 /* Does the client's stream, tail then buf, hold pat?  Keeps the tail. */
@@ -111,6 +137,8 @@ int main(int argc, char **argv)
 	long long hold = getenv("CUTPROXY_CLOSE_MS")
 				 ? atoll(getenv("CUTPROXY_CLOSE_MS"))
 				 : 200;
+	long long delay = getenv("CUTPROXY_DELAY") ?
+				  atoll(getenv("CUTPROXY_DELAY")) : 0;
 
 	if (argc != 4 || strlen(argv[2]) >= sizeof(pairs[0].tail)) {
 		fprintf(stderr, "usage: cutproxy UPSTREAM_PORT PATTERN "
@@ -118,6 +146,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	upstream = atoi(argv[1]);
+	memset(pairs, 0, sizeof(pairs));
 	for (i = 0; i < MAXPAIRS; i++)
 		pairs[i].cl = pairs[i].up = -1;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -142,6 +171,19 @@ int main(int argc, char **argv)
 				pair_close(p);
 			if (p->cut && p->cl >= 0)
 				timeout = (int)(p->close_at - t);
+			if (p->send_at && p->up >= 0 && t >= p->send_at) {
+				/* The held bytes go; what follows, at once. */
+				if (p->nheld && write(p->up, p->held, p->nheld) !=
+							(ssize_t)p->nheld)
+					pair_close(p);
+				free(p->held);
+				p->held = NULL;
+				p->nheld = 0;
+				p->send_at = 0;
+			}
+			if (p->send_at && p->cl >= 0 &&
+			    (timeout < 0 || p->send_at - t < timeout))
+				timeout = (int)(p->send_at - t);
 			pf[n++] = (struct pollfd){ .fd = p->cl, .events = POLLIN };
 			pf[n++] = (struct pollfd){ .fd = p->up, .events = POLLIN };
 		}
@@ -179,12 +221,23 @@ int main(int argc, char **argv)
 					continue;
 				}
 				hit = !done && holds(p, buf, (size_t)k, argv[2]);
-				if (!(drop && (hit || p->cut)) &&
-				    write(p->up, buf, (size_t)k) != k) {
+				if (delay && hit) {
+					done = 1;
+					p->send_at = now_ms() + delay;
+					close(open(argv[3], O_WRONLY | O_CREAT,
+						   0644));
+				}
+				if (p->send_at) {
+					if (hold_back(p, buf, (size_t)k) < 0) {
+						pair_close(p);
+						continue;
+					}
+				} else if (!(drop && (hit || p->cut)) &&
+					   write(p->up, buf, (size_t)k) != k) {
 					pair_close(p);
 					continue;
 				}
-				if (hit) {
+				if (hit && !delay) {
 					done = p->cut = 1;
 					p->close_at = now_ms() + hold;
 					close(open(argv[3], O_WRONLY | O_CREAT,

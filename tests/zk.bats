@@ -766,15 +766,21 @@ interval_cmd() {
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
-# cut_proxy PATTERN [drop]: a proxy to the server that lets the first
-# request holding PATTERN run on it (with drop: loses it before it
+# cut_proxy PATTERN [drop|delay=MS]: a proxy to the server that lets the
+# first request holding PATTERN run on it (with drop: loses it before it
 # reaches the server), loses its reply and closes the connection
-# (tests/cutproxy); its URL in CUT_URL, $BATS_TEST_TMPDIR/cut made when
-# it cut.
+# (tests/cutproxy); with delay=MS it loses nothing and closes nothing, but
+# that request and all that follows it on its connection reach the
+# server MS late.  Its URL in CUT_URL, $BATS_TEST_TMPDIR/cut made when it
+# cut (or held back).
 cut_proxy() {
-	local d=$BATS_TEST_TMPDIR
+	local d=$BATS_TEST_TMPDIR env=()
 	rm -f "$d/cut" "$d/cport"
-	env ${2:+CUTPROXY_DROP=1} "$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
+	case ${2:-} in
+	drop) env=(CUTPROXY_DROP=1) ;;
+	delay=*) env=(CUTPROXY_DELAY=${2#delay=}) ;;
+	esac
+	env "${env[@]}" "$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
 	BG_PIDS="${BG_PIDS:-} $!"
 	wait_until 5 test -s "$d/cport"
 	CUT_URL="zk://127.0.0.1:$(cat "$d/cport")"
@@ -897,6 +903,44 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_equal "$RC" 0
 	[ -e "$d/ran" ]
 	assert_equal "$(nnodes f11)" 0
+}
+
+@test "faults: a waiter whose node is deleted while its watch on it is held up on the way takes a new place at once, not at the holder's release" {
+	hold f13 -t 20s
+	# The holder's node is of sequence 0, the waiter's 1: the first
+	# request naming it is the exists that watches it, which reaches
+	# the server 4s late; the node is deleted meanwhile, so the answer
+	# says it is gone.
+	cut_proxy "-0000000001" delay=4000
+	d=$BATS_TEST_TMPDIR
+	"$LEASERUN" -t 20s -w 30s --url="$CUT_URL" f13 sh -c 'echo ran > "$0/ran"' "$d" 2>"$d/w.err" 3>&- &
+	w=$!
+	BG_PIDS="$BG_PIDS $w"
+	wait_until 10 test -e "$d/cut"
+	mine=$(nodes f13 | grep -- -0000000001)
+	zk_cli "$ZK_EP" "delete /leaserun/f13/$mine" || true
+	# A new place while the holder still holds, not at its release.
+	wait_until 10 eval 'nodes f13 | grep -q -- -0000000002'
+	alive "$w"
+	[ ! -e "$d/ran" ]
+	release f13
+	assert_holder_rc 0
+	wait_rc "$w"
+	cat "$d/w.err"
+	assert_equal "$RC" 0
+	[ -e "$d/ran" ]
+	assert_equal "$(nnodes f13)" 0
+}
+
+@test "faults: a waiter whose watch request is held up on the way past its -w gives up with 1 (held), not an error" {
+	hold f14 -t 20s
+	cut_proxy "-0000000001" delay=3000
+	run --separate-stderr "$LEASERUN" -t 20s -w 1500ms --url="$CUT_URL" f14 true
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_failure 1
+	assert_equal "$stderr" "leaserun: f14: held by another; gave up waiting"
+	release f14
+	assert_holder_rc 0
 }
 
 @test "faults: a waiter stopped past its TTL three times gets three new sessions and keeps one wait set: no descriptor leaks" {
