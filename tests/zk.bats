@@ -943,6 +943,36 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_holder_rc 0
 }
 
+@test "faults: a semaphore's first waiter whose watch on the taken slots is held up on the way past its -w gives up with 1 (held), not an error" {
+	hold f16 -t 20s -l 2
+	"$LEASERUN" -t 20s -l 2 f16 sleep 30 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 10 eval 'zk_cli "$ZK_EP" "ls /leaserun/f16" | grep -q "slot2-0, slot2-1"'
+	# The waiter's first request naming a slot node is the exists that
+	# watches them.
+	cut_proxy "/leaserun/f16/slot2-" delay=3000
+	run --separate-stderr "$LEASERUN" -t 20s -l 2 -w 1500ms --url="$CUT_URL" f16 true
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_failure 1
+	assert_equal "$stderr" "leaserun: f16: held by another; gave up waiting"
+	release f16
+	assert_holder_rc 0
+}
+
+@test "faults: a semaphore's slot create held up on the way past the run's -w: 1 (gave up waiting), not an error, and no slot taken" {
+	cut_proxy "/leaserun/f17/slot2-" delay=3000
+	run --separate-stderr "$LEASERUN" -t 20s -l 2 -w 1500ms --url="$CUT_URL" f17 true
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_failure 1
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "^leaserun: f17: .*gave up waiting$"
+	# (Its queue node lives on until the session times out: the proxy
+	# held back the session's close too, and dropped it with the
+	# connection.)
+	run zk_cli "$ZK_EP" "ls /leaserun/f17"
+	refute_output --partial "slot2-"
+}
+
 @test "faults: a waiter stopped past its TTL three times gets three new sessions and keeps one wait set: no descriptor leaks" {
 	hold f7 -t 20s
 	held=$(nodes f7)
