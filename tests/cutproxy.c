@@ -24,6 +24,9 @@
  * connection, reach the server MS milliseconds late (in order), as over
  * a network that holds a packet back; MARKFILE is created when they are
  * held.  The server's words go on as they are.
+ *
+ * CUTPROXY_SKIP=N lets the first N sends holding PATTERN pass as they
+ * are: the fault is at the next one.
  */
 #define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
@@ -139,6 +142,7 @@ int main(int argc, char **argv)
 				 : 200;
 	long long delay = getenv("CUTPROXY_DELAY") ?
 				  atoll(getenv("CUTPROXY_DELAY")) : 0;
+	int skip = getenv("CUTPROXY_SKIP") ? atoi(getenv("CUTPROXY_SKIP")) : 0;
 
 	if (argc != 4 || strlen(argv[2]) >= sizeof(pairs[0].tail)) {
 		fprintf(stderr, "usage: cutproxy UPSTREAM_PORT PATTERN "
@@ -221,6 +225,10 @@ int main(int argc, char **argv)
 					continue;
 				}
 				hit = !done && holds(p, buf, (size_t)k, argv[2]);
+				if (hit && skip > 0) {
+					skip--;
+					hit = 0;
+				}
 				if (delay && hit) {
 					done = 1;
 					p->send_at = now_ms() + delay;

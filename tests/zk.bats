@@ -766,20 +766,24 @@ interval_cmd() {
 	ops_loss_seen t-ops2 "$BATS_TEST_TMPDIR/t-ops2.err" "$BATS_TEST_TMPDIR/m.prom"
 }
 
-# cut_proxy PATTERN [drop|delay=MS]: a proxy to the server that lets the
-# first request holding PATTERN run on it (with drop: loses it before it
-# reaches the server), loses its reply and closes the connection
-# (tests/cutproxy); with delay=MS it loses nothing and closes nothing, but
-# that request and all that follows it on its connection reach the
-# server MS late.  Its URL in CUT_URL, $BATS_TEST_TMPDIR/cut made when it
-# cut (or held back).
+# cut_proxy PATTERN [drop|delay=MS] [skip=N]: a proxy to the server that
+# lets the first request holding PATTERN run on it (with drop: loses it
+# before it reaches the server), loses its reply and closes the
+# connection (tests/cutproxy); with delay=MS it loses nothing and closes
+# nothing, but that request and all that follows it on its connection
+# reach the server MS late; with skip=N, the first N requests holding
+# PATTERN pass and the fault is at the next.  Its URL in CUT_URL,
+# $BATS_TEST_TMPDIR/cut made when it cut (or held back).
 cut_proxy() {
-	local d=$BATS_TEST_TMPDIR env=()
+	local d=$BATS_TEST_TMPDIR env=() a
 	rm -f "$d/cut" "$d/cport"
-	case ${2:-} in
-	drop) env=(CUTPROXY_DROP=1) ;;
-	delay=*) env=(CUTPROXY_DELAY=${2#delay=}) ;;
-	esac
+	for a in "${@:2}"; do
+		case $a in
+		drop) env+=(CUTPROXY_DROP=1) ;;
+		delay=*) env+=(CUTPROXY_DELAY=${a#delay=}) ;;
+		skip=*) env+=(CUTPROXY_SKIP=${a#skip=}) ;;
+		esac
+	done
 	env "${env[@]}" "$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "$1" "$d/cut" >"$d/cport" &
 	BG_PIDS="${BG_PIDS:-} $!"
 	wait_until 5 test -s "$d/cport"
@@ -1126,6 +1130,38 @@ on_paused_call() {
 	assert_equal "$(grep -c . "$BATS_TEST_TMPDIR/ran")" 1
 	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-end/run"
 	assert_output --regexp "^$(cat "$BATS_TEST_TMPDIR/ran") 3600000 [0-9]+ [0-9]+ 0 "
+}
+
+@test "cron: the clock node made by another between our look and our create of it: looked at again, the run recorded and run once" {
+	# On a new lease the first request naming the clock is its stamp
+	# (no node), the second its create: that one reaches the server 3s
+	# late, after another client made the node.
+	cut_proxy "/leaserun/zk-cron-race/clock" delay=3000 skip=1
+	d=$BATS_TEST_TMPDIR
+	"$LEASERUN" -t 20s -n --url="$CUT_URL" --once-per 1h zk-cron-race sh -c 'echo ran >>"$0/ran"' "$d" \
+		2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 10 test -e "$d/cut"
+	zk_cli "$ZK_EP" "create /leaserun/zk-cron-race/clock" >/dev/null || true
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 0
+	assert_equal "$(cat "$d/ran")" ran
+	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-race/run"
+	assert_output --regexp "[0-9]+ 3600000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)"
+}
+
+@test "cron: the clock node's create whose reply is lost: looked at again, the run recorded and run once" {
+	# The second request naming the clock on a new lease is its create.
+	cut_proxy "/leaserun/zk-cron-cut2/clock" skip=1
+	run --separate-stderr "$LEASERUN" -t 20s -n --url="$CUT_URL" --once-per 1h zk-cron-cut2 sh -c 'echo ran'
+	[ -e "$BATS_TEST_TMPDIR/cut" ]
+	assert_success
+	assert_output "ran"
+	[ -z "$stderr" ]
+	run zk_cli "$ZK_EP" "get /leaserun/zk-cron-cut2/run"
+	assert_output --regexp "[0-9]+ 3600000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)"
 }
 
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
