@@ -1164,6 +1164,23 @@ on_paused_call() {
 	assert_output --regexp "[0-9]+ 3600000 [0-9]+ [0-9]+ 0 [0-9]+ $(hostname)"
 }
 
+@test "cron: the session ended by the server while the job runs: 124, and the end of the run cannot be recorded, said at once" {
+	hold zk-cron-ended -t 20s -v --once-per 1h
+	# Held still, so that it cannot take its session back meanwhile.
+	kill -STOP "$HOLDER"
+	zk_end_session "$ZK_EP" /leaserun/zk-cron-ended >/dev/null
+	t0=$(now_ms)
+	kill -CONT "$HOLDER"
+	wait_gone "$HOLDER" 50
+	assert_holder_rc 124
+	el=$(($(now_ms) - t0))
+	cat "$BATS_TEST_TMPDIR/zk-cron-ended.err"
+	echo "ended ${el}ms after it went on"
+	grep -q "could not record the end of the run: ZooKeeper at $ZK_EP: get: the session expired" "$BATS_TEST_TMPDIR/zk-cron-ended.err"
+	# (A store that waited for an answer that cannot come would take 2s.)
+	[ "$el" -lt 1500 ]
+}
+
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
 	cron_bad_values zk-cron-bad
 }
