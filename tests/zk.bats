@@ -824,6 +824,28 @@ czxid() { echo $(($(zk_cli "$ZK_EP" "stat $1" | sed -n 's/^cZxid = //p'))); }
 	assert_equal "$(nnodes lcb)" 0
 }
 
+@test "faults: a create whose reply is lost, and the look at the node then found by its token held up on the way past -w: 1 (gave up waiting), not an error" {
+	d=$BATS_TEST_TMPDIR
+	# lh's directory is there, with a node of sequence 0 made and gone.
+	run "$LEASERUN" lh true
+	assert_success
+	# Two proxies in a row: the first cuts the create (it runs, its
+	# reply is lost); the second holds back the first request naming
+	# the node it made (of sequence 1), the exists that learns its czxid.
+	CUTPROXY_DELAY=3000 "$LR_BUILDDIR/tests/cutproxy" "${ZK_EP##*:}" "-0000000001" "$d/held" >"$d/hport" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test -s "$d/hport"
+	"$LR_BUILDDIR/tests/cutproxy" "$(cat "$d/hport")" "/leaserun/lh/lock-" "$d/cut" >"$d/cport" &
+	BG_PIDS="$BG_PIDS $!"
+	wait_until 5 test -s "$d/cport"
+	run --separate-stderr "$LEASERUN" -t 20s -w 1500ms --url="zk://127.0.0.1:$(cat "$d/cport")" lh true
+	[ -e "$d/cut" ]
+	[ -e "$d/held" ]
+	assert_failure 1
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" "^leaserun: lh: .*gave up waiting$"
+}
+
 @test "faults: a semaphore's slot create whose reply is lost: the slot node made is found and held, no other slot taken" {
 	cut_proxy "/leaserun/f6/slot2-"
 	d=$BATS_TEST_TMPDIR
