@@ -1143,6 +1143,27 @@ on_paused_call() {
 	cat "$d/err" >&3
 }
 
+@test "cron: a start that cannot be recorded in time, then a give-back that no server answers in time: the next grant is a new node with a higher fence, not the one still held, and the run runs once" {
+	local n=zk-cron-unreleased d=$BATS_TEST_TMPDIR pid
+	export LEASERUN_FAULT_DIR=$d
+	# The start's record and the give-back both time out (the server
+	# slow at that moment): the give-back never reaches the store.
+	printf 'run_start=stall\nrelease.pause=before\nrelease=stall\n' >"$d/$n.fault"
+	LEASERUN_URL="fault+zk://$ZK_EP" "$LEASERUN" -v -t 6s -w 30s --once-per 1h "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >>"$0/ran"' "$d" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	# From now on the store answers.
+	rm -f "$d/$n.fault" "$d/$n.paused"
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$d/ran")" 1
+	first=$(sed -n 's/.*acquired.*fence \([0-9]*\).*/\1/p' "$d/err" | head -1)
+	(( $(cat "$d/ran") > first ))
+}
+
 @test "cron: the session ended by the server just before the run's start is recorded: a failure that heals, the run is recorded on a new grant and runs once" {
 	on_paused_call zk-cron-end run_start \
 		'zk_end_session "$ZK_EP" /leaserun/zk-cron-end >/dev/null' \
