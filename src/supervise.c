@@ -112,6 +112,7 @@ struct sup {
 	int64_t t_said;        /* ... and when the last "waiting" line went */
 	struct lr_reporter rep; /* what the events of this run share */
 	int too_late;          /* acquires in a row answered too late */
+	int give_back;         /* a give-back before a retry did not finish */
 	pid_t pid;             /* the command, 0 before / after */
 	int reaped;            /* the command's status is in res */
 	int stopped;           /* we stopped it: the outcome is 124 */
@@ -278,6 +279,19 @@ static int granted(struct sup *s, const struct lr_grant *g)
 	return 1;
 }
 
+/* Gives the lease back before the run tries again.  One that no server
+ * answered in time is made again before the next try (try_acquire()): a
+ * store that still holds would hand back the same grant, whose fence is
+ * not above the last one. */
+static void give_back(struct sup *s, int64_t now)
+{
+	const struct lr_sup_cfg *c = s->cfg;
+	struct lr_err ignored = { "" };
+	enum lr_status rc = c->ops->release(c->st, now + 1000, &ignored);
+
+	s->give_back = rc != LR_OK && rc != LR_LOST;
+}
+
 /* --once-per: has the store recorded our start?  Asked after the acquire
  * and its validity check, so the lease serialises the hosts, and before
  * the command starts, so a run counts from here whatever happens next.
@@ -314,7 +328,7 @@ static int run_gate(struct sup *s, const struct lr_grant *g)
 		return 0;
 	}
 	/* No command ran: nothing to hold, nothing to count as held. */
-	c->ops->release(c->st, lr_now_ms() + 1000, &ignored);
+	give_back(s, lr_now_ms());
 	s->lease_deadline = s->t_acquired = 0;
 	s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 	if (rc == LR_BUSY) {
@@ -377,14 +391,13 @@ static void run_end(struct sup *s)
 static void lost_early(struct sup *s, int64_t now, const char *why)
 {
 	const struct lr_sup_cfg *c = s->cfg;
-	struct lr_err ignored;
 	int again = c->wait_ms != 0 && now < s->t_wait_over &&
 		    !s->run_started;
 
 	report(s, (struct lr_report){ .kind = LR_REP_LOST_EARLY, .why = why,
 				      .again = again });
 	lr_child_guard_files(NULL);
-	c->ops->release(c->st, now + 1000, &ignored);
+	give_back(s, now);
 	s->lease_deadline = s->t_acquired = 0;
 	s->t_renew = s->t_grace = s->t_kill = LR_MS_NEVER;
 	if (again) {
@@ -587,6 +600,23 @@ static void try_acquire(struct sup *s, int64_t now)
 		cap = s->t_wait_over - now > 1000 ? s->t_wait_over - now : 1000;
 	if (c->wait_ms == 0 && cap > 2000)
 		cap = 2000;
+	if (s->give_back) {
+		/* The last give-back is not done: first that, or the same
+		 * grant would come back. */
+		rc = c->ops->release(c->st, t_send + cap, &err);
+		if (rc != LR_OK && rc != LR_LOST) {
+			if (!err.msg[0])
+				lr_err_set(&err, "the store did not answer in "
+						 "time");
+			if ((rc == LR_TIMEOUT || err.heals) &&
+			    ride_out(s, now, &err))
+				return;
+			fail(s, &err);
+			return;
+		}
+		s->give_back = 0;
+		err = (struct lr_err){ "" };
+	}
 	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
 	now = lr_now_ms();
 	if (rc == LR_BUSY)
@@ -605,7 +635,7 @@ static void try_acquire(struct sup *s, int64_t now)
 			report(s, (struct lr_report){
 					.kind = LR_REP_TOO_LATE,
 					.left_ms = s->lease_deadline - now });
-			c->ops->release(c->st, now + 1000, &err);
+			give_back(s, now);
 			if (++s->too_late >= 5) {
 				lr_err_set(&err, "the store took %lldms to "
 						 "grant the lease, too long "

@@ -1043,6 +1043,27 @@ info_calls() {
 	[ "$(rcli hget "leaserun:run:{$n}" fence)" = "$(cat "$d/ran")" ]
 }
 
+@test "cron: a start that cannot be recorded in time, then a give-back no server answers in time: made again before the next try, so the next grant has a higher fence, and the run runs once" {
+	local n d=$BATS_TEST_TMPDIR pid first
+	n=rd-unreleased-$BATS_TEST_NUMBER
+	export LEASERUN_FAULT_DIR=$d
+	# (tests/be-fault.c) The give-back never reaches the store: its key
+	# stays ours, which the store would grant again with its old fence.
+	printf 'run_start=stall\nrelease.pause=before\nrelease=stall\n' >"$d/$n.fault"
+	LEASERUN_URL="fault+$REDIS_URL" "$LEASERUN" -v -t 6s -w 30s --once-per 1h "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >>"$0/ran"' "$d" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="${BG_PIDS:-} $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault" "$d/$n.paused"
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$d/ran")" 1
+	first=$(sed -n 's/.*: acquired, fence \([0-9]*\).*/\1/p' "$d/err" | head -1)
+	(( $(cat "$d/ran") > first ))
+}
+
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status "$(name)"
 }

@@ -1104,9 +1104,6 @@ static int acquire_round(struct lr_store *st, int64_t deadline,
 	return hold_lowest(st, deadline, t_round, g, err);
 }
 
-static enum lr_status zk_release(struct lr_store *st, int64_t deadline,
-				 struct lr_err *err);
-
 static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 			      struct lr_grant *g, struct lr_err *err)
 {
@@ -1117,16 +1114,8 @@ static enum lr_status acquire(struct lr_store *st, int64_t deadline,
 		return LR_ERROR;
 	}
 	if (st->held) {
-		/* Asked again while we hold: a release that did not finish
-		 * (no server answered it in time, after a grant that came too
-		 * late or a start that could not be recorded).  A grant must
-		 * be a new node, with a new fence: finish the release first
-		 * (LR_LOST: the node was already gone). */
-		enum lr_status s = zk_release(st, deadline, err);
-
-		if (s != LR_OK && s != LR_LOST)
-			return s;
-		*err = (struct lr_err){ "", 0 };
+		fill_grant(st, g);
+		return LR_OK;
 	}
 	/* Waiting, with both watches in place and nothing changed: the
 	 * watches would have told us (after a reconnect too: the client
