@@ -975,20 +975,6 @@ queued_waiter() {
 	wait_until 5 is_free "$n"
 }
 
-@test "a connection that does not cross the network (a Unix socket, localhost) gets no warning that it is not encrypted" {
-	n=$(name)
-	LEASERUN_URL="postgresql://lr@/postgres?host=$PG_DIR&port=$PG_PORT" \
-		run --separate-stderr "$LEASERUN" -n "$n" echo ran
-	assert_equal "$status" 0
-	assert_equal "$output" ran
-	assert_equal "$stderr" ""
-	LEASERUN_URL="postgresql://lr:$PG_PASSWORD@localhost:$PG_PORT/postgres?sslmode=disable" \
-		run --separate-stderr "$LEASERUN" -n "$n" echo ran
-	assert_equal "$status" 0
-	assert_equal "$output" ran
-	assert_equal "$stderr" ""
-}
-
 read_only_now() {
 	[ "$(pg_sql "SHOW default_transaction_read_only")" = on ]
 }
