@@ -524,6 +524,17 @@ store_built() {
 	[ ! -e "$T/ran" ]
 }
 
+@test "Redis: a waiter's watch connection that sends a message whose channel is no name: ignored, and the run waits on (1 once -w runs out)" {
+	store_built redis
+	hostile redis watchbadmsg
+	URL=$(url redis)
+	measured -w 2 job touch "$T/ran"
+	assert_equal "$status" 1
+	# The command connection and the watch's: not dropped for it.
+	assert_equal "$(wc -l <"$T/port.conns")" 2
+	[ ! -e "$T/ran" ]
+}
+
 @test "Redis: a run start held back by a record without fence or pid: 1, and the notice names the host alone, with no fence" {
 	store_built redis
 	hostile redis oncepernil

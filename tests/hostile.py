@@ -115,6 +115,8 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
   redis watchgarbage the lease is another's (5s left), and 0.3s after the
                    first SUBSCRIBE, a byte that is no reply type on that
                    connection
+  redis watchbadmsg the same, with a pub/sub message whose channel is an
+                   integer, not a name
   redis stray      0.5s after the first grant, a reply nobody asked for
                    ("+stray") on that connection, idle by then
   redis readonly   a sentinel that names itself as the master, and, as
@@ -879,7 +881,8 @@ def redis_acquire(conn, mode, argv):
 
 def redis_script(conn, mode, body, argv):
     """Answers an EVAL by what its script does."""
-    if (mode in ("idloading", "subloading", "idnoauth", "watchgarbage") and
+    if (mode in ("idloading", "subloading", "idnoauth", "watchgarbage",
+                 "watchbadmsg") and
             b"queue()" in body):
         conn.sendall(resp([0, 5000]))  # held by another, 5s left
     elif mode == "readonly":
@@ -968,13 +971,14 @@ def redis_serve(mode, conn):
         elif name == b"SUBSCRIBE":
             conn.sendall(b"".join(resp([b"subscribe", ch, i + 1])
                                   for i, ch in enumerate(cmd[1:])))
-            if mode == "watchgarbage":
+            if mode in ("watchgarbage", "watchbadmsg"):
                 with redis_lock:
                     redis_state["subs"] = redis_state.get("subs", 0) + 1
                     first_sub = redis_state["subs"] == 1
                 if first_sub:
-                    threading.Timer(0.3, conn.sendall,
-                                    [b"\x00bad\r\n"]).start()
+                    odd = (b"\x00bad\r\n" if mode == "watchgarbage" else
+                           b"*3\r\n$7\r\nmessage\r\n:5\r\n$1\r\nx\r\n")
+                    threading.Timer(0.3, conn.sendall, [odd]).start()
         elif name == b"WAIT":
             conn.sendall(resp(0))
         elif name == b"SENTINEL" and mode == "deadmaster":
