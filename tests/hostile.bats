@@ -513,6 +513,18 @@ store_built() {
 	assert_regex "$stderr" "renewed in [0-9]+ms"
 }
 
+@test "Redis: a waiter's command connection closed, with the lease another's, between its grant and its command's start: the watch it carried is not trusted, the key is read, and the command runs once, on the next grant" {
+	store_built redis
+	hostile redis grantcut
+	URL=$(url redis)
+	measured -v -w 5 job sh -c 'echo x >>"$0/runs"' "$T"
+	assert_equal "$status" 0
+	assert_equal "$(grep -c . "$T/runs")" 1
+	assert_regex "$stderr" "lease lost before the command started: [^
+]*was deleted or taken by another client; trying again"
+	assert_regex "$stderr" "command exited with status 0"
+}
+
 @test "Redis: a waiter's watch connection that sends what is no reply: dropped and opened again, and the run waits on (1 once -w runs out)" {
 	store_built redis
 	hostile redis watchgarbage

@@ -119,6 +119,14 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
                    integer, not a name
   redis stray      0.5s after the first grant, a reply nobody asked for
                    ("+stray") on that connection, idle by then
+  redis grantcut   the first try finds the lease another's (0.3s left);
+                   the second, a waiter's, is granted, and once the
+                   round trip that armed its watch is answered, the lease
+                   is another's and that connection is closed, with no
+                   notice on the watch connection (nothing says a script's
+                   own write); later tries are granted, each with a
+                   higher fence; a renewal of a lease that is not the
+                   caller's says lost (0)
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -848,9 +856,15 @@ def redis_acquire(conn, mode, argv):
     with redis_lock:
         redis_state["grants"] += 1
         first = redis_state["grants"] == 1
+    if mode == "grantcut" and first:
+        conn.sendall(resp([0, 300]))  # held by another, 0.3s left
+        return None
+    cut = mode == "grantcut" and redis_state["grants"] == 2
     fence = 1000
     if mode == "fencedown":
         fence = 1000 if first else 500
+    if mode == "grantcut":  # each grant's fence above the last
+        fence = 1000 + redis_state["grants"]
     if mode == "hugearray":
         redis_flood(conn, b"*100000000\r\n", b":1\r\n")
     elif mode == "deeparray":
@@ -877,6 +891,7 @@ def redis_acquire(conn, mode, argv):
         conn.sendall(resp([1, str(fence)]))
         if mode == "stray" and first:
             threading.Timer(0.5, conn.sendall, [b"+stray\r\n"]).start()
+    return "cut" if cut else None
 
 
 def redis_script(conn, mode, body, argv):
@@ -899,7 +914,7 @@ def redis_script(conn, mode, body, argv):
                      % (b"MOVED" if mode == "selfmoved" else b"ASK",
                         redis_state["port"]))
     elif b"queue()" in body:
-        redis_acquire(conn, mode, argv)
+        return redis_acquire(conn, mode, argv)
     elif b"HMGET" in body:  # --once-per: the run start
         if mode == "onceper":
             conn.sendall(resp([5, "x"]))
@@ -918,13 +933,19 @@ def redis_script(conn, mode, body, argv):
     elif b"return redis.call('PEXPIRE'" in body:  # renew
         if mode == "endless":
             redis_flood(conn, b"+", b"x")
+        if mode == "grantcut" and not (redis_state["value"] or "").startswith(
+                argv[0].decode() + " "):
+            conn.sendall(resp(0))
+            return None
         conn.sendall(resp(1))
     else:  # release, run end
         conn.sendall(resp(1))
+    return None
 
 
 def redis_serve(mode, conn):
     reader = RespReader(conn)
+    cut = False
     while True:
         try:
             cmd = reader.command()
@@ -935,7 +956,8 @@ def redis_serve(mode, conn):
             conn.sendall(b"-NOSCRIPT No matching script. Please use EVAL.\r\n")
         elif name == b"EVAL":
             nkeys = int(cmd[2])
-            redis_script(conn, mode, cmd[1], cmd[3 + nkeys:])
+            if redis_script(conn, mode, cmd[1], cmd[3 + nkeys:]) == "cut":
+                cut = True
         elif (name == b"INFO" and mode == "longrole" and
               cmd[1].lower() == b"replication"):
             conn.sendall(resp("# Replication\r\nrole:" + "x" * 40 + "\r\n"))
@@ -958,6 +980,10 @@ def redis_serve(mode, conn):
             conn.sendall(resp(REDIS_INFO.get(cmd[1].lower(), "")))
         elif name == b"GET":
             conn.sendall(resp(redis_state["value"]))
+            if cut:  # grantcut: the GET behind the watch's TRACKING
+                redis_state["value"] = "someone-else 1001 1 0 hostile"
+                conn.close()
+                return
         elif (name == b"CLIENT" and cmd[1].upper() == b"ID" and
               mode == "idnoauth"):
             conn.sendall(b"-NOAUTH Authentication required.\r\n")
