@@ -498,6 +498,31 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	is_free "$n"
 }
 
+# kill_main: the END of lost_before_start: the server closes the run's
+# command connection, and the time is noted (T0).
+kill_main() {
+	[ "$(rcli client kill type normal)" = 1 ]
+	T0=$(now_ms)
+}
+
+@test "redis+unix://: the command connection closed by the server between the grant and the command's start: the write that fails there is a failure at once, and the key is read on a new connection" {
+	n=$(name)
+	# On a Unix socket whose server end is closed, a write fails
+	# (EPIPE) rather than going out: the key's read before the start
+	# meets that failure, and must not wait out its step (2s).
+	lost_before_start "redis+unix://:$REDIS_PASSWORD@$REDIS_SOCK" "$n" \
+		kill_main -t 30s
+	ms=$(($(now_ms) - T0))
+	echo "# started and ended ${ms}ms after the cut" >&3
+	cat "$BATS_TEST_TMPDIR/err" >&3
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$BATS_TEST_TMPDIR/runs")" 1
+	# Not the store's 2s step, nor a suspicion's renewal at once.
+	[ "$ms" -lt 1000 ]
+	assert_equal "$(grep -c renewed "$BATS_TEST_TMPDIR/err")" 0
+	is_free "$n"
+}
+
 @test "fences strictly increase from holder to holder" {
 	n=$(name)
 	a=$(lr "$n" sh -c 'echo $LEASERUN_FENCE')
