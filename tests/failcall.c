@@ -4,14 +4,16 @@
  * group guard that cannot be started, a signalfd() refused, a pipe2()
  * out of descriptors, a fork() out of processes, a state directory that
  * cannot be made private, a disk that cannot make a fence durable, a
- * store that cannot draw a random lease ID.
+ * store that cannot draw a random lease ID, a socket that takes nothing
+ * more for now.
  *
  *	LR_TEST_FAIL=CALL:ERRNO[:SKIP[:FILE]]
  *
  * CALL is one of poll, clone, fork, signalfd, pipe2, chmod, rename,
- * fsync, fdatasync, getrandom, flock (the file store helper's: see
- * below); ERRNO a number (for poll, 0: it returns 0 at once, nothing
- * ready, as a poll() woken before its time does).  From the moment FILE
+ * fsync, fdatasync, getrandom, send, flock (the file store helper's:
+ * see below); ERRNO a number (for poll, 0: it returns 0 at once, nothing
+ * ready, as a poll() woken before its time does; for send, EAGAIN is a
+ * socket that takes nothing more for now, as a full one).  From the moment FILE
  * exists (from the start without one; the command can create it once
  * it runs), the first SKIP calls (default 0) go through, the next one
  * fails, and every later one goes through again.  LR_TEST_FAIL_MARK, if
@@ -39,6 +41,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +116,14 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 		return err_no ? -1 : 0;
 	return NEXT(int (*)(struct pollfd *, nfds_t, int), "poll")(fds, n,
 								   timeout);
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	if (fails("send"))
+		return -1;
+	return NEXT(ssize_t (*)(int, const void *, size_t, int), "send")(
+		fd, buf, len, flags);
 }
 
 int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)

@@ -498,6 +498,19 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	is_free "$n"
 }
 
+@test "a login's write that the socket does not take at once (EAGAIN): written again when it can be, not left half sent to wait out the 2s step for a reply" {
+	n=$(name)
+	t0=$(now_ms)
+	run --separate-stderr lr_failing send:11 -v -t 30s "$n" true
+	ms=$(($(now_ms) - t0))
+	echo "# status $status in ${ms}ms: $stderr" >&3
+	[ -e "$T/failed" ]
+	assert_equal "$status" 0
+	[[ "$stderr" != *"no answer"* ]]
+	[ "$ms" -lt 1500 ]
+	is_free "$n"
+}
+
 # kill_main: the END of lost_before_start: the server closes the run's
 # command connection, and the time is noted (T0).
 kill_main() {
