@@ -5,20 +5,20 @@
  * out of descriptors, a fork() out of processes, a state directory that
  * cannot be made private, a disk that cannot make a fence durable, a
  * store that cannot draw a random lease ID, a socket that takes nothing
- * more for now.
+ * more for now, a timer that cannot be made.
  *
  *	LR_TEST_FAIL=CALL:ERRNO[:SKIP[:FILE]]
  *
  * CALL is one of poll, clone, fork, signalfd, pipe2, chmod, rename,
- * fsync, fdatasync, getrandom, send, flock (the file store helper's:
- * see below); ERRNO a number (for poll, 0: it returns 0 at once, nothing
- * ready, as a poll() woken before its time does; for send, EAGAIN is a
- * socket that takes nothing more for now, as a full one).  From the moment FILE
- * exists (from the start without one; the command can create it once
- * it runs), the first SKIP calls (default 0) go through, the next one
- * fails, and every later one goes through again.  LR_TEST_FAIL_MARK, if
- * set, names a file created when the call has failed, so a test can
- * tell "the path ran" from "the shim missed".
+ * fsync, fdatasync, getrandom, send, timerfd_create, flock (the file
+ * store helper's: see below); ERRNO a number (for poll, 0: it returns 0
+ * at once, nothing ready, as a poll() woken before its time does; for
+ * send, EAGAIN is a socket that takes nothing more for now, as a full
+ * one).  From the moment FILE exists (from the start without one; the
+ * command can create it once it runs), the first SKIP calls (default 0)
+ * go through, the next one fails, and every later one goes through
+ * again.  LR_TEST_FAIL_MARK, if set, names a file created when the call
+ * has failed, so a test can tell "the path ran" from "the shim missed".
  *
  * Only in leaserun's own process: the first process to load the shim
  * records its pid in LR_TEST_FAIL_PID, and its children (the command,
@@ -43,6 +43,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 static char call[16], file[4096];
@@ -116,6 +117,13 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 		return err_no ? -1 : 0;
 	return NEXT(int (*)(struct pollfd *, nfds_t, int), "poll")(fds, n,
 								   timeout);
+}
+
+int timerfd_create(int clockid, int flags)
+{
+	if (fails("timerfd_create"))
+		return -1;
+	return NEXT(int (*)(int, int), "timerfd_create")(clockid, flags);
 }
 
 ssize_t send(int fd, const void *buf, size_t len, int flags)

@@ -511,6 +511,31 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	is_free "$n"
 }
 
+@test "the wait set's timer not made at the first try (timerfd_create fails): made at the next turn, which starts the watch, and a first try's holder sees its key deleted at once" {
+	n=$(name)
+	# Leaserun's own timer is the first timerfd_create; the store's
+	# wait set makes the second as the command starts.
+	lr_failing timerfd_create:24:1 -v -t 30s "$n" sleep 20 2>"$T/err" &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 10 grep -q "command started" "$T/err"
+	[ -e "$T/failed" ]
+	# Any wake-up is a next turn: a SIGWINCH to leaserun (the command's
+	# parent) means nothing else.
+	child=$(sed -n 's/.*command started, pid \([0-9]*\).*/\1/p' "$T/err")
+	kill -WINCH "$(ps -o ppid= -p "$child")"
+	sleep 0.3
+	t0=$(now_ms)
+	del_key "$n"
+	wait_rc "$pid"
+	ms=$(($(now_ms) - t0))
+	cat "$T/err" >&3
+	echo "# rc $RC ${ms}ms after the DEL" >&3
+	assert_equal "$RC" 124
+	# At once, from the watch: not at the first renewal, 10s on.
+	[ "$ms" -lt 3000 ]
+}
+
 # kill_main: the END of lost_before_start: the server closes the run's
 # command connection, and the time is noted (T0).
 kill_main() {
