@@ -525,6 +525,17 @@ store_built() {
 	assert_regex "$stderr" "command exited with status 0"
 }
 
+@test "Redis: a waiter's watch connection closed by the server as its grant is answered: dropped before the command starts, and opened again at once, with no renewal needed to start the watch" {
+	store_built redis
+	hostile redis grantwatchcut
+	URL=$(url redis)
+	measured -v -t 30s -w 5 job sleep 0.5
+	assert_equal "$status" 0
+	# The command connection, the watch's, and the watch's again.
+	assert_equal "$(wc -l <"$T/port.conns")" 3
+	[[ "$stderr" != *renewed* ]]
+}
+
 @test "Redis: a waiter's watch connection that sends what is no reply: dropped and opened again, and the run waits on (1 once -w runs out)" {
 	store_built redis
 	hostile redis watchgarbage

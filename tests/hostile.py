@@ -127,6 +127,9 @@ grant the lease (fence 1000) and watch it, and misbehaves where MODE says:
                    own write); later tries are granted, each with a
                    higher fence; a renewal of a lease that is not the
                    caller's says lost (0)
+  redis grantwatchcut as grantcut, but what the second try's grant
+                   closes, just before it is answered, is the watch
+                   connection, and the lease stays the caller's
   redis readonly   a sentinel that names itself as the master, and, as
                    that master, says role:master but answers each script
                    READONLY (demoted since: a failover under way)
@@ -856,14 +859,17 @@ def redis_acquire(conn, mode, argv):
     with redis_lock:
         redis_state["grants"] += 1
         first = redis_state["grants"] == 1
-    if mode == "grantcut" and first:
+    if mode in ("grantcut", "grantwatchcut") and first:
         conn.sendall(resp([0, 300]))  # held by another, 0.3s left
         return None
     cut = mode == "grantcut" and redis_state["grants"] == 2
+    if mode == "grantwatchcut" and redis_state["grants"] == 2:
+        # The watch connection goes before the grant is answered.
+        redis_state["sub_conn"].shutdown(socket.SHUT_RDWR)
     fence = 1000
     if mode == "fencedown":
         fence = 1000 if first else 500
-    if mode == "grantcut":  # each grant's fence above the last
+    if mode in ("grantcut", "grantwatchcut"):  # above the last
         fence = 1000 + redis_state["grants"]
     if mode == "hugearray":
         redis_flood(conn, b"*100000000\r\n", b":1\r\n")
@@ -995,6 +1001,7 @@ def redis_serve(mode, conn):
         elif name == b"CLIENT" and cmd[1].upper() == b"ID":
             conn.sendall(resp(7))
         elif name == b"SUBSCRIBE":
+            redis_state["sub_conn"] = conn
             conn.sendall(b"".join(resp([b"subscribe", ch, i + 1])
                                   for i, ch in enumerate(cmd[1:])))
             if mode in ("watchgarbage", "watchbadmsg"):
