@@ -536,6 +536,23 @@ del_key() { [ "$(rcli del "$(keyof "$1")")" = 1 ]; }
 	[ "$ms" -lt 3000 ]
 }
 
+@test "redis+unix://: a login longer than the socket takes (a 125 KB user and password), to a stopped server: each write is given up at the step's end (500ms), and the run when -w runs out, 125" {
+	n=$(name)
+	u=$(head -c 125000 /dev/zero | tr '\0' u)
+	p=$(head -c 125000 /dev/zero | tr '\0' p)
+	redis_freeze
+	t0=$(now_ms)
+	run --separate-stderr env REDISCLI_AUTH="$p" \
+		LEASERUN_URL="redis+unix://$u@$REDIS_SOCK?timeout=500ms" \
+		timeout -s KILL 10 "$LEASERUN" -w 1 "$n" true
+	ms=$(($(now_ms) - t0))
+	redis_thaw
+	echo "# status $status in ${ms}ms: ${stderr:0:300}" >&3
+	assert_equal "$status" 125
+	[ "$ms" -lt 5000 ]
+	assert_regex "$stderr" "login: no answer within 500ms"
+}
+
 # kill_main: the END of lost_before_start: the server closes the run's
 # command connection, and the time is noted (T0).
 kill_main() {
