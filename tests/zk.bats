@@ -33,8 +33,21 @@ teardown() {
 # one per line.
 nodes() { zk_cli "$ZK_EP" "ls ${2:-/leaserun/$1}" | tail -n1 | tr -d '[],' | tr ' ' '\n' | grep '^lock-' || true; }
 nnodes() { nodes "$@" | grep -c . || true; }
-# Deletes lease $1's lock node, as another client would.
-delete_node() { zk_cli "$ZK_EP" "delete /leaserun/$1/$(nodes "$1")" >/dev/null || true; }
+# Deletes lease $1's lock node, as another client would; tries again
+# while the client fails (a JVM slow to start on a loaded machine), until
+# a listing that worked shows no lock node.
+delete_node() {
+	local i n l
+	for i in 1 2 3 4 5; do
+		n=$(nodes "$1")
+		[ -z "$n" ] || zk_cli "$ZK_EP" "delete /leaserun/$1/$n" >/dev/null || true
+		l=$(zk_cli "$ZK_EP" "ls /leaserun/$1" | tail -n1)
+		[[ $l == \[* && $l != *lock-* ]] && return 0
+		sleep 0.2
+	done
+	echo "# could not delete the node of $1" >&3
+	return 1
+}
 
 # A command line that appends "start end fence" for check_intervals.
 interval_cmd() {
