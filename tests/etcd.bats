@@ -202,6 +202,19 @@ lease_hex() {
 	assert_success
 }
 
+@test "--break revokes the holder's lease itself: a holder that cannot act (stopped) has its lease gone at once, and ends 124 once it goes on" {
+	hold t8b
+	lease=$(lease_hex t8b)
+	kill -STOP "$HOLDER"
+	run "$LEASERUN" --break t8b
+	assert_success
+	run E lease timetolive "$lease"
+	assert_output --partial "already expired"
+	kill -CONT "$HOLDER"
+	wait_holder
+	assert_equal "$HRC" 124
+}
+
 @test "a revoked lease stops the command at once (124)" {
 	hold t9
 	child=$(cat "$BATS_TEST_TMPDIR/t9.pid")

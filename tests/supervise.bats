@@ -273,6 +273,17 @@ poll_fails_at_release() {
 	lr -n -q job true
 }
 
+@test "a give-back before a retry that fails for good (not a fault that heals): 125 with its reason at the next try, not a wait to the end of -w" {
+	printf 'run_start=stall\nrelease=fail\n' > "$LOCKDIR/job.fault"
+	SECONDS=0
+	run lr -t 6s -w 60s --once-per 1h job touch "$T/ran"
+	echo "# ended after ${SECONDS}s"
+	assert_equal "$status" 125
+	[ ! -e "$T/ran" ]
+	assert_line --partial "injected release failure"
+	(( SECONDS < 30 ))
+}
+
 @test "--once-per: a run whose end cannot be recorded warns and keeps the command's status" {
 	echo "run_end=fail" > "$LOCKDIR/job.fault"
 	run lr --once-per 1h job sh -c 'exit 3'
