@@ -616,6 +616,8 @@ static void try_acquire(struct sup *s, int64_t now)
 		}
 		s->give_back = 0;
 		err = (struct lr_err){ "" };
+		/* The grant's validity counts from the acquire's send. */
+		t_send = lr_now_ms();
 	}
 	rc = c->ops->acquire(c->st, t_send + cap, &g, &err);
 	now = lr_now_ms();
@@ -1381,6 +1383,11 @@ static void end_run(struct sup *s)
 						"leaserun's session, or at its "
 						"TTL, while that member may "
 						"still run" : NULL });
+	} else if (s->give_back) {
+		/* No command ran, and a give-back before a retry was not
+		 * done: once more, so that a store whose lease outlives
+		 * our session (a key with a TTL) is not left held. */
+		give_back(s, lr_now_ms());
 	}
 	/* Removed only now that the release has said whether the lease was
 	 * ours to the end; until then it reads "releasing" or "lost". */

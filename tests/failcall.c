@@ -209,10 +209,11 @@ ssize_t getrandom(void *buf, size_t len, unsigned flags)
 	    buf, len, flags);
 }
 
-/* flock: in the file store's helper, a child that leaserun forked and
- * did not exec (which keeps the shim armed), the flock() it blocks in;
+/* flock: in the file store's helpers, children that leaserun forked and
+ * did not exec (which keeps the shim armed), the flock() each blocks in;
  * leaserun's own flock() calls, and those of anything exec'd, go
- * through. */
+ * through.  Each helper has its own copy of SKIP and of "once": every
+ * helper's first blocking flock() after SKIP fails. */
 int flock(int fd, int op)
 {
 	if (!(op & LOCK_NB) && getpid() != owner && fails_in("flock", getppid()))

@@ -975,6 +975,32 @@ queued_waiter() {
 	wait_until 5 is_free "$n"
 }
 
+@test "a grant too late to use whose give-back the server, stopped, leaves unanswered: the run waits on, and once the server wakes gives it back and runs on a new grant" {
+	local n d=$BATS_TEST_TMPDIR pid
+	n=$(name)
+	export LEASERUN_FAULT_DIR=$d
+	echo acquire.pause=after >"$d/$n.fault"
+	LEASERUN_URL="fault+$PG_URL" "$LEASERUN" -v -t 3s -w 40s "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >>"$0/ran"' "$d" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault"
+	# Held still past what a 3s TTL can run on: the grant is too late.
+	sleep 2
+	pg_server_signal STOP
+	rm -f "$d/$n.paused"
+	# Its give-back goes unanswered, and when it is made again before
+	# the next try the unlock is still in flight: a fault that heals.
+	wait_until 15 grep -q "is not answering; closing our session frees the lock; trying again" "$d/err"
+	pg_server_signal CONT
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$d/ran")" 1
+	grep -q "giving it back and trying again" "$d/err"
+}
+
 read_only_now() {
 	[ "$(pg_sql "SHOW default_transaction_read_only")" = on ]
 }

@@ -1149,6 +1149,25 @@ info_calls() {
 	(( $(cat "$d/ran") > first ))
 }
 
+@test "cron: a give-back that no server answers in time, and the wait over before another try: given back once more as the run ends, not left to its TTL" {
+	local n d=$BATS_TEST_TMPDIR pid
+	n=rd-unreleased-$BATS_TEST_NUMBER
+	export LEASERUN_FAULT_DIR=$d
+	printf 'run_start=stall\nrelease.pause=before\nrelease=stall\n' >"$d/$n.fault"
+	LEASERUN_URL="fault+$REDIS_URL" "$LEASERUN" -t 20s -w 1s --once-per 1h "$n" \
+		touch "$d/ran" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="${BG_PIDS:-} $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault" "$d/$n.paused"
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 125
+	[ ! -e "$d/ran" ]
+	# Free at once, not in 20 s.
+	run -0 "$LEASERUN" -n "$n" true
+}
+
 @test "cron: a failed run counts, and --status shows the last run" {
 	cron_status "$(name)"
 }

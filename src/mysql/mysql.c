@@ -1578,6 +1578,9 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 		lr_err_set(err, "MySQL at %s is not answering; closing our "
 				"session frees the lock",
 			   st->where);
+		/* A run that gives the lease back to try again asks again
+		 * once the answer came in (process() reads it). */
+		lr_err_heals(err);
 		return LR_ERROR;
 	}
 	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
