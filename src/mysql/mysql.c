@@ -1572,17 +1572,10 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 			mark_gone(st, "the lock was not held");
 		return lost(st, err);
 	}
-	if (st->c.state != MW_IDLE) {
-		/* An earlier statement is still unanswered: the server is not
-		 * answering.  Ending the session (close) frees the lock. */
-		lr_err_set(err, "MySQL at %s is not answering; closing our "
-				"session frees the lock",
-			   st->where);
-		/* A run that gives the lease back to try again asks again
-		 * once the answer came in (process() reads it). */
-		lr_err_heals(err);
-		return LR_ERROR;
-	}
+	/* (An earlier statement still unanswered, as a renewal or a
+	 * give-back that timed out: q_run() takes its answer first, within
+	 * the deadline.  Should that run out, the session's end at close()
+	 * frees the lock.) */
 	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
 	 * 0 someone else's, NULL nobody's. */
 	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);

@@ -1607,17 +1607,10 @@ static enum lr_status pg_release(struct lr_store *st, int64_t deadline,
 					       : "the lock was not held");
 		return lost_or_error(st, err);
 	}
-	if (st->inflight != Q_NONE) {
-		/* An earlier query is still unanswered: the server is not
-		 * answering.  Ending the session (close) frees the lock. */
-		lr_err_set(err, "PostgreSQL at %s is not answering; closing "
-				"our session frees the lock",
-			   st->where);
-		/* A run that gives the lease back to try again asks again
-		 * once the answer came in (process() reads it). */
-		lr_err_heals(err);
-		return LR_ERROR;
-	}
+	/* (An earlier statement still unanswered, as a renewal or a
+	 * give-back that timed out: q_run() waits for its answer first,
+	 * within the deadline.  Should that run out, the session's end at
+	 * close() frees the lock.) */
 	if (st->req->limit > 1)
 		snprintf(sql, sizeof(sql),
 			 "SELECT pg_advisory_unlock(%" PRId32 ", %" PRIu32
