@@ -628,6 +628,32 @@ live_rows() {
 	wait_rc "$p"
 }
 
+@test "a grant too late to use whose give-back the server, stopped, leaves unanswered: the run waits on, and once the server wakes gives it back and runs on a new grant" {
+	local n d=$BATS_TEST_TMPDIR pid
+	n=$(name)
+	export LEASERUN_FAULT_DIR=$d
+	echo acquire.pause=after >"$d/$n.fault"
+	LEASERUN_URL="fault+$MY_URL" "$LEASERUN" -v -t 3s -w 40s "$n" \
+		sh -c 'echo "$LEASERUN_FENCE" >>"$0/ran"' "$d" 2>"$d/err" 3>&- &
+	pid=$!
+	BG_PIDS="$BG_PIDS $pid"
+	wait_until 20 test -e "$d/$n.paused"
+	rm -f "$d/$n.fault"
+	# Held still past what a 3s TTL can run on: the grant is too late.
+	sleep 2
+	mysql_server_signal STOP
+	rm -f "$d/$n.paused"
+	# Its give-back goes unanswered, and when it is made again before
+	# the next try the statement is still in flight: a fault that heals.
+	wait_until 15 grep -q "is not answering; closing our session frees the lock; trying again" "$d/err"
+	mysql_server_signal CONT
+	wait_rc "$pid"
+	cat "$d/err"
+	assert_equal "$RC" 0
+	assert_equal "$(grep -c . "$d/ran")" 1
+	grep -q "giving it back and trying again" "$d/err"
+}
+
 @test "cron: bad --once-per, --max-time and --splay values are one line and 125" {
 	cron_bad_values "$(name)"
 }

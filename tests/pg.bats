@@ -990,10 +990,9 @@ queued_waiter() {
 	sleep 2
 	pg_server_signal STOP
 	rm -f "$d/$n.paused"
-	# Its give-back goes unanswered, and so does the one made again
-	# before the next try, which waits for the first one's answer: a
-	# fault that heals.
-	wait_until 15 grep -q "did not answer in time; trying again" "$d/err"
+	# Its give-back goes unanswered, and when it is made again before
+	# the next try the unlock is still in flight: a fault that heals.
+	wait_until 15 grep -q "is not answering; closing our session frees the lock; trying again" "$d/err"
 	pg_server_signal CONT
 	wait_rc "$pid"
 	cat "$d/err"

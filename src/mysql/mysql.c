@@ -1572,10 +1572,34 @@ static enum lr_status my_release(struct lr_store *st, int64_t deadline,
 			mark_gone(st, "the lock was not held");
 		return lost(st, err);
 	}
-	/* (An earlier statement still unanswered, as a renewal or a
-	 * give-back that timed out: q_run() takes its answer first, within
-	 * the deadline.  Should that run out, the session's end at close()
-	 * frees the lock.) */
+	if (st->c.state != MW_IDLE) {
+		/* An earlier statement (a renewal or a give-back that timed
+		 * out) is still unanswered: take what is there without
+		 * waiting.  Not here yet, the server is not answering: a
+		 * fault that may heal, and asked again this takes the answer
+		 * once it came.  Ending the session (close) frees the lock
+		 * meanwhile. */
+		struct lr_err late = { .heals = 0 };
+		enum lr_status d = drive_to_end(st, lr_now_ms() + 1,
+						"a late answer", &late);
+
+		if (d != LR_TIMEOUT) {
+			my_rows_free(st->c.res);
+			st->c.res = NULL;
+		}
+		if (st->gone || st->c.broken || !connected(st)) {
+			if (!st->gone)
+				mark_gone(st, "the connection broke");
+			return lost(st, err);
+		}
+		if (st->c.state != MW_IDLE) {
+			lr_err_set(err, "MySQL at %s is not answering; closing "
+					"our session frees the lock",
+				   st->where);
+			lr_err_heals(err);
+			return LR_ERROR;
+		}
+	}
 	/* RELEASE_LOCK gives back only a lock of this session: 1 released,
 	 * 0 someone else's, NULL nobody's. */
 	snprintf(sql, sizeof(sql), "SELECT RELEASE_LOCK(%s)", st->mine);

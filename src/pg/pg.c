@@ -1607,10 +1607,19 @@ static enum lr_status pg_release(struct lr_store *st, int64_t deadline,
 					       : "the lock was not held");
 		return lost_or_error(st, err);
 	}
-	/* (An earlier statement still unanswered, as a renewal or a
-	 * give-back that timed out: q_run() waits for its answer first,
-	 * within the deadline.  Should that run out, the session's end at
-	 * close() frees the lock.) */
+	if (st->inflight != Q_NONE &&
+	    (sess_poll(st) < 0 || st->inflight != Q_NONE)) {
+		/* An earlier statement (a renewal or a give-back that timed
+		 * out) is still unanswered, its answer not here yet: the
+		 * server is not answering.  A fault that may heal: asked
+		 * again, this takes the answer once it came.  Ending the
+		 * session (close) frees the lock meanwhile. */
+		lr_err_set(err, "PostgreSQL at %s is not answering; closing "
+				"our session frees the lock",
+			   st->where);
+		lr_err_heals(err);
+		return LR_ERROR;
+	}
 	if (st->req->limit > 1)
 		snprintf(sql, sizeof(sql),
 			 "SELECT pg_advisory_unlock(%" PRId32 ", %" PRIu32
